@@ -1,0 +1,33 @@
+# The README's two commands are `make demo` and `make test`.
+GO ?= go
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+JSCLIENT = testdata/jsclient
+
+.PHONY: demo test lint unit jsclient bench bench-pool build
+
+demo:
+	$(GO) run ./cmd/gradiopool demo
+
+build:
+	$(GO) build -o bin/gradiopool ./cmd/gradiopool
+
+# test is what CI runs: vet, staticcheck, the official JS client for the
+# conformance suite, and every Go test under the race detector.
+test: lint jsclient unit
+
+lint:
+	@test -z "$$(gofmt -l . | grep -v '^testdata/')" || (gofmt -l . ; echo 'gofmt needed'; exit 1)
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+jsclient:
+	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
+unit:
+	GRADIOPOOL_REQUIRE_NODE=1 $(GO) test -race -timeout 30m ./...
+
+bench:
+	$(GO) run ./cmd/gradiopool bench
+
+bench-pool:
+	$(GO) test -run '^$$' -bench BenchmarkAcquireRelease -benchmem ./pool/...
