@@ -1,0 +1,31 @@
+package assign
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrClosed is returned by a closed store.
+var ErrClosed = errors.New("assign: store closed")
+
+// Store maps a user key to a replica name with a time to live.
+//
+// Implementations must be safe for concurrent use. Every method takes a context
+// first because a shared implementation (e.g. Redis) does network I/O. A Get
+// that finds nothing returns ok == false and a nil error; an error means the
+// store could not answer, and callers (package pool) then route as if the user
+// were new.
+type Store interface {
+	// Get returns the replica the key is assigned to, if the assignment has
+	// not expired. Get does not extend the assignment.
+	Get(ctx context.Context, key string) (replica string, ok bool, err error)
+	// Set assigns key to replica for ttl, replacing any previous assignment and
+	// its expiry (so Set also refreshes). ttl <= 0 means no expiry.
+	Set(ctx context.Context, key, replica string, ttl time.Duration) error
+	// Delete removes the assignment of key; deleting a missing key is no error.
+	Delete(ctx context.Context, key string) error
+	// Len returns the number of assignments held. It may count assignments that
+	// expired since the last sweep.
+	Len(ctx context.Context) (int, error)
+}
