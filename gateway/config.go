@@ -1,0 +1,519 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults of [Config]. Durations are wall-clock; sizes are bytes.
+const (
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultMinConnections    = 5
+	DefaultMaxConnections    = 50
+	DefaultIdleTimeout       = 10 * time.Minute
+	DefaultQueueTimeout      = 30 * time.Second
+	DefaultHealthInterval    = 5 * time.Minute
+	DefaultHealthMax         = 5
+	DefaultUnhealthyAfter    = 3
+	DefaultConnectRetries    = 3
+	DefaultAssignmentTTL     = time.Hour
+	DefaultMaxWaiters        = 1000
+	DefaultMaxBodyBytes      = 10 << 20
+	DefaultDrainTimeout      = 30 * time.Second
+	DefaultKeepAlive         = 15 * time.Second
+	DefaultPendingCallTTL    = 10 * time.Minute
+	DefaultMaxPendingCalls   = 2000
+	DefaultReadHeaderTimeout = 10 * time.Second
+)
+
+// Config is the gateway's whole configuration: what `gradiopool serve` reads
+// from its YAML file, the environment and its flags (flags win over the
+// environment, the environment over the file). The zero value is usable
+// except that Replicas must be set; [Config.Normalize] applies the defaults.
+//
+// Secrets are never part of the file: they come only from the environment
+// (see [Secrets]).
+type Config struct {
+	// Listen is the gateway's TCP address. Default DefaultListen.
+	Listen string `yaml:"listen"`
+	// Replicas are Space ids ("owner/name") or base URLs, in round-robin order.
+	// Required.
+	Replicas []string `yaml:"replicas"`
+	// HubURL is the Hugging Face Hub API base used to resolve Space ids.
+	// Empty means the client's default.
+	HubURL string `yaml:"hub_url"`
+	// Pool holds the session pool knobs.
+	Pool PoolConfig `yaml:"pool"`
+	// MaxBodyBytes bounds a request body; larger bodies get 413.
+	// Zero means DefaultMaxBodyBytes (10 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// DrainTimeout is how long SIGTERM lets calls in flight finish before
+	// they are cancelled. Zero means DefaultDrainTimeout (30 s).
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// KeepAliveInterval is the gap between ": keep-alive" comments on idle
+	// event streams, so that proxies do not cut long calls. Zero means
+	// DefaultKeepAlive (15 s).
+	KeepAliveInterval time.Duration `yaml:"keepalive_interval"`
+	// PendingCallTTL is how long the result of a call made through
+	// POST /gradio_api/call/{api} is kept for its GET. Zero means
+	// DefaultPendingCallTTL (10 min).
+	PendingCallTTL time.Duration `yaml:"pending_call_ttl"`
+	// MaxPendingCalls bounds the calls kept for /gradio_api/call GETs; when
+	// full, new POSTs get 503. Zero means DefaultMaxPendingCalls (2000).
+	MaxPendingCalls int `yaml:"max_pending_calls"`
+	// Log selects the log format and level.
+	Log LogConfig `yaml:"log"`
+
+	// Secrets come from the environment only (yaml:"-").
+	Secrets Secrets `yaml:"-"`
+}
+
+// PoolConfig are the pool knobs of the seed design, per replica.
+type PoolConfig struct {
+	// MinConnections is the number of warm sessions kept per replica once
+	// the pool is initialised. Zero means DefaultMinConnections (5);
+	// -1 keeps none.
+	MinConnections int `yaml:"min_connections"`
+	// MaxConnections caps the sessions (= calls in flight) per replica.
+	// Zero means DefaultMaxConnections (50).
+	MaxConnections int `yaml:"max_connections"`
+	// IdleTimeout removes sessions idle longer than this (never below the
+	// minimum). Zero means DefaultIdleTimeout (10 min).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// QueueTimeout is how long a caller waits for a free session.
+	// Zero means DefaultQueueTimeout (30 s).
+	QueueTimeout time.Duration `yaml:"queue_timeout"`
+	// HealthCheckInterval is the period of health checks.
+	// Zero means DefaultHealthInterval (5 min).
+	HealthCheckInterval time.Duration `yaml:"health_check_interval"`
+	// HealthCheckMaxConnections is how many idle sessions one round checks.
+	// Zero means DefaultHealthMax (5).
+	HealthCheckMaxConnections int `yaml:"health_check_max_connections"`
+	// UnhealthyAfterFailures destroys a session after this many failed
+	// checks in a row. Zero means DefaultUnhealthyAfter (3).
+	UnhealthyAfterFailures int `yaml:"unhealthy_after_failures"`
+	// ConnectRetries is how often a failed connect is retried before the
+	// next replica is tried. Zero means DefaultConnectRetries (3).
+	ConnectRetries int `yaml:"connect_retries"`
+	// UserAssignmentTTL is how long a user stays on its replica.
+	// Zero means DefaultAssignmentTTL (1 h).
+	UserAssignmentTTL time.Duration `yaml:"user_assignment_ttl"`
+	// MaxWaiters bounds the callers waiting per replica; beyond it callers
+	// get 503 at once. Zero means DefaultMaxWaiters (1000).
+	MaxWaiters int `yaml:"max_waiters"`
+	// StickySessions keeps a registered user on one pooled session (and so
+	// one gr.State) while it stays assigned. Default off.
+	StickySessions bool `yaml:"sticky_sessions"`
+}
+
+// LogConfig selects the log output.
+type LogConfig struct {
+	// Format is "json", "text" or "auto" (text when stderr is a terminal,
+	// else JSON). Empty means "auto".
+	Format string `yaml:"format"`
+	// Level is "debug", "info", "warn" or "error". Empty means "info".
+	Level string `yaml:"level"`
+}
+
+// Secrets are read from the environment only and never logged, printed or
+// returned: String, GoString and LogValue redact them.
+type Secrets struct {
+	// HFToken (HF_TOKEN) is sent to the Spaces.
+	HFToken string
+	// AdminToken (GRADIOPOOL_ADMIN_TOKEN) guards /api/admin/* and /metrics.
+	// Empty means those endpoints are open.
+	AdminToken string
+	// APIKeys (GRADIOPOOL_API_KEYS, comma-separated) are the bearer keys
+	// callers of /v1/* and /gradio_api/* must present. Empty means open.
+	APIKeys []string
+	// HashKey (GRADIOPOOL_HASH_KEY) keys the hash of e-mails. Empty means
+	// a random key per process.
+	HashKey string
+}
+
+func redact(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return "set"
+}
+
+// String says which secrets are set, never their values.
+func (s Secrets) String() string {
+	return fmt.Sprintf("hf_token=%s admin_token=%s api_keys=%d hash_key=%s",
+		redact(s.HFToken), redact(s.AdminToken), len(s.APIKeys), redact(s.HashKey))
+}
+
+// GoString redacts like String, so %#v cannot leak a secret.
+func (s Secrets) GoString() string { return "gateway.Secrets{" + s.String() + "}" }
+
+// LogValue redacts like String.
+func (s Secrets) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("hf_token", redact(s.HFToken)),
+		slog.String("admin_token", redact(s.AdminToken)),
+		slog.Int("api_keys", len(s.APIKeys)),
+		slog.String("hash_key", redact(s.HashKey)),
+	)
+}
+
+// LogValue is the configuration as logged at start-up (secrets redacted).
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("listen", c.Listen),
+		slog.Any("replicas", c.Replicas),
+		slog.String("hub_url", c.HubURL),
+		slog.Int("min_connections", c.Pool.MinConnections),
+		slog.Int("max_connections", c.Pool.MaxConnections),
+		slog.Duration("idle_timeout", c.Pool.IdleTimeout),
+		slog.Duration("queue_timeout", c.Pool.QueueTimeout),
+		slog.Duration("health_check_interval", c.Pool.HealthCheckInterval),
+		slog.Int("health_check_max_connections", c.Pool.HealthCheckMaxConnections),
+		slog.Int("unhealthy_after_failures", c.Pool.UnhealthyAfterFailures),
+		slog.Int("connect_retries", c.Pool.ConnectRetries),
+		slog.Duration("user_assignment_ttl", c.Pool.UserAssignmentTTL),
+		slog.Int("max_waiters", c.Pool.MaxWaiters),
+		slog.Bool("sticky_sessions", c.Pool.StickySessions),
+		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Duration("drain_timeout", c.DrainTimeout),
+		slog.Duration("keepalive_interval", c.KeepAliveInterval),
+		slog.Any("secrets", c.Secrets),
+	)
+}
+
+// String is the configuration in one line, secrets redacted.
+func (c Config) String() string {
+	return fmt.Sprintf("listen=%s replicas=%v pool=%+v %s", c.Listen, c.Replicas, c.Pool, c.Secrets)
+}
+
+// Normalize replaces zero values by their defaults.
+func (c *Config) Normalize() {
+	def := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defd := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	def(&c.Pool.MinConnections, DefaultMinConnections)
+	if c.Pool.MinConnections < 0 {
+		c.Pool.MinConnections = 0
+	}
+	def(&c.Pool.MaxConnections, DefaultMaxConnections)
+	defd(&c.Pool.IdleTimeout, DefaultIdleTimeout)
+	defd(&c.Pool.QueueTimeout, DefaultQueueTimeout)
+	defd(&c.Pool.HealthCheckInterval, DefaultHealthInterval)
+	def(&c.Pool.HealthCheckMaxConnections, DefaultHealthMax)
+	def(&c.Pool.UnhealthyAfterFailures, DefaultUnhealthyAfter)
+	def(&c.Pool.ConnectRetries, DefaultConnectRetries)
+	defd(&c.Pool.UserAssignmentTTL, DefaultAssignmentTTL)
+	def(&c.Pool.MaxWaiters, DefaultMaxWaiters)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	defd(&c.DrainTimeout, DefaultDrainTimeout)
+	defd(&c.KeepAliveInterval, DefaultKeepAlive)
+	defd(&c.PendingCallTTL, DefaultPendingCallTTL)
+	def(&c.MaxPendingCalls, DefaultMaxPendingCalls)
+	if c.Log.Format == "" {
+		c.Log.Format = "auto"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+}
+
+// Validate reports every problem of a normalized configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if len(c.Replicas) == 0 {
+		bad("replicas: at least one replica (Space id or URL) is required (key replicas, env GRADIOPOOL_REPLICAS, flag --replicas)")
+	}
+	seen := map[string]bool{}
+	for i, r := range c.Replicas {
+		switch {
+		case strings.TrimSpace(r) == "":
+			bad("replicas[%d]: empty", i)
+		case seen[r]:
+			bad("replicas[%d]: %q listed twice", i, r)
+		case !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") && strings.Count(r, "/") != 1:
+			bad("replicas[%d]: %q is neither a Space id (owner/name) nor an http(s) URL", i, r)
+		}
+		seen[r] = true
+	}
+	p := c.Pool
+	if p.MaxConnections < 1 {
+		bad("pool.max_connections: %d, must be at least 1", p.MaxConnections)
+	}
+	if p.MinConnections > p.MaxConnections {
+		bad("pool.min_connections (%d) is above pool.max_connections (%d)", p.MinConnections, p.MaxConnections)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"pool.idle_timeout", p.IdleTimeout}, {"pool.queue_timeout", p.QueueTimeout},
+		{"pool.health_check_interval", p.HealthCheckInterval}, {"pool.user_assignment_ttl", p.UserAssignmentTTL},
+		{"drain_timeout", c.DrainTimeout}, {"keepalive_interval", c.KeepAliveInterval},
+		{"pending_call_ttl", c.PendingCallTTL},
+	} {
+		if d.v < 0 {
+			bad("%s: %v, must not be negative", d.key, d.v)
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"pool.health_check_max_connections", p.HealthCheckMaxConnections},
+		{"pool.unhealthy_after_failures", p.UnhealthyAfterFailures},
+		{"pool.connect_retries", p.ConnectRetries}, {"pool.max_waiters", p.MaxWaiters},
+		{"max_pending_calls", c.MaxPendingCalls},
+	} {
+		if n.v < 0 {
+			bad("%s: %d, must not be negative", n.key, n.v)
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		bad("max_body_bytes: %d, must not be negative", c.MaxBodyBytes)
+	}
+	switch c.Log.Format {
+	case "auto", "json", "text":
+	default:
+		bad("log.format: %q, want auto, json or text", c.Log.Format)
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		bad("log.level: %v", err)
+	}
+	if c.Listen != "" && !strings.Contains(c.Listen, ":") {
+		bad("listen: %q, want host:port", c.Listen)
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q, want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// LoadFile reads a YAML configuration into c; keys absent from the file
+// keep their current values. Unknown keys are errors naming the line.
+func (c *Config) LoadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return c.LoadYAML(path, b)
+}
+
+// LoadYAML is LoadFile on bytes; name is used in messages.
+func (c *Config) LoadYAML(name string, b []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	err := dec.Decode(c)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = clarifyYAML(m)
+		}
+		return fmt.Errorf("config %s: %s", name, strings.Join(msgs, "; "))
+	}
+	return fmt.Errorf("config %s: %w", name, err)
+}
+
+// unknownKey matches yaml's "line 3: field bogus not found in type ...".
+var unknownKey = regexp.MustCompile(`^(line \d+): field (\S+) not found in type \S+$`)
+
+// clarifyYAML rewrites yaml's messages in the words of the configuration.
+func clarifyYAML(m string) string {
+	if g := unknownKey.FindStringSubmatch(m); g != nil {
+		return fmt.Sprintf("%s: unknown key %q", g[1], g[2])
+	}
+	if strings.HasSuffix(m, "into time.Duration") {
+		return m + " (want a duration such as 30s, 10m or 1h)"
+	}
+	return m
+}
+
+// setting is one key of the configuration with its environment variable
+// and flag, so the three sources cannot drift apart.
+type setting struct {
+	key, env, flag, usage string
+	set                   func(c *Config, v string) error
+}
+
+func intSetter(f func(c *Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func durSetter(f func(c *Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (e.g. 30s, 10m, 1h)", v)
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func strSetter(f func(c *Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *f(c) = strings.TrimSpace(v); return nil }
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var settings = []setting{
+	{"listen", "GRADIOPOOL_LISTEN", "listen", "TCP address to listen on (default " + DefaultListen + ")",
+		strSetter(func(c *Config) *string { return &c.Listen })},
+	{"replicas", "GRADIOPOOL_REPLICAS", "replicas", "comma-separated Space ids or URLs",
+		func(c *Config, v string) error { c.Replicas = splitList(v); return nil }},
+	{"hub_url", "GRADIOPOOL_HUB_URL", "hub-url", "Hugging Face Hub API base URL (default: the client's)",
+		strSetter(func(c *Config) *string { return &c.HubURL })},
+	{"pool.min_connections", "GRADIOPOOL_POOL_MIN_CONNECTIONS", "min-connections", "warm sessions per replica (default 5, -1 none)",
+		intSetter(func(c *Config) *int { return &c.Pool.MinConnections })},
+	{"pool.max_connections", "GRADIOPOOL_POOL_MAX_CONNECTIONS", "max-connections", "max sessions per replica (default 50)",
+		intSetter(func(c *Config) *int { return &c.Pool.MaxConnections })},
+	{"pool.idle_timeout", "GRADIOPOOL_POOL_IDLE_TIMEOUT", "idle-timeout", "idle session removed after (default 10m)",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleTimeout })},
+	{"pool.queue_timeout", "GRADIOPOOL_POOL_QUEUE_TIMEOUT", "queue-timeout", "max wait for a free session (default 30s)",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.QueueTimeout })},
+	{"pool.health_check_interval", "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", "health-check-interval", "health check period (default 5m)",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.HealthCheckInterval })},
+	{"pool.health_check_max_connections", "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", "health-check-max-connections", "sessions checked per round (default 5)",
+		intSetter(func(c *Config) *int { return &c.Pool.HealthCheckMaxConnections })},
+	{"pool.unhealthy_after_failures", "GRADIOPOOL_POOL_UNHEALTHY_AFTER_FAILURES", "unhealthy-after-failures", "failed checks before a session is destroyed (default 3)",
+		intSetter(func(c *Config) *int { return &c.Pool.UnhealthyAfterFailures })},
+	{"pool.connect_retries", "GRADIOPOOL_POOL_CONNECT_RETRIES", "connect-retries", "connect retries before the next replica (default 3)",
+		intSetter(func(c *Config) *int { return &c.Pool.ConnectRetries })},
+	{"pool.user_assignment_ttl", "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", "user-assignment-ttl", "user -> replica assignment kept for (default 1h)",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.UserAssignmentTTL })},
+	{"pool.max_waiters", "GRADIOPOOL_POOL_MAX_WAITERS", "max-waiters", "max callers waiting per replica (default 1000)",
+		intSetter(func(c *Config) *int { return &c.Pool.MaxWaiters })},
+	{"pool.sticky_sessions", "GRADIOPOOL_POOL_STICKY_SESSIONS", "sticky-sessions", "keep a user on one session (gr.State) (default false)",
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("%q is not a boolean", v)
+			}
+			c.Pool.StickySessions = b
+			return nil
+		}},
+	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes (default 10 MiB)",
+		func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%q is not an integer", v)
+			}
+			c.MaxBodyBytes = n
+			return nil
+		}},
+	{"drain_timeout", "GRADIOPOOL_DRAIN_TIMEOUT", "drain-timeout", "on SIGTERM, time calls in flight may take (default 30s)",
+		durSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+	{"keepalive_interval", "GRADIOPOOL_KEEPALIVE_INTERVAL", "keepalive-interval", "keep-alive comment period on event streams (default 15s)",
+		durSetter(func(c *Config) *time.Duration { return &c.KeepAliveInterval })},
+	{"pending_call_ttl", "GRADIOPOOL_PENDING_CALL_TTL", "pending-call-ttl", "how long /gradio_api/call results are kept (default 10m)",
+		durSetter(func(c *Config) *time.Duration { return &c.PendingCallTTL })},
+	{"max_pending_calls", "GRADIOPOOL_MAX_PENDING_CALLS", "max-pending-calls", "max /gradio_api/call results kept (default 2000)",
+		intSetter(func(c *Config) *int { return &c.MaxPendingCalls })},
+	{"log.format", "GRADIOPOOL_LOG_FORMAT", "log-format", "auto, json or text (default auto)",
+		strSetter(func(c *Config) *string { return &c.Log.Format })},
+	{"log.level", "GRADIOPOOL_LOG_LEVEL", "log-level", "debug, info, warn or error (default info)",
+		strSetter(func(c *Config) *string { return &c.Log.Level })},
+}
+
+// ConfigEnvFile is the environment variable naming the YAML file when no
+// --config flag is given.
+const ConfigEnvFile = "GRADIOPOOL_CONFIG"
+
+// ApplyEnv sets every key whose environment variable is non-empty, and
+// reads the secrets. lookup is os.LookupEnv or a test's map.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	for _, s := range settings {
+		if v, ok := lookup(s.env); ok && v != "" {
+			if err := s.set(c, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s): %w", s.env, s.key, err))
+			}
+		}
+	}
+	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
+	c.Secrets = Secrets{
+		HFToken:    get("HF_TOKEN"),
+		AdminToken: get("GRADIOPOOL_ADMIN_TOKEN"),
+		APIKeys:    splitList(get("GRADIOPOOL_API_KEYS")),
+		HashKey:    get("GRADIOPOOL_HASH_KEY"),
+	}
+	return errors.Join(errs...)
+}
+
+// Flags registers one flag per key on fs (strings, parsed when applied) and
+// returns a function that applies, after fs.Parse, the flags that were set.
+func Flags(fs *flag.FlagSet) func(c *Config) error {
+	vals := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		vals[s.flag] = fs.String(s.flag, "", s.usage+" [env "+s.env+"]")
+	}
+	return func(c *Config) error {
+		var errs []error
+		fs.Visit(func(f *flag.Flag) {
+			for _, s := range settings {
+				if s.flag == f.Name {
+					if err := s.set(c, *vals[s.flag]); err != nil {
+						errs = append(errs, fmt.Errorf("--%s: %w", s.flag, err))
+					}
+				}
+			}
+		})
+		return errors.Join(errs...)
+	}
+}
+
+// EnvVars lists the (key, environment variable, flag) triples, for docs.
+func EnvVars() [][3]string {
+	out := make([][3]string, len(settings))
+	for i, s := range settings {
+		out[i] = [3]string{s.key, s.env, "--" + s.flag}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// apiError is an error as the gateway answers it:
+// {"error":{"code":"...","message":"...","title":"..."}}.
+type apiError struct {
+	Status     int    `json:"-"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	Title      string `json:"title,omitempty"`       // gr.Error title, for app_error
+	RetryAfter int    `json:"retry_after,omitempty"` // seconds; also sent as Retry-After
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// StatusClientClosed is the status logged (never sent) when the caller went
+// away before the answer; nginx's convention.
+const StatusClientClosed = 499
+
+func badRequest(code, format string, a ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// classifier maps pool-level errors; see pool_backend.go. It returns nil
+// for errors it does not know.
+var poolErrors func(err error) *apiError
+
+// toAPIError maps an error of a call to its HTTP answer. The order matters:
+// the most specific cause wins.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if poolErrors != nil {
+		if e := poolErrors(err); e != nil {
+			return e
+		}
+	}
+	var (
+		argErr    *gradio.ArgumentError
+		appErr    *gradio.AppError
+		spaceErr  *gradio.SpaceError
+		uploadErr *gradio.UploadTooLargeError
+		lostErr   *gradio.ConnectionLostError
+	)
+	switch {
+	case errors.As(err, &argErr):
+		return &apiError{Status: http.StatusBadRequest, Code: "bad_arguments", Message: argErr.Error()}
+	case errors.Is(err, gradio.ErrUnknownEndpoint):
+		return &apiError{Status: http.StatusNotFound, Code: "unknown_endpoint", Message: err.Error()}
+	case errors.As(err, &appErr):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "app_error", Message: appErr.Message, Title: appErr.Title}
+	case errors.As(err, &uploadErr):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "upload_too_large", Message: uploadErr.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Message: "the call did not finish before the caller's deadline: " + err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, gradio.ErrCanceled):
+		return &apiError{Status: StatusClientClosed, Code: "canceled", Message: "the call was cancelled: " + err.Error()}
+	case errors.Is(err, gradio.ErrQueueFull):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "app_queue_full", Message: err.Error(), RetryAfter: 1}
+	case errors.As(err, &spaceErr):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "replica_unavailable", Message: err.Error(), RetryAfter: 10}
+	case errors.As(err, &lostErr):
+		return &apiError{Status: http.StatusBadGateway, Code: "connection_lost", Message: err.Error()}
+	case errors.Is(err, gradio.ErrUnauthorized):
+		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unauthorized", Message: err.Error()}
+	}
+	var me *gradio.MetadataError
+	var ce *gradio.ConnectError
+	var pe *gradio.ProtocolError
+	if errors.As(err, &me) || errors.As(err, &ce) || errors.As(err, &pe) {
+		return &apiError{Status: http.StatusBadGateway, Code: "upstream_error", Message: err.Error()}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
+}
+
+// writeError answers e as JSON; a 499 is not written (nobody listens).
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == StatusClientClosed {
+		w.WriteHeader(StatusClientClosed)
+		return
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, map[string]*apiError{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

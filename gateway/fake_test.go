@@ -1,0 +1,144 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fake is a Backend with a few endpoints, enough to exercise every answer
+// of the gateway without a pool:
+//
+//	upper(s)   -> S
+//	count(n)   generator: outputs 0..n-1
+//	slow()     blocks until release is closed or ctx ends
+//	fail()     gr.Error
+//	full()     pool queue time-out
+type fake struct {
+	release  chan struct{}
+	started  chan struct{} // one value per slow call started
+	canceled atomic.Int32  // slow calls ended by ctx
+	inUse    atomic.Int32
+	ready    atomic.Bool
+	users    sync.Map // user -> true
+}
+
+func newFake() *fake {
+	f := &fake{release: make(chan struct{}), started: make(chan struct{}, 16)}
+	f.ready.Store(true)
+	return f
+}
+
+func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit func(gateway.Event)) ([]json.RawMessage, error) {
+	if user != "" {
+		f.users.Store(user, true)
+	}
+	str := func(i int) string {
+		var s string
+		_ = json.Unmarshal(args[i].(json.RawMessage), &s)
+		return s
+	}
+	switch endpoint {
+	case "upper":
+		if len(args) != 1 {
+			return nil, &gradio.ArgumentError{Endpoint: "/upper", Msg: "want 1 argument"}
+		}
+		return []json.RawMessage{mustMarshal(strings.ToUpper(str(0)))}, nil
+	case "count":
+		var n int
+		_ = json.Unmarshal(args[0].(json.RawMessage), &n)
+		emit(gateway.Event{Kind: gateway.EventQueued, Rank: 0, QueueSize: 1})
+		emit(gateway.Event{Kind: gateway.EventStarted})
+		for i := 0; i < n; i++ {
+			emit(gateway.Event{Kind: gateway.EventOutput, Data: []json.RawMessage{mustMarshal(i)}})
+		}
+		return []json.RawMessage{mustMarshal(n - 1)}, nil
+	case "slow":
+		f.inUse.Add(1)
+		defer f.inUse.Add(-1)
+		f.started <- struct{}{}
+		select {
+		case <-f.release:
+			return []json.RawMessage{mustMarshal("done")}, nil
+		case <-ctx.Done():
+			f.canceled.Add(1)
+			return nil, ctx.Err()
+		}
+	case "fail":
+		return nil, &gradio.AppError{Title: "Oops", Message: "boom"}
+	case "full":
+		return nil, gradio.ErrQueueFull
+	}
+	return nil, gradio.ErrUnknownEndpoint
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (f *fake) Predict(ctx context.Context, user, endpoint string, args []any) (*gateway.Result, error) {
+	out, err := f.run(ctx, user, endpoint, args, func(gateway.Event) {})
+	if err != nil {
+		return nil, err
+	}
+	return &gateway.Result{Data: out, Replica: "r1", Wait: time.Millisecond}, nil
+}
+
+type fakeCall struct {
+	events chan gateway.Event
+	done   chan struct{}
+	out    []json.RawMessage
+	err    error
+}
+
+func (c *fakeCall) Replica() string                { return "r1" }
+func (c *fakeCall) Events() <-chan gateway.Event { return c.events }
+func (c *fakeCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
+	select {
+	case <-c.done:
+		return c.out, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fake) Submit(ctx context.Context, user, endpoint string, args []any) (gateway.Call, error) {
+	switch endpoint {
+	case "upper", "count", "slow", "fail":
+	default:
+		_, err := f.run(ctx, user, endpoint, args, nil)
+		return nil, err
+	}
+	if endpoint == "upper" && len(args) != 1 {
+		return nil, &gradio.ArgumentError{Endpoint: "/upper", Msg: "want 1 argument"}
+	}
+	c := &fakeCall{events: make(chan gateway.Event, 64), done: make(chan struct{})}
+	go func() {
+		c.out, c.err = f.run(ctx, user, endpoint, args, func(ev gateway.Event) { c.events <- ev })
+		close(c.done)
+		close(c.events)
+	}()
+	return c, nil
+}
+
+func (f *fake) Stats() any {
+	return map[string]any{"pools": map[string]any{"r1": map[string]int{"inUseConnections": int(f.inUse.Load())}}, "initialized": true}
+}
+
+func (f *fake) Gauges() []gateway.ReplicaGauges {
+	return []gateway.ReplicaGauges{{Name: "r1", Idle: 4, InUse: int(f.inUse.Load()), Max: 50, QueueTimeouts: 2}}
+}
+
+func (f *fake) Ready() bool { return f.ready.Load() }

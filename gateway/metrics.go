@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// MetricsNamespace prefixes every metric name.
+const MetricsNamespace = "gradiopool"
+
+// DurationBuckets are the histogram buckets in seconds, from 5 ms up to the
+// 10-minute calls the pool is built for.
+var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// Metrics is the gateway's Prometheus metrics on a registry of its own (not
+// the global one). Labels are replica names, route patterns, status codes,
+// error codes and session states: never an e-mail, key or session id.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	connect   *prometheus.HistogramVec // replica, result
+	wait      *prometheus.HistogramVec // replica
+	use       *prometheus.HistogramVec // replica
+	httpDur   *prometheus.HistogramVec // route, code
+	httpReqs  *prometheus.CounterVec   // route, code
+	failovers prometheus.Counter
+	errors    *prometheus.CounterVec // code
+	calls     *prometheus.CounterVec // replica
+}
+
+// NewMetrics returns metrics reading the pool gauges from b at scrape time
+// (b may be nil: no pool gauges).
+func NewMetrics(b Backend) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		connect: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: MetricsNamespace, Name: "session_create_seconds",
+			Help:    "Time to create (connect) one pooled session, by replica and result (ok or error).",
+			Buckets: DurationBuckets,
+		}, []string{"replica", "result"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: MetricsNamespace, Name: "session_wait_seconds",
+			Help:    "Time a call waited for a free session, by replica.",
+			Buckets: DurationBuckets,
+		}, []string{"replica"}),
+		use: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: MetricsNamespace, Name: "session_use_seconds",
+			Help:    "Time a call held its session (the call's run time), by replica.",
+			Buckets: DurationBuckets,
+		}, []string{"replica"}),
+		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: MetricsNamespace, Name: "http_request_duration_seconds",
+			Help:    "Gateway HTTP request duration by route pattern and status code.",
+			Buckets: DurationBuckets,
+		}, []string{"route", "code"}),
+		httpReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "http_requests_total",
+			Help: "Gateway HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "failovers_total",
+			Help: "Calls moved to another replica because one provably did not accept them.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "call_errors_total",
+			Help: "Failed calls by error code (the code of the JSON error answer).",
+		}, []string{"code"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "calls_total",
+			Help: "Completed calls by replica.",
+		}, []string{"replica"}),
+	}
+	reg.MustRegister(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if b != nil {
+		reg.MustRegister(&poolCollector{b: b})
+	}
+	return m
+}
+
+// Registry is the registry the metrics are on, e.g. to add collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// ObserveCreate records one session creation on replica (a pool hook).
+func (m *Metrics) ObserveCreate(replica string, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.connect.WithLabelValues(replica, result).Observe(d.Seconds())
+}
+
+// ObserveWait records one wait for a session on replica (a pool hook).
+func (m *Metrics) ObserveWait(replica string, d time.Duration) {
+	m.wait.WithLabelValues(replica).Observe(d.Seconds())
+}
+
+// ObserveFailover counts one failover (a pool hook).
+func (m *Metrics) ObserveFailover() { m.failovers.Inc() }
+
+func (m *Metrics) observeCall(replica string, wait, total time.Duration, failovers int) {
+	if wait > 0 {
+		m.wait.WithLabelValues(replica).Observe(wait.Seconds())
+	}
+	m.use.WithLabelValues(replica).Observe((total - wait).Seconds())
+	m.calls.WithLabelValues(replica).Inc()
+	if failovers > 0 {
+		m.failovers.Add(float64(failovers))
+	}
+}
+
+func (m *Metrics) callError(code string) { m.errors.WithLabelValues(code).Inc() }
+
+func (m *Metrics) observeHTTP(route string, status int, d time.Duration) {
+	code := strconv.Itoa(status)
+	m.httpReqs.WithLabelValues(route, code).Inc()
+	m.httpDur.WithLabelValues(route, code).Observe(d.Seconds())
+}
+
+// poolCollector reads the pool's gauges and counters at scrape time, so the
+// numbers are never stale and the pool needs no metrics code.
+type poolCollector struct{ b Backend }
+
+var (
+	descSessions = prometheus.NewDesc(MetricsNamespace+"_sessions",
+		"Pooled sessions by replica and state (idle, in_use, connecting).", []string{"replica", "state"}, nil)
+	descMax = prometheus.NewDesc(MetricsNamespace+"_sessions_max",
+		"Maximum sessions per replica (max_connections).", []string{"replica"}, nil)
+	descUnhealthy = prometheus.NewDesc(MetricsNamespace+"_sessions_unhealthy",
+		"Sessions whose last health check failed, by replica.", []string{"replica"}, nil)
+	descWaiting = prometheus.NewDesc(MetricsNamespace+"_waiting_callers",
+		"Callers waiting for a free session, by replica.", []string{"replica"}, nil)
+	descQueueTimeouts = prometheus.NewDesc(MetricsNamespace+"_queue_timeouts_total",
+		"Callers that gave up waiting for a session (queue_timeout), by replica.", []string{"replica"}, nil)
+	descCreated = prometheus.NewDesc(MetricsNamespace+"_sessions_created_total",
+		"Sessions created, by replica.", []string{"replica"}, nil)
+	descDestroyed = prometheus.NewDesc(MetricsNamespace+"_sessions_destroyed_total",
+		"Sessions destroyed (idle, failed health checks, broken), by replica.", []string{"replica"}, nil)
+	descReady = prometheus.NewDesc(MetricsNamespace+"_ready",
+		"1 when at least one replica is usable.", nil, nil)
+)
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descCreated, descDestroyed, descReady} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	cnt := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, r := range c.b.Gauges() {
+		g(descSessions, float64(r.Idle), r.Name, "idle")
+		g(descSessions, float64(r.InUse), r.Name, "in_use")
+		g(descSessions, float64(r.Connecting), r.Name, "connecting")
+		g(descMax, float64(r.Max), r.Name)
+		g(descUnhealthy, float64(r.Unhealthy), r.Name)
+		g(descWaiting, float64(r.Waiting), r.Name)
+		cnt(descQueueTimeouts, r.QueueTimeouts, r.Name)
+		cnt(descCreated, r.Created, r.Name)
+		cnt(descDestroyed, r.Destroyed, r.Name)
+	}
+	ready := 0.0
+	if c.b.Ready() {
+		ready = 1
+	}
+	g(descReady, ready)
+}

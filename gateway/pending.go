@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// pendingCalls keeps the calls started by POST /gradio_api/call/{api} for
+// their GET, like Gradio's session message buffer: bounded in number, and
+// each kept for a TTL after it finished.
+type pendingCalls struct {
+	max int
+	ttl time.Duration
+
+	mu    sync.Mutex // guards calls; nothing slow runs under it
+	calls map[string]*pendingCall
+}
+
+// record is one Gradio REST event: generating, complete or error.
+type record struct {
+	name string
+	data json.RawMessage
+}
+
+type pendingCall struct {
+	apiName string
+
+	mu       sync.Mutex // guards the fields below
+	records  []record
+	done     bool
+	finished time.Time
+	changed  chan struct{} // closed and replaced on every new record
+}
+
+func newPendingCalls(max int, ttl time.Duration) *pendingCalls {
+	return &pendingCalls{max: max, ttl: ttl, calls: map[string]*pendingCall{}}
+}
+
+// add registers a call unless the map is full after expiring old calls.
+func (p *pendingCalls) add(id string, c *pendingCall, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.calls) >= p.max {
+		for k, v := range p.calls {
+			if v.expired(now, p.ttl) {
+				delete(p.calls, k)
+			}
+		}
+	}
+	if len(p.calls) >= p.max {
+		return false
+	}
+	p.calls[id] = c
+	return true
+}
+
+func (p *pendingCalls) get(id string, now time.Time) *pendingCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.calls[id]
+	if c != nil && c.expired(now, p.ttl) {
+		delete(p.calls, id)
+		return nil
+	}
+	return c
+}
+
+func (p *pendingCalls) remove(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.calls, id)
+}
+
+func (p *pendingCalls) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls)
+}
+
+func (c *pendingCall) expired(now time.Time, ttl time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done && now.Sub(c.finished) > ttl
+}
+
+func (c *pendingCall) push(r record, final bool, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.records = append(c.records, r)
+	if final {
+		c.done = true
+		c.finished = now
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// from returns the records from index i, whether the call is done, and a
+// channel closed on the next change.
+func (c *pendingCall) from(i int) ([]record, bool, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.records[i:], c.done, c.changed
+}
+
+// handleCallPost starts a call whose result is read by a later GET. The
+// call outlives the POST: it runs under the gateway's job context, so a
+// drain lets it finish.
+func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
+	if g.rejectDraining(w) {
+		return
+	}
+	user, args, endpoint, aerr := g.readCall(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	id := newID()
+	pc := &pendingCall{apiName: endpoint, changed: make(chan struct{})}
+	if !g.pending.add(id, pc, g.now()) {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "too_many_pending_calls",
+			Message: "too many /gradio_api/call results are waiting to be read (max_pending_calls)", RetryAfter: 5})
+		return
+	}
+	done := g.track()
+	ctx, cancel := context.WithCancel(g.jobsCtx)
+	call, err := g.backend.Submit(ctx, user, endpoint, args)
+	if err != nil {
+		cancel()
+		done()
+		g.pending.remove(id)
+		g.failCall(w, r, endpoint, err)
+		return
+	}
+	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()), slog.String("event_id", id))
+	start := g.now()
+	go func() {
+		defer done()
+		defer cancel()
+		for ev := range call.Events() {
+			if ev.Kind == EventOutput {
+				pc.push(record{"generating", mustJSON(nonNil(ev.Data))}, false, g.now())
+			}
+		}
+		out, err := call.Wait(ctx)
+		if err != nil {
+			e := toAPIError(err)
+			g.metrics.callError(e.Code)
+			g.log.Warn("call failed", slog.String("event_id", id), slog.String("endpoint", endpoint),
+				slog.String("replica", call.Replica()), slog.String("error_code", e.Code), slog.String("error", e.Message))
+			payload := map[string]any{"error": e.Message, "code": e.Code}
+			if e.Title != "" {
+				payload["title"] = e.Title
+			}
+			pc.push(record{"error", mustJSON(payload)}, true, g.now())
+			return
+		}
+		g.metrics.observeCall(call.Replica(), 0, g.now().Sub(start), 0)
+		pc.push(record{"complete", mustJSON(nonNil(out))}, true, g.now())
+	}()
+	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// handleCallGet streams the records of a call started by handleCallPost,
+// from the first; it ends after complete or error. Like Gradio, an unknown
+// or expired event id is an `event: error` record with "404: Not Found".
+func (g *Gateway) handleCallGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("event_id")
+	pc := g.pending.get(id, g.now())
+	if pc == nil || pc.apiName != r.PathValue("api_name") {
+		s := startSSE(w)
+		_ = s.event("error", "404: Not Found")
+		return
+	}
+	s := startSSE(w)
+	tick := time.NewTicker(g.cfg.KeepAliveInterval)
+	defer tick.Stop()
+	next := 0
+	for {
+		recs, done, changed := pc.from(next)
+		for _, rec := range recs {
+			if _, err := s.w.Write([]byte("event: " + rec.name + "\ndata: " + string(rec.data) + "\n\n")); err != nil {
+				return
+			}
+			next++
+		}
+		if len(recs) > 0 {
+			if s.rc.Flush() != nil {
+				return
+			}
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			if _, err := s.w.Write([]byte("event: heartbeat\ndata: null\n\n")); err != nil || s.rc.Flush() != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// Serve answers HTTP on ln until ctx ends, then drains: it stops accepting
+// (readyz turns 503, new calls get 503 "draining"), lets calls in flight
+// finish for up to cfg.DrainTimeout, cancels the rest (each is cancelled at
+// its app, its session returned) and returns nil once all handlers ended.
+// An error is returned only when serving failed.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler: g,
+		// No WriteTimeout or ReadTimeout: they would cut a 10-minute call or
+		// stream. Time-outs belong to phases: headers here, the queue and the
+		// caller's own deadline in the pool.
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	g.log.Info("gateway listening", slog.String("addr", ln.Addr().String()))
+
+	select {
+	case err := <-errc:
+		g.cancelJobs()
+		return err
+	case <-ctx.Done():
+	}
+	g.draining.Store(true)
+	g.log.Info("draining", slog.Int64("in_flight", g.inFlight.Load()), slog.Duration("drain_timeout", g.cfg.DrainTimeout))
+	dctx, cancel := context.WithTimeout(context.Background(), g.cfg.DrainTimeout)
+	defer cancel()
+	jobsDone := make(chan struct{})
+	go func() { g.jobs.Wait(); close(jobsDone) }()
+
+	// Shutdown closes the listener and idle connections and waits for
+	// active ones; the jobs wait covers detached /gradio_api/call calls.
+	shutErr := srv.Shutdown(dctx)
+	select {
+	case <-jobsDone:
+	case <-dctx.Done():
+	}
+	if dctx.Err() != nil {
+		left := g.inFlight.Load()
+		g.log.Warn("drain timeout: cancelling calls still in flight", slog.Int64("in_flight", left))
+		cancelBase()
+		g.cancelJobs()
+		// Cancelled calls end promptly (cancel at the app, session back).
+		select {
+		case <-jobsDone:
+		case <-time.After(10 * time.Second):
+			g.log.Error("calls did not end after cancel", slog.Int64("in_flight", g.inFlight.Load()))
+		}
+		_ = srv.Close()
+	}
+	g.cancelJobs()
+	if shutErr != nil && !errors.Is(shutErr, context.DeadlineExceeded) {
+		return shutErr
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	g.log.Info("drained")
+	return nil
+}
+
+// NewLogger returns the slog logger for cfg.Log writing to w: JSON, or
+// text when Format is "auto" and w is a terminal.
+func NewLogger(cfg LogConfig, w io.Writer) (*slog.Logger, error) {
+	if cfg.Level == "" {
+		cfg.Level = "info"
+	}
+	level, err := parseLevel(cfg.Level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	format := cfg.Format
+	if format == "" || format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, opts)), nil
+}
