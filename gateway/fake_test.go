@@ -103,7 +103,7 @@ type fakeCall struct {
 	err    error
 }
 
-func (c *fakeCall) Replica() string                { return "r1" }
+func (c *fakeCall) Replica() string              { return "r1" }
 func (c *fakeCall) Events() <-chan gateway.Event { return c.events }
 func (c *fakeCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	select {
