@@ -1,0 +1,898 @@
+package sessionpool
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pool is a pool of sessions of type T for one replica. It is safe for
+// concurrent use. Create it with [New]; it connects nothing until first used.
+type Pool[T any] struct {
+	cfg        Config[T] // normalized; read-only after New
+	epoch      time.Time // zero of the pool clock (see now)
+	hooks      bool      // OnEvent or Logger set
+	baseCtx    context.Context
+	cancelBase context.CancelFunc // cancels every Connect and Check: called by Close
+	drained    chan struct{}      // closed when Close has nothing left to wait for
+
+	// waiters recycles wait-queue entries so that a waiting Acquire does not
+	// allocate. It is per pool so that their channels belong to the pool's
+	// synctest bubble in tests.
+	waiters sync.Pool
+
+	canceledAcquires atomic.Int64 // also counted on paths that never take mu
+
+	// mu guards every field below. It is held only for bookkeeping and
+	// hand-offs: Connect, Close, Check and the hooks never run under it
+	// (they run in goroutines started under it, or after it is released).
+	mu          sync.Mutex
+	closed      bool
+	initialized bool
+	idle        []*item[T] // sorted by lastUsed, oldest first; the end is the most recently used
+	waitq       waitList[T]
+	open        int // idle + inUse + checking
+	inUse       int
+	checking    int // items out for a health check
+	connecting  int // Connect calls in flight, stale ones included
+	stale       int // of connecting: started before the last Reset; their sessions will be discarded
+	closing     int // Config.Close calls in flight
+	unhealthy   int // open items with failures > 0
+	resetGen    uint64
+	nextID      uint64
+
+	failStreak      int  // consecutive failed connects (for the refill back-off)
+	retryArmed      bool // retryTimer pending: the MinSessions refill waits for it
+	reapParked      bool // reapTimer not armed because nothing could expire; a release re-arms it
+	queueArmed      bool // queueTimer pending
+	checksInFlight  int
+	lastHealthCheck time.Time
+	stat            Stat // counters; gauges are filled in by Stat
+
+	// Timers, created at initialisation (in the pool's synctest bubble, for
+	// tests) and stopped by Close. Their callbacks take mu themselves.
+	queueTimer  *time.Timer // expires the oldest waiters (FIFO: the oldest has the earliest deadline)
+	reapTimer   *time.Timer // idle removal and MaxLifetime retirement
+	healthTimer *time.Timer // next round of health checks
+	retryTimer  *time.Timer // next MinSessions refill after a failed connect
+}
+
+// waiter is one Acquire in the FIFO queue.
+type waiter[T any] struct {
+	next, prev *waiter[T]
+	queued     bool
+	start      int64              // pool clock when it joined
+	served     int64              // pool clock when it was handed a session
+	deadline   int64              // pool clock when it times out; 0: never
+	ch         chan waitResult[T] // buffered (1): the pool sends exactly one result per wait, under mu
+}
+
+type waitResult[T any] struct {
+	s   *Session[T]
+	err error
+}
+
+// waitList is an intrusive doubly linked FIFO list of waiters.
+type waitList[T any] struct {
+	head, tail *waiter[T]
+	n          int
+}
+
+func (l *waitList[T]) pushBack(w *waiter[T]) {
+	w.prev, w.next = l.tail, nil
+	if l.tail == nil {
+		l.head = w
+	} else {
+		l.tail.next = w
+	}
+	l.tail = w
+	w.queued = true
+	l.n++
+}
+
+func (l *waitList[T]) remove(w *waiter[T]) {
+	if w.prev == nil {
+		l.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		l.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.next, w.prev, w.queued = nil, nil, false
+	l.n--
+}
+
+func (l *waitList[T]) popFront() *waiter[T] {
+	w := l.head
+	if w != nil {
+		l.remove(w)
+	}
+	return w
+}
+
+// New returns a pool for cfg (defaults applied to zero fields). It starts
+// no goroutine and connects nothing: the first Acquire (or Warm) does.
+func New[T any](cfg Config[T]) (*Pool[T], error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool[T]{
+		cfg:        cfg,
+		epoch:      time.Now(),
+		hooks:      cfg.OnEvent != nil || cfg.Logger != nil,
+		baseCtx:    ctx,
+		cancelBase: cancel,
+		drained:    make(chan struct{}),
+		idle:       make([]*item[T], 0, cfg.MaxSessions),
+	}
+	p.waiters.New = func() any { return &waiter[T]{ch: make(chan waitResult[T], 1)} }
+	return p, nil
+}
+
+// now is the pool clock: monotonic nanoseconds since New. (time.Since is
+// cheaper than time.Now, and it follows a synctest bubble's fake clock.)
+func (p *Pool[T]) now() int64 { return int64(time.Since(p.epoch)) }
+
+// Acquire returns a session: the most recently used idle one; else a new
+// one if the pool is below MaxSessions (the connect keeps going if ctx ends
+// first, and its session then serves the next waiter); else it waits in a
+// FIFO queue for the next released session. It fails with ErrQueueTimeout
+// after Config.QueueTimeout, with ctx's error when ctx ends first, with
+// ErrQueueFull when MaxWaiters callers already wait, with a *ConnectError
+// when the connect started for it failed, and with ErrPoolClosed.
+//
+// The first Acquire initialises the pool: it starts MinSessions connects in
+// parallel and is served by whichever is ready first.
+func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
+	if err := ctx.Err(); err != nil {
+		p.canceledAcquires.Add(1)
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	if !p.initialized {
+		p.initLocked(ctx)
+		if p.hooks {
+			ev := p.eventLocked(EventInit)
+			p.mu.Unlock()
+			p.emit(ev)
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				return nil, ErrPoolClosed
+			}
+		}
+	}
+	// Fast path: the most recently used idle session. No waiter can be
+	// queued while a session is idle (every release serves the queue
+	// first), so taking it here never jumps the queue.
+	if n := len(p.idle); n > 0 && p.cfg.MaxLifetime == 0 {
+		it := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		it.state = stateInUse
+		p.inUse++
+		p.stat.AcquireCount++
+		s := it.handle()
+		p.mu.Unlock()
+		return s, nil
+	}
+	return p.acquireSlow(ctx)
+}
+
+// acquireSlow is Acquire beyond the common case: MaxLifetime checks,
+// growth and waiting.
+// WARNING: caller must hold p.mu; acquireSlow releases it.
+func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
+	now := p.now()
+	retired := false
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		it := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if p.expiredLocked(it, now) {
+			p.destroyLocked(it, ReasonLifetime)
+			retired = true
+			continue
+		}
+		it.state = stateInUse
+		p.inUse++
+		p.stat.AcquireCount++
+		s := it.handle()
+		if retired {
+			p.growLocked()
+		}
+		p.mu.Unlock()
+		return s, nil
+	}
+
+	if p.cfg.MaxWaiters >= 0 && p.waitq.n >= p.cfg.MaxWaiters {
+		p.stat.QueueFull++
+		ev := p.eventLocked(EventQueueFull)
+		p.mu.Unlock()
+		if p.hooks {
+			p.emit(ev)
+		}
+		return nil, ErrQueueFull
+	}
+
+	w := p.waiters.Get().(*waiter[T])
+	w.start = now
+	w.deadline = 0
+	if p.cfg.QueueTimeout > 0 {
+		w.deadline = now + int64(p.cfg.QueueTimeout)
+		if !p.queueArmed {
+			p.queueArmed = true
+			p.queueTimer.Reset(p.cfg.QueueTimeout)
+		}
+	}
+	p.waitq.pushBack(w)
+	p.stat.EmptyAcquireCount++
+	p.growForLocked(ctx)
+	var ev Event
+	if p.hooks {
+		ev = p.eventLocked(EventWaiterAdded)
+	}
+	p.mu.Unlock()
+	if p.hooks {
+		p.emit(ev)
+	}
+
+	select {
+	case r := <-w.ch:
+		p.waiters.Put(w)
+		if r.err == nil && p.hooks {
+			p.emit(Event{Kind: EventWaiterServed, SessionID: r.s.it.id, Duration: time.Duration(p.now() - now)})
+		}
+		return r.s, r.err
+	case <-ctx.Done():
+	}
+
+	p.mu.Lock()
+	if w.queued {
+		p.waitq.remove(w)
+		p.canceledAcquires.Add(1)
+		ev := p.eventLocked(EventAcquireCanceled)
+		p.mu.Unlock()
+		p.waiters.Put(w)
+		if p.hooks {
+			ev.Err = ctx.Err()
+			ev.Duration = time.Duration(p.now() - now)
+			p.emit(ev)
+		}
+		return nil, ctx.Err()
+	}
+	// The pool served w (under mu) while ctx was ending: the result is in
+	// the channel already.
+	r := <-w.ch
+	waited := w.served - w.start
+	p.waiters.Put(w)
+	if r.err != nil {
+		p.mu.Unlock()
+		return nil, r.err
+	}
+	// A session: the caller gave up, so hand it on as if never acquired.
+	p.stat.AcquireCount--
+	p.stat.AcquireDuration -= time.Duration(waited)
+	p.canceledAcquires.Add(1)
+	p.mu.Unlock()
+	r.s.Release()
+	if p.hooks {
+		p.emit(Event{Kind: EventAcquireCanceled, Err: ctx.Err(), Duration: time.Duration(p.now() - now)})
+	}
+	return nil, ctx.Err()
+}
+
+// AcquireFunc acquires a session, calls f with it and releases it, whatever
+// f returns. It returns Acquire's error or f's.
+func (p *Pool[T]) AcquireFunc(ctx context.Context, f func(T) error) error {
+	s, err := p.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	return f(s.Value())
+}
+
+// Warm initialises the pool now, as the first Acquire would (starting
+// MinSessions connects in the background), and returns at once. It does
+// nothing on a pool already in use or closed.
+func (p *Pool[T]) Warm() {
+	p.mu.Lock()
+	if p.closed || p.initialized {
+		p.mu.Unlock()
+		return
+	}
+	p.initLocked(context.Background())
+	ev := p.eventLocked(EventInit)
+	p.mu.Unlock()
+	if p.hooks {
+		p.emit(ev)
+	}
+}
+
+// initLocked starts the timers and the MinSessions connects.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) initLocked(ctx context.Context) {
+	p.initialized = true
+	p.queueTimer = stoppedTimer(p.expireWaiters)
+	p.retryTimer = stoppedTimer(p.retryRefill)
+	p.reapTimer = stoppedTimer(p.reap)
+	p.healthTimer = stoppedTimer(p.healthRound)
+	if p.cfg.IdleTimeout > 0 || p.cfg.MaxLifetime > 0 {
+		p.reapParked = true // armed by the first session to go idle
+	}
+	if p.cfg.Check != nil && p.cfg.HealthCheckInterval > 0 {
+		p.healthTimer.Reset(p.jitter(p.cfg.HealthCheckInterval))
+	}
+	p.growForLocked(ctx)
+}
+
+func stoppedTimer(f func()) *time.Timer {
+	t := time.AfterFunc(time.Hour, f)
+	t.Stop()
+	return t
+}
+
+// jitter returns d varied randomly by ±HealthCheckJitter.
+func (p *Pool[T]) jitter(d time.Duration) time.Duration {
+	span := int64(float64(d) * HealthCheckJitter)
+	if span <= 0 {
+		return d
+	}
+	return d - time.Duration(span) + time.Duration(rand.Int64N(2*span+1))
+}
+
+// eventLocked returns an event of kind k with the queue and size gauges.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) eventLocked(k EventKind) Event {
+	return Event{Kind: k, Waiting: p.waitq.n, Total: p.open + p.connecting}
+}
+
+// expiredLocked reports whether it is past MaxLifetime at now.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) expiredLocked(it *item[T], now int64) bool {
+	return p.cfg.MaxLifetime > 0 && now-it.created >= int64(p.cfg.MaxLifetime)
+}
+
+// release takes back an item acquired by Session.Release.
+func (p *Pool[T]) release(it *item[T]) {
+	now := p.now()
+	p.mu.Lock()
+	p.inUse--
+	it.lastUsed = now
+	if p.closed || it.gen != p.resetGen || p.expiredLocked(it, now) {
+		reason := ReasonLifetime
+		switch {
+		case p.closed:
+			reason = ReasonClosed
+		case it.gen != p.resetGen:
+			reason = ReasonReset
+		}
+		p.destroyLocked(it, reason)
+		p.growLocked()
+		p.mu.Unlock()
+		return
+	}
+	if w := p.waitq.head; w != nil {
+		p.handOffLocked(it, w, now)
+		p.mu.Unlock()
+		return
+	}
+	it.state = stateIdle
+	p.idle = append(p.idle, it) // lastUsed = now: the most recent
+	if p.reapParked {
+		p.unparkReapLocked()
+	}
+	p.mu.Unlock()
+}
+
+// putLocked gives a new or just-checked item (not counted as idle or in
+// use) to the oldest waiter, or makes it idle in lastUsed order.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) putLocked(it *item[T], now int64) {
+	if w := p.waitq.head; w != nil {
+		p.handOffLocked(it, w, now)
+		return
+	}
+	it.state = stateIdle
+	i, _ := slices.BinarySearchFunc(p.idle, it.lastUsed, func(x *item[T], t int64) int {
+		if x.lastUsed <= t {
+			return -1
+		}
+		return 1
+	})
+	p.idle = slices.Insert(p.idle, i, it)
+	if p.reapParked {
+		p.unparkReapLocked()
+	}
+}
+
+// handOffLocked gives it to waiter w (the head of the queue).
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) handOffLocked(it *item[T], w *waiter[T], now int64) {
+	p.waitq.remove(w)
+	it.state = stateInUse
+	p.inUse++
+	p.stat.AcquireCount++
+	p.stat.AcquireDuration += time.Duration(now - w.start)
+	w.served = now
+	w.ch <- waitResult[T]{s: it.handle()}
+}
+
+// destroyInUse takes back an item by Session.Destroy.
+func (p *Pool[T]) destroyInUse(it *item[T]) {
+	p.mu.Lock()
+	p.inUse--
+	reason := ReasonError
+	if p.closed {
+		reason = ReasonClosed
+	}
+	p.destroyLocked(it, reason)
+	p.growLocked()
+	p.mu.Unlock()
+}
+
+// destroyLocked removes it (already taken out of idle, in-use or checking
+// accounting) from the pool and closes it in the background.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) destroyLocked(it *item[T], reason Reason) {
+	p.open--
+	if it.failures > 0 {
+		p.unhealthy--
+	}
+	switch reason {
+	case ReasonIdle:
+		p.stat.DestroyedIdle++
+	case ReasonHealth:
+		p.stat.DestroyedHealth++
+	case ReasonError:
+		p.stat.DestroyedError++
+	case ReasonLifetime:
+		p.stat.DestroyedLifetime++
+	case ReasonReset:
+		p.stat.DestroyedReset++
+	case ReasonClosed:
+		p.stat.DestroyedClosed++
+	}
+	p.closing++
+	go p.closeValue(it.value, it.id, reason)
+}
+
+// closeValue runs Config.Close for a session already removed from the
+// pool's accounting (except closing).
+func (p *Pool[T]) closeValue(v T, id uint64, reason Reason) {
+	if p.cfg.Close != nil {
+		p.cfg.Close(v)
+	}
+	p.mu.Lock()
+	p.closing--
+	p.checkDrainedLocked()
+	var ev Event
+	if p.hooks {
+		ev = p.eventLocked(EventDestroyed)
+	}
+	p.mu.Unlock()
+	if p.hooks {
+		ev.SessionID, ev.Reason = id, reason
+		p.emit(ev)
+	}
+}
+
+// checkDrainedLocked closes p.drained once Close has nothing left to wait for.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) checkDrainedLocked() {
+	if p.closed && p.inUse == 0 && p.checking == 0 && p.connecting == 0 && p.closing == 0 {
+		select {
+		case <-p.drained:
+		default:
+			close(p.drained)
+		}
+	}
+}
+
+// growLocked is growForLocked without a caller to lend values.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) growLocked() { p.growForLocked(context.Background()) }
+
+// growForLocked starts connects while the pool is below MaxSessions and either
+// waiters outnumber the connects in flight for them, or (unless a refill
+// back-off is pending) open sessions plus those connects are below
+// MinSessions. vctx lends its values (not its cancellation) to the first
+// connect.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) growForLocked(vctx context.Context) {
+	if p.closed || !p.initialized {
+		return
+	}
+	for p.open+p.connecting < p.cfg.MaxSessions {
+		covered := p.connecting - p.stale
+		if p.waitq.n <= covered && (p.retryArmed || p.open+covered >= p.cfg.MinSessions) {
+			return
+		}
+		p.connecting++
+		go p.connect(vctx, p.resetGen)
+		vctx = context.Background()
+	}
+}
+
+// connect runs one Config.Connect and files its result.
+func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
+	ctx := p.baseCtx
+	if vctx != context.Background() {
+		ctx = valueCancelCtx{values: vctx, Context: p.baseCtx}
+	}
+	cancel := context.CancelFunc(func() {})
+	if p.cfg.ConnectTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	}
+	start := p.now()
+	v, err := p.cfg.Connect(ctx)
+	cancel()
+	now := p.now()
+
+	p.mu.Lock()
+	p.connecting--
+	stale := gen != p.resetGen
+	if stale {
+		p.stale--
+	}
+	p.stat.ConnectDuration += time.Duration(now - start)
+	if err != nil {
+		p.stat.ConnectFailures++
+		p.failStreak++
+		cerr := &ConnectError{Err: err}
+		// A waiter left without a connect in flight for it gets this
+		// error (the oldest, as the queue serves everything in order)
+		// rather than waiting out its time-out on a failing replica.
+		if !p.closed && p.waitq.n > p.connecting-p.stale {
+			w := p.waitq.head
+			p.waitq.remove(w)
+			w.ch <- waitResult[T]{err: cerr}
+		}
+		p.armRetryLocked()
+		p.growLocked()
+		p.checkDrainedLocked()
+		var ev Event
+		if p.hooks {
+			ev = p.eventLocked(EventConnectFailed)
+		}
+		p.mu.Unlock()
+		if p.hooks {
+			ev.Err, ev.Duration = err, time.Duration(now-start)
+			p.emit(ev)
+		}
+		return
+	}
+	p.stat.Created++
+	p.nextID++
+	id := p.nextID
+	if p.closed || stale {
+		// Count it open so that destroyLocked's accounting balances.
+		p.open++
+		reason := ReasonClosed
+		if !p.closed {
+			reason = ReasonReset
+		}
+		p.destroyLocked(&item[T]{value: v, id: id}, reason)
+		p.growLocked()
+		p.mu.Unlock()
+		return
+	}
+	p.failStreak = 0
+	if p.retryArmed {
+		p.retryArmed = false
+		p.retryTimer.Stop()
+	}
+	it := &item[T]{pool: p, value: v, id: id, gen: gen, created: now, lastUsed: now}
+	p.open++
+	p.putLocked(it, now)
+	p.growLocked()
+	var ev Event
+	if p.hooks {
+		ev = p.eventLocked(EventConnected)
+	}
+	p.mu.Unlock()
+	if p.hooks {
+		ev.SessionID, ev.Duration = id, time.Duration(now-start)
+		p.emit(ev)
+	}
+}
+
+// armRetryLocked schedules the MinSessions refill after a failed connect,
+// backing off exponentially.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) armRetryLocked() {
+	if p.closed || p.retryArmed || p.open+p.connecting-p.stale >= p.cfg.MinSessions {
+		return
+	}
+	d := p.cfg.RetryDelay
+	for i := 1; i < p.failStreak && d < p.cfg.MaxRetryDelay; i++ {
+		d *= 2
+	}
+	d = min(d, p.cfg.MaxRetryDelay)
+	p.retryArmed = true
+	p.retryTimer.Reset(d)
+}
+
+// retryRefill is retryTimer's callback.
+func (p *Pool[T]) retryRefill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.retryArmed {
+		return // a connect succeeded meanwhile, or Reset
+	}
+	p.retryArmed = false
+	p.growLocked()
+}
+
+// expireWaiters is queueTimer's callback: it fails the waiters whose
+// deadline passed. They are at the head of the queue, as every waiter has
+// the same QueueTimeout.
+func (p *Pool[T]) expireWaiters() {
+	now := p.now()
+	p.mu.Lock()
+	p.queueArmed = false
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	var evs []Event
+	for w := p.waitq.head; w != nil && w.deadline != 0 && w.deadline <= now; w = p.waitq.head {
+		p.waitq.remove(w)
+		p.stat.QueueTimeouts++
+		w.ch <- waitResult[T]{err: ErrQueueTimeout}
+		if p.hooks {
+			ev := p.eventLocked(EventQueueTimeout)
+			ev.Duration = time.Duration(now - w.start)
+			evs = append(evs, ev)
+		}
+	}
+	if w := p.waitq.head; w != nil && w.deadline != 0 {
+		p.queueArmed = true
+		p.queueTimer.Reset(time.Duration(w.deadline - now))
+	}
+	p.mu.Unlock()
+	for _, ev := range evs {
+		p.emit(ev)
+	}
+}
+
+// unparkReapLocked arms reapTimer for a session that has just gone idle.
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) unparkReapLocked() {
+	p.reapParked = false
+	d := p.cfg.IdleTimeout
+	if lt := p.cfg.MaxLifetime; lt > 0 && (d <= 0 || lt < d) {
+		d = lt
+	}
+	p.reapTimer.Reset(d)
+}
+
+// reap is reapTimer's callback: it closes sessions idle for longer than
+// IdleTimeout (oldest first, never below MinSessions) and retires idle
+// sessions past MaxLifetime (replacing them), then re-arms itself for the
+// next possible expiry, or parks until a session goes idle.
+func (p *Pool[T]) reap() {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if p.cfg.MaxLifetime > 0 {
+		kept := p.idle[:0]
+		for _, it := range p.idle {
+			if p.expiredLocked(it, now) {
+				p.destroyLocked(it, ReasonLifetime)
+			} else {
+				kept = append(kept, it)
+			}
+		}
+		clear(p.idle[len(kept):])
+		p.idle = kept
+	}
+	if idle := int64(p.cfg.IdleTimeout); idle > 0 {
+		n := 0
+		for n < len(p.idle) && p.open > p.cfg.MinSessions && now-p.idle[n].lastUsed >= idle {
+			p.destroyLocked(p.idle[n], ReasonIdle)
+			n++
+		}
+		if n > 0 {
+			p.idle = slices.Delete(p.idle, 0, n)
+		}
+	}
+	p.growLocked()
+
+	next := int64(-1)
+	if idle := int64(p.cfg.IdleTimeout); idle > 0 && len(p.idle) > 0 && p.open > p.cfg.MinSessions {
+		next = p.idle[0].lastUsed + idle - now
+	}
+	if lt := int64(p.cfg.MaxLifetime); lt > 0 {
+		for _, it := range p.idle {
+			if d := it.created + lt - now; next < 0 || d < next {
+				next = d
+			}
+		}
+	}
+	if next < 0 {
+		p.reapParked = true
+		return
+	}
+	p.reapTimer.Reset(time.Duration(max(next, 1)))
+}
+
+// healthRound is healthTimer's callback: it checks up to HealthCheckMax of
+// the least recently used idle sessions, each in its own goroutine; the
+// timer is re-armed when the round is over.
+func (p *Pool[T]) healthRound() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.lastHealthCheck = time.Now()
+	n := len(p.idle)
+	if m := p.cfg.HealthCheckMax; m >= 0 {
+		n = min(n, m)
+	}
+	if n == 0 {
+		p.healthTimer.Reset(p.jitter(p.cfg.HealthCheckInterval))
+		return
+	}
+	for _, it := range p.idle[:n] {
+		it.state = stateChecking
+		p.checking++
+		p.checksInFlight++
+		go p.check(it)
+	}
+	p.idle = slices.Delete(p.idle, 0, n)
+}
+
+// check runs one Config.Check on it (out of the idle set meanwhile).
+func (p *Pool[T]) check(it *item[T]) {
+	ctx, cancel := p.baseCtx, context.CancelFunc(func() {})
+	if p.cfg.HealthCheckTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.HealthCheckTimeout)
+	}
+	start := p.now()
+	err := p.cfg.Check(ctx, it.value)
+	cancel()
+	now := p.now()
+
+	p.mu.Lock()
+	p.checking--
+	p.checksInFlight--
+	p.stat.HealthChecks++
+	if err != nil {
+		p.stat.HealthCheckFailures++
+		if it.failures == 0 {
+			p.unhealthy++
+		}
+		it.failures++
+	} else if it.failures > 0 {
+		it.failures = 0
+		p.unhealthy--
+	}
+	failures := it.failures
+	switch {
+	case p.closed:
+		p.destroyLocked(it, ReasonClosed)
+	case it.gen != p.resetGen:
+		p.destroyLocked(it, ReasonReset)
+		p.growLocked()
+	case p.cfg.UnhealthyAfter > 0 && it.failures >= p.cfg.UnhealthyAfter:
+		p.destroyLocked(it, ReasonHealth)
+		p.growLocked()
+	default:
+		p.putLocked(it, now) // lastUsed unchanged: a check is not a use
+	}
+	if p.checksInFlight == 0 && !p.closed {
+		p.healthTimer.Reset(p.jitter(p.cfg.HealthCheckInterval))
+	}
+	p.checkDrainedLocked()
+	var ev Event
+	if p.hooks {
+		ev = p.eventLocked(EventHealthCheck)
+	}
+	p.mu.Unlock()
+	if p.hooks {
+		ev.SessionID, ev.Err, ev.Failures, ev.Duration = it.id, err, failures, time.Duration(now-start)
+		p.emit(ev)
+	}
+}
+
+// Reset is for when the app behind the pool restarted or changed: idle
+// sessions are destroyed now, sessions in use when released, sessions under
+// check after their check, and sessions still connecting when ready; the
+// pool then rebuilds MinSessions (if it has been initialised).
+func (p *Pool[T]) Reset() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.resetGen++
+	p.stale = p.connecting
+	for i, it := range p.idle {
+		p.destroyLocked(it, ReasonReset)
+		p.idle[i] = nil
+	}
+	p.idle = p.idle[:0]
+	p.failStreak = 0
+	if p.retryArmed {
+		p.retryArmed = false
+		p.retryTimer.Stop()
+	}
+	p.growLocked()
+	ev := p.eventLocked(EventReset)
+	p.mu.Unlock()
+	if p.hooks {
+		p.emit(ev)
+	}
+}
+
+// Close shuts the pool: it stops its timers, fails waiting and later
+// Acquires with ErrPoolClosed, cancels connects and checks in flight,
+// closes idle sessions at once and sessions in use as they are released,
+// and waits until every session has been closed or ctx ends (then it
+// returns ctx's error; the remaining sessions are still closed on
+// release). Calling Close again waits in the same way.
+func (p *Pool[T]) Close(ctx context.Context) error {
+	p.mu.Lock()
+	first := !p.closed
+	var evs []Event
+	if first {
+		p.closed = true
+		p.cancelBase()
+		if p.initialized {
+			p.queueTimer.Stop()
+			p.reapTimer.Stop()
+			p.healthTimer.Stop()
+			p.retryTimer.Stop()
+		}
+		for w := p.waitq.popFront(); w != nil; w = p.waitq.popFront() {
+			w.ch <- waitResult[T]{err: ErrPoolClosed}
+		}
+		for i, it := range p.idle {
+			p.destroyLocked(it, ReasonClosed)
+			p.idle[i] = nil
+		}
+		p.idle = p.idle[:0]
+		p.checkDrainedLocked()
+		evs = append(evs, p.eventLocked(EventClosed))
+	}
+	p.mu.Unlock()
+	if p.hooks {
+		for _, ev := range evs {
+			p.emit(ev)
+		}
+	}
+	select {
+	case <-p.drained:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sessionpool: close: %w", ctx.Err())
+	}
+}
+
+// valueCancelCtx takes its values from values and everything else
+// (deadline, cancellation) from the embedded Context.
+type valueCancelCtx struct {
+	context.Context
+	values context.Context
+}
+
+func (c valueCancelCtx) Value(key any) any { return c.values.Value(key) }
