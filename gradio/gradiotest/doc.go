@@ -1,0 +1,143 @@
+// Package gradiotest provides a simulated Gradio app and a simulated Hugging
+// Face Hub, for tests, demos and benchmarks, in the manner of
+// net/http/httptest.
+//
+//	srv := gradiotest.NewServer(nil) // DefaultApp, Gradio 5.49.1 wire format
+//	defer srv.Close()
+//	// srv.URL is http://127.0.0.1:port; point a Gradio client at it.
+//
+// The server speaks the Gradio API wire protocol closely enough for the
+// official @gradio/client to use it: GET /config, {prefix}/info, queue/join +
+// queue/data (sse_v3, with estimation, process_starts, progress, log,
+// process_generating with diffs, process_completed, close_stream and
+// heartbeats), /call, /run, upload, file=, cancel, reset, heartbeat, app_id,
+// login, gr.State per session_hash and gr.Error. Everything is kept in memory;
+// uploads go to a temporary directory removed by Close.
+//
+// # Apps
+//
+// [DefaultApp] has the six endpoints of the captured reference app:
+//
+//	fn  api_name      inputs                     outputs      behaviour
+//	0   upper         text                       text         upper case
+//	1   count         n (number, default 5)      text         generator: "0", "0 1", ... one per StepDelay
+//	2   slow          seconds (default 3)        text         sleeps seconds*TimeScale, "slept N.NNs"
+//	3   counter       text, gr.State([])         text, State  appends to the session list: "k items: a, b"
+//	4   fail          text                       text         gr.Error "deliberate failure for input '<text>'"
+//	5   reverse_file  file                       file         new file with the bytes reversed
+//
+// Build your own with [NewApp], [App.Handle] and [App.HandleGenerator]:
+//
+//	app := gradiotest.NewApp()
+//	app.Handle("echo", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
+//		s, err := c.String(0)
+//		return []any{s}, err
+//	}, nil, nil) // nil: one Textbox in, one Textbox out
+//	app.HandleGenerator("chat", func(ctx context.Context, c *gradiotest.Call, yield func(...any) error) error {
+//		c.Log("info", "thinking")
+//		c.Progress(1, 2, "steps", "half way")
+//		for _, s := range []string{"Hel", "Hello"} {
+//			if err := yield(s); err != nil {
+//				return err // cancelled or stream dropped
+//			}
+//		}
+//		return nil
+//	}, nil, nil).ConcurrencyLimit = 4
+//	srv := gradiotest.NewServer(app)
+//
+// Handlers get a context cancelled on POST cancel, on a dropped data stream
+// and on Close; the inputs as [json.RawMessage] (State inputs already replaced
+// by the session's value); and [Call.Progress], [Call.Log], [Call.Sleep]
+// (scaled by TimeScale), [Call.InputFile] and [Call.FileData] for files. A
+// returned [*Error] is a gr.Error (failed process_completed with the
+// message, duration, visible and title); any other error is reported like an
+// unexpected exception with show_error=True. Panics are recovered.
+//
+// # Modes
+//
+// [Server.Mode] picks the imitated Gradio generation ([Modes] lists them):
+//
+//	Gradio5        5.49.1  sse_v3   /gradio_api  (default; matches the captures)
+//	Gradio6        6.25.0  sse_v3   /gradio_api  api_visibility, used_cache/cache_duration/avg_time, /call/v2
+//	Gradio4SSEv3   4.44.1  sse_v3   no prefix    Python json.dumps message style
+//	Gradio4SSEv21  4.21.0  sse_v2.1 no prefix    diffs, FileData meta, no close_stream: the server hangs up
+//	Gradio4SSEv2   4.20.1  sse_v2   no prefix    diffs, no meta, no close_stream, /call
+//	Gradio4SSEv1   4.16.0  sse_v1   no prefix    full values, no close_stream, no /call
+//	Gradio4SSE     4.8.0   sse (v0) no prefix    GET queue/join per event, send_data, POST queue/data
+//
+// The ws protocol of Gradio 3 is not simulated.
+//
+// # Knobs
+//
+// [Knobs] is embedded in [Server]: set fields such as srv.ConnectCost before
+// Start; at run time call [Server.UpdateKnobs], [Server.SetKnobs] or the
+// helpers ([Server.FailNextConfigs], [Server.FailNextJoins],
+// [Server.CutNextStreams], [Server.SetStall], [Server.SetQueueFull],
+// [Server.Sleep], [Server.Wake], [Server.Restart], [Server.ResetFaults]), or
+// use HTTP (below). All are safe for concurrent use. Zero means default:
+//
+//	ConnectCost              delay on /config and /info                         0
+//	Latency                  delay after process_starts, before the handler     0
+//	StepDelay                count's pause between yields (negative: none)      300ms
+//	TimeScale                multiplies slow, StepDelay and Call.Sleep          1
+//	HeartbeatInterval        heartbeat messages and ALIVE period                15s
+//	MaxQueueSize             waiting events before 503 "Queue is full"          unlimited
+//	DefaultConcurrencyLimit  per endpoint unless Endpoint.ConcurrencyLimit       1 (negative: unlimited)
+//	MaxFileSize              upload limit in bytes (413), config max_file_size  unlimited
+//	FaultStatus              status of FailConfig/FailJoin answers              500
+//	FailConfig               the next N GET /config fail
+//	FailJoin                 the next N joins (queue/join, /call, v0 join) fail
+//	CutStream                the next N data streams are aborted right after a process_starts;
+//	                         the session's events are dropped as on a disconnect
+//	Stall                    every request hangs (until cleared, client gone or Close)
+//	SlowBody                 responses trickle 64 bytes per SlowBody
+//	QueueFull                every join gets 503 "Queue is full"
+//	Asleep                   503 on every route (a sleeping Space); see Sleep/Wake
+//
+// Other Server fields: Mode, App, Username/Password (login mode: POST /login
+// sets the access-token cookies; protected routes answer 401
+// {"detail":{"error":"Not authenticated","auth_message":null}}), AppID (zero:
+// random above 2^63, new on every Start and Restart), UploadDir, Logger,
+// Listener (to choose the address).
+//
+// [Server.Executions] counts handler starts per api_name.
+//
+// # Control over HTTP
+//
+// Every replica serves /_sim/ (never stalled, asleep or protected), so
+// black-box tests can steer a running process (for example `gradiopool sim`):
+//
+//	GET  /_sim/state        Snapshot: mode, version, app_id, knobs, executions, queued, running, sessions
+//	GET  /_sim/executions   {"upper": 3, ...}
+//	POST /_sim/faults       KnobsJSON: any subset, e.g. {"fail_join":2,"latency":"250ms","stall":true}
+//	                        (durations as "250ms" or seconds); answers the new state. Alias /_sim/knobs.
+//	POST /_sim/reset        knobs back to their Start values, executions zeroed
+//	POST /_sim/sleep        {"wake_after":"2s"} optional: asleep; the first visit starts the wake timer
+//	POST /_sim/wake         awake now
+//	POST /_sim/restart      new app_id, sessions, state and events dropped
+//
+// # Hub
+//
+// [Hub] emulates the Hugging Face Hub API the clients use to resolve Space
+// ids: GET /api/spaces/{owner}/{name}/host, /api/spaces/{id},
+// /api/spaces/{id}/runtime and /api/spaces/{id}/jwt, with stages RUNNING,
+// SLEEPING (the replica answers 503 and wakes WakeDelay after a look-up or a
+// visit), BUILDING, PAUSED, RUNTIME_ERROR, NO_APP_FILE, CONFIG_ERROR and
+// others, private Spaces (401 without "Authorization: Bearer <token>") and
+// 404 for unknown ones.
+//
+//	hub := gradiotest.NewHub()
+//	defer hub.Close()
+//	hub.AddSpace("sim/replica-1", srv)
+//	// resolve "sim/replica-1" against hub.URL
+//
+// # Deviations from real Gradio
+//
+// Durations and ETAs are measured, not Gradio's; /run returns the final value
+// of a generator (Gradio 4+ returns the first yield); /call "error" data is
+// the error payload dict in Gradio 5 mode too (real 5.x sends null; 6.13+ the
+// dict); State is kept for the server's lifetime (no 1 h expiry after the
+// heartbeat closes); progress updates are not coalesced; estimations are
+// re-sent to waiting events when a job starts, not on a timer; upload_progress,
+// component_server, stream/ routes and URL file inputs are not implemented.
+package gradiotest
