@@ -1,0 +1,461 @@
+package gradio
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// app is what all sessions of one Connect share: base URL, config, API
+// info, HTTP client and cookies. Nothing in it changes after Connect except
+// the lazily fetched API info.
+type app struct {
+	src     string // what the caller passed to Connect (Space id or URL)
+	base    string // base URL without trailing slash
+	spaceID string
+	cfg     *Config
+	set     settings
+	hc      *http.Client
+	own     *http.Transport // our transport (nil when the caller gave a client)
+	jar     http.CookieJar
+	log     *slog.Logger
+	refs    atomic.Int64 // open sessions; the last Close releases idle conns
+
+	infoMu sync.Mutex // guards info; held while /info is fetched
+	info   *APIInfo
+}
+
+// Client is one connected Gradio app plus one session hash. It is safe for
+// concurrent use; concurrent calls of one Client share the session (its
+// gr.State and its single queue/data stream). Use NewSession for calls that
+// must be independent.
+type Client struct {
+	app  *app
+	sess *session
+}
+
+// Connect resolves src, fetches the app's config and returns a Client with
+// a fresh session.
+//
+// src is a Space id ("owner/name", resolved through the Hub API: GET
+// {hub}/api/spaces/{id}, and /host if that lacks a host) or an http(s) URL
+// of the app, with or without trailing slash (including
+// https://owner-name.hf.space and apps mounted at a sub-path). Connect then
+// logs in if WithLogin was given and fetches GET {base}/config: one round
+// trip for a URL. /info is fetched lazily (see WithEagerInfo). No stream is
+// opened until the first call.
+//
+// Errors: *SpaceError (Space not running), *MetadataError (Hub, login,
+// config unusable; wraps ErrNotFound, ErrUnauthorized, ErrLoginFailed or
+// ErrUnsupportedProtocol where they apply), *ConnectError (transport failure
+// or time-out), or ctx's error.
+func Connect(ctx context.Context, src string, opts ...Option) (*Client, error) {
+	set := defaultSettings()
+	for _, o := range opts {
+		o(&set)
+	}
+	a := &app{src: src, set: set, log: set.logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.jar, _ = cookiejar.New(nil)
+	if set.httpClient != nil {
+		a.hc = set.httpClient
+	} else {
+		a.own = newTransport(set)
+		a.hc = &http.Client{Transport: a.own}
+	}
+	fail := func(err error) (*Client, error) {
+		if a.own != nil {
+			a.own.CloseIdleConnections()
+		}
+		return nil, err
+	}
+	src = strings.TrimSpace(src)
+	switch {
+	case strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://"):
+		u, err := url.Parse(src)
+		if err != nil || u.Host == "" {
+			return fail(&MetadataError{Src: src, Op: "resolve", Err: fmt.Errorf("bad URL: %v", err)})
+		}
+		u.RawQuery, u.Fragment = "", ""
+		a.base = trimSlash(u.String())
+		if h := u.Hostname(); strings.HasSuffix(h, ".hf.space") {
+			a.spaceID = strings.TrimSuffix(h, ".hf.space") // subdomain; informational
+		}
+	case spaceIDRe.MatchString(src):
+		a.spaceID = src
+		host, err := a.resolveSpace(ctx, src)
+		if err != nil {
+			return fail(err)
+		}
+		a.base = trimSlash(host)
+	default:
+		return fail(&MetadataError{Src: src, Op: "resolve", Err: errors.New(`not a Space id ("owner/name") or an http(s) URL`)})
+	}
+	if set.user != "" {
+		if err := a.login(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	cfg, err := a.fetchConfig(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	switch cfg.Protocol {
+	case ProtocolSSEv3, ProtocolSSEv21, ProtocolSSEv2, ProtocolSSEv1, ProtocolSSE:
+	default:
+		return fail(&MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: %q (Gradio %s); this client speaks sse, sse_v1, sse_v2, sse_v2.1 and sse_v3 (Gradio 4.x-6.x)", ErrUnsupportedProtocol, cfg.Protocol, cfg.Version)})
+	}
+	a.cfg = cfg
+	if set.eagerInfo {
+		if _, err := a.apiInfo(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	a.log.Debug("gradio: connected", "base", a.base, "version", cfg.Version, "protocol", cfg.Protocol, "api_prefix", cfg.APIPrefix)
+	return &Client{app: a, sess: newSession(a)}, nil
+}
+
+var spaceIDRe = regexp.MustCompile(`^[a-zA-Z0-9_\-\.]+/[a-zA-Z0-9_\-\.]+$`)
+
+// newTransport builds the per-app transport: keep-alive pool sized for many
+// parallel calls, phase time-outs instead of a global one.
+func newTransport(set settings) *http.Transport {
+	d := &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0, // no global cap
+		MaxIdleConnsPerHost:   DefaultMaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   DefaultTLSHandshakeTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// NewSession returns a Client for the same app (config, API info, HTTP
+// transport, login cookies) with a fresh session hash: its own gr.State and
+// its own stream. It makes no network request.
+func (c *Client) NewSession() *Client {
+	return &Client{app: c.app, sess: newSession(c.app)}
+}
+
+// SessionHash returns the session hash sent with every call.
+func (c *Client) SessionHash() string { return c.sess.hash }
+
+// BaseURL returns the app's base URL (no trailing slash): the URL given to
+// Connect or the host the Hub returned.
+func (c *Client) BaseURL() string { return c.app.base }
+
+// SpaceID returns the Space id the Client was connected through ("" for
+// URLs other than *.hf.space, where it is the subdomain).
+func (c *Client) SpaceID() string { return c.app.spaceID }
+
+// Config returns the app's config as fetched by Connect. Do not modify it.
+func (c *Client) Config() *Config { return c.app.cfg }
+
+// APIInfo returns the app's /info, fetching it on first use.
+func (c *Client) APIInfo(ctx context.Context) (*APIInfo, error) { return c.app.apiInfo(ctx) }
+
+// String describes the Client without credentials.
+func (c *Client) String() string {
+	return fmt.Sprintf("gradio.Client{%s session=%s}", c.app.base, c.sess.hash)
+}
+
+// LogValue implements slog.LogValuer without credentials.
+func (c *Client) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("base", c.app.base), slog.String("session", c.sess.hash))
+}
+
+// Close ends this session's streams; its pending jobs fail with ErrClosed.
+// Other sessions of the same app are not affected. Close waits for the
+// session's goroutines (including /cancel requests, bounded by the cancel
+// timeout). Calling it twice is harmless.
+func (c *Client) Close() error {
+	c.sess.close()
+	return nil
+}
+
+// Ping makes a cheap request (GET {prefix}/app_id, falling back to
+// /config on 404) and returns an error wrapping ErrAppChanged when the app
+// restarted since Connect (different app_id). It does not count as use of
+// the session.
+func (c *Client) Ping(ctx context.Context) error {
+	a := c.app
+	req, err := a.newRequest(ctx, http.MethodGet, a.api("app_id"), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := a.do(req, true)
+	if err != nil {
+		return &ConnectError{Src: a.src, Err: err}
+	}
+	body, err := readBody(resp)
+	if err != nil {
+		return &ConnectError{Src: a.src, Err: err}
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		cfg, err := a.fetchConfig(ctx)
+		if err != nil {
+			return err
+		}
+		return a.compareAppID(cfg.AppID)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return &MetadataError{Src: a.src, Op: "app_id", StatusCode: resp.StatusCode, Err: statusErr(resp.StatusCode)}
+	}
+	var v struct {
+		AppID json.Number `json:"app_id"`
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return &MetadataError{Src: a.src, Op: "app_id", Err: fmt.Errorf("bad body %q: %w", excerpt(body), err)}
+	}
+	var id uint64
+	if _, err := fmt.Sscan(v.AppID.String(), &id); err != nil {
+		return &MetadataError{Src: a.src, Op: "app_id", Err: fmt.Errorf("bad app_id %q", v.AppID)}
+	}
+	return a.compareAppID(id)
+}
+
+func (a *app) compareAppID(id uint64) error {
+	if a.cfg.AppID != 0 && id != a.cfg.AppID {
+		return fmt.Errorf("%w: app_id %d, connected to %d", ErrAppChanged, id, a.cfg.AppID)
+	}
+	return nil
+}
+
+// api builds {base}{prefix}/{p}.
+func (a *app) api(p string) string {
+	prefix := ""
+	if a.cfg != nil {
+		prefix = a.cfg.APIPrefix
+	}
+	return a.base + prefix + "/" + p
+}
+
+func trimSlash(s string) string { return strings.TrimRight(s, "/") }
+
+// newRequest builds a request to the app with auth, extra headers and
+// cookies.
+func (a *app) newRequest(ctx context.Context, method, u string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("gradio: build request: %w", err)
+	}
+	h := req.Header
+	if a.set.hfToken != "" {
+		h["Authorization"] = []string{"Bearer " + a.set.hfToken.reveal()}
+	}
+	for k, v := range a.set.headers {
+		h[k] = v
+	}
+	h["User-Agent"] = userAgent
+	return req, nil
+}
+
+var userAgent = []string{"gradiopool-go"}
+
+// do sends req. With headerTimeout it bounds the wait for response headers
+// (not the body: streams and long downloads are not cut). Cookies are
+// taken from and stored into the app's jar.
+func (a *app) do(req *http.Request, headerTimeout bool) (*http.Response, error) {
+	for _, ck := range a.jar.Cookies(req.URL) {
+		req.AddCookie(ck)
+	}
+	var (
+		cancel context.CancelCauseFunc
+		timer  *time.Timer
+	)
+	if d := a.set.headerTimeout; headerTimeout && d > 0 {
+		var ctx context.Context
+		ctx, cancel = context.WithCancelCause(req.Context())
+		timer = time.AfterFunc(d, func() { cancel(fmt.Errorf("no response headers within %s", d)) })
+		req = req.WithContext(ctx)
+	}
+	resp, err := a.hc.Do(req)
+	if timer != nil {
+		timer.Stop()
+	}
+	if err != nil {
+		if cancel != nil {
+			if cause := context.Cause(req.Context()); cause != nil && req.Context().Err() != nil {
+				err = fmt.Errorf("%w (%v)", err, cause)
+			}
+			cancel(nil)
+		}
+		return nil, err
+	}
+	if cks := resp.Cookies(); len(cks) > 0 {
+		a.jar.SetCookies(req.URL, cks)
+	}
+	if cancel != nil {
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	}
+	return resp, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// maxMetaBody bounds config/info/json bodies (a big app's config is
+// hundreds of KB).
+const maxMetaBody = 64 << 20
+
+func readBody(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, maxMetaBody))
+}
+
+func statusErr(code int) error {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ErrUnauthorized
+	case http.StatusNotFound:
+		return ErrNotFound
+	}
+	return nil
+}
+
+var gradioConfigRe = regexp.MustCompile(`window\.gradio_config = (.*?);[\s]*</script>`)
+
+// fetchConfig GETs {base}/config (never under the prefix), falling back to
+// the config embedded in the HTML page for old apps.
+func (a *app) fetchConfig(ctx context.Context) (*Config, error) {
+	body, code, err := a.getMeta(ctx, a.base+"/config")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		msg := "the app requires login (WithLogin)"
+		if a.spaceID != "" {
+			msg = "the app requires login (WithLogin), or the Space is private (WithHFToken)"
+		}
+		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: fmt.Errorf("%w: %s", ErrUnauthorized, msg)}
+	case code == http.StatusTooManyRequests:
+		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: errors.New("too many requests, try again later")}
+	case code != http.StatusOK:
+		// Old apps (and some proxies) only embed the config in the page.
+		page, pcode, perr := a.getMeta(ctx, a.base+"/")
+		if perr == nil && pcode == http.StatusOK {
+			if m := gradioConfigRe.FindSubmatch(page); m != nil {
+				body, code = m[1], http.StatusOK
+				break
+			}
+		}
+		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: statusErr(code)}
+	}
+	cfg, err := ParseConfig(body)
+	if err != nil {
+		return nil, &MetadataError{Src: a.src, Op: "config", Err: err}
+	}
+	if cfg.AuthRequired && len(cfg.Dependencies) == 0 {
+		return nil, &MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: the app requires login (WithLogin)", ErrUnauthorized)}
+	}
+	return cfg, nil
+}
+
+// getMeta GETs a metadata document; transport failures become
+// *ConnectError.
+func (a *app) getMeta(ctx context.Context, u string) ([]byte, int, error) {
+	req, err := a.newRequest(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := a.do(req, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		return nil, 0, &ConnectError{Src: a.src, Err: err}
+	}
+	body, err := readBody(resp)
+	if err != nil {
+		return nil, 0, &ConnectError{Src: a.src, Err: err}
+	}
+	return body, resp.StatusCode, nil
+}
+
+// apiInfo returns the cached /info, fetching it once; a failed fetch is
+// retried by the next caller.
+func (a *app) apiInfo(ctx context.Context) (*APIInfo, error) {
+	a.infoMu.Lock()
+	defer a.infoMu.Unlock()
+	if a.info != nil {
+		return a.info, nil
+	}
+	body, code, err := a.getMeta(ctx, a.api("info"))
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, &MetadataError{Src: a.src, Op: "info", StatusCode: code, Err: statusErr(code)}
+	}
+	info, err := ParseAPIInfo(body)
+	if err != nil {
+		return nil, &MetadataError{Src: a.src, Op: "info", Err: err}
+	}
+	a.info = info
+	return info, nil
+}
+
+// login POSTs the credentials form to {base}/login; the cookies land in
+// the jar.
+func (a *app) login(ctx context.Context) error {
+	form := url.Values{"username": {a.set.user}, "password": {a.set.password.reveal()}}
+	req, err := a.newRequest(ctx, http.MethodPost, a.base+"/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := a.do(req, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ConnectError{Src: a.src, Err: err}
+	}
+	body, _ := readBody(resp)
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized:
+		return &MetadataError{Src: a.src, Op: "login", StatusCode: resp.StatusCode, Err: fmt.Errorf("%w: incorrect credentials", ErrLoginFailed)}
+	default:
+		return &MetadataError{Src: a.src, Op: "login", StatusCode: resp.StatusCode, Err: fmt.Errorf("%w: %s", ErrLoginFailed, excerpt(body))}
+	}
+}
+
+// newSessionHash returns a random session hash.
+func newSessionHash() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

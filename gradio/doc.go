@@ -1,0 +1,79 @@
+// Package gradio is a client for Gradio apps (self-hosted or Hugging Face
+// Spaces), speaking the same wire protocol as the official Python and JS
+// clients, built for many parallel calls.
+//
+//	c, err := gradio.Connect(ctx, "owner/space", gradio.WithHFToken(os.Getenv("HF_TOKEN")))
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	out, err := c.Predict(ctx, "/upper", "hello")   // out[0] is `"HELLO"`
+//
+//	job, err := c.Submit(ctx, "/count", 5)          // a generator
+//	for ev := range job.Events() {
+//		fmt.Println(ev.Kind, ev.Rank, ev.Data)       // queued, started, output..., completed
+//	}
+//	final, err := job.Wait(ctx)
+//
+// # Connecting
+//
+// Connect takes a Space id ("owner/name", resolved through the Hub API,
+// see WithHubURL and WithWakeTimeout) or the app's URL. A URL costs one
+// round trip (GET /config); /info is fetched only when a call needs keyword
+// arguments or parameter defaults (or with WithEagerInfo). Every Client of
+// one Connect shares one tuned http.Transport (keep-alive pool sized for
+// 50+ parallel calls; phase time-outs for dial, TLS and response headers;
+// no global deadline, so 10-minute calls are fine).
+//
+// # Sessions
+//
+// A Client is one session hash. Gradio keys gr.State and the queue stream
+// on it: concurrent calls of one Client share one GET queue/data stream,
+// demultiplexed by event id. NewSession returns a Client with a fresh
+// session hash on the same app without any network request; a pool keeps
+// one per slot. The /heartbeat/{session} stream is opened lazily on the
+// first call when the app's config asks for it (connect_heartbeat, as the
+// JS client does; WithHeartbeat overrides) and kept until Close.
+//
+// # Endpoints and arguments
+//
+// Endpoints are named by api_name ("upper" or "/upper") or by fn_index
+// with FnIndex(i) ("#i"), the only way to reach a dependency without an
+// api_name. Private endpoints (api_name false, api_visibility "private") and
+// front-end functions (backend_fn false) are never callable. Arguments are
+// the parameters without State inputs (sent as null); trailing parameters
+// with defaults may be omitted and a final Kwargs passes them by name. The
+// count is checked before any request (*ArgumentError).
+//
+// Outputs are raw JSON values, one per output component, with State (and
+// other skip_api) outputs dropped as the Python client does. Generator
+// diffs (sse_v2+) are applied, so every EventOutput carries full values.
+//
+// # Files
+//
+// File(path), FileReader(name, r) and FileURL(u) arguments (also nested in
+// []any / map[string]any) are uploaded (POST {prefix}/upload) or passed by
+// URL and sent as FileData; the app's max_file_size is enforced locally
+// (*UploadTooLargeError). ParseFileData decodes file outputs and
+// Client.Download fetches them.
+//
+// # Cancellation and errors
+//
+// The ctx of Submit governs the job: when it ends the client POSTs /cancel
+// (detached, with its own short time-out) and the job ends with ctx's
+// error. An error from Submit means the app did not accept the call. Errors
+// are typed for callers that branch: *AppError (gr.Error), ErrQueueFull,
+// *SpaceError, *MetadataError, *ConnectError, *ArgumentError,
+// *ProtocolError, *UploadTooLargeError, *ConnectionLostError (with
+// Accepted), ErrUnsupportedProtocol, ErrClosed, ErrAppChanged (Ping),
+// ErrUnknownEndpoint, ErrCanceled. Tokens and passwords never appear in
+// errors, logs or String output.
+//
+// # Protocols
+//
+// sse_v3 with and without api_prefix (Gradio 4.22-6.x), sse_v2.1 and sse_v2
+// (diffs; the server hangs up instead of sending close_stream, so the
+// client tracks its pending calls), sse_v1 and sse (v0: one stream per
+// call, send_data). Gradio 3 apps ("ws") fail Connect with
+// ErrUnsupportedProtocol.
+package gradio

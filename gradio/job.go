@@ -1,0 +1,393 @@
+package gradio
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/internal/diff"
+)
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// Event kinds, in the order a job normally produces them.
+const (
+	// EventQueued: waiting in the app's queue (Rank, QueueSize, ETA).
+	// Sent again when the position changes.
+	EventQueued EventKind = iota + 1
+	// EventStarted: a worker picked the job up (ETA = the function's
+	// average run time, when known).
+	EventStarted
+	// EventProgress: gr.Progress update (Progress).
+	EventProgress
+	// EventLog: gr.Info / gr.Warning / gr.Success (Log, Level, Title).
+	EventLog
+	// EventOutput: a partial output of a generator (Data, diffs applied).
+	EventOutput
+	// EventCompleted: the final outputs (Data). Always the last event of a
+	// successful job.
+	EventCompleted
+	// EventError: the job failed (Err); always the last event of a failed,
+	// cancelled or lost job.
+	EventError
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventQueued:
+		return "queued"
+	case EventStarted:
+		return "started"
+	case EventProgress:
+		return "progress"
+	case EventLog:
+		return "log"
+	case EventOutput:
+		return "output"
+	case EventCompleted:
+		return "completed"
+	case EventError:
+		return "error"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// MarshalText makes kinds readable in JSON and logs.
+func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Event is one update of a Job.
+type Event struct {
+	Kind EventKind
+	// Queued: 0-based position and queue length; -1 when unknown.
+	Rank, QueueSize int
+	// Queued: estimated time until start; Started: average run time.
+	// 0 when unknown.
+	ETA time.Duration
+	// Progress: one entry per active gr.Progress / tqdm bar.
+	Progress []Progress
+	// Log: the message, level ("info", "warning", "success", "error") and
+	// title.
+	Log, Level, Title string
+	// Output / Completed: one value per output, State (and other skip_api)
+	// outputs dropped as the Python client does.
+	Data []json.RawMessage
+	// Error: the job's error (see Job.Wait).
+	Err error
+}
+
+// Progress is one gr.Progress unit.
+type Progress struct {
+	Index    *int     `json:"index"`
+	Length   *int     `json:"length"`
+	Unit     string   `json:"unit"`
+	Progress *float64 `json:"progress"`
+	Desc     string   `json:"desc"`
+}
+
+// Job is one submitted call. Its methods are safe for concurrent use.
+type Job struct {
+	s        *session
+	dep      *Dependency
+	endpoint string
+	ctx      context.Context // the Submit ctx: governs the job
+
+	mu       sync.Mutex // guards the fields below
+	id       string
+	events   []Event // not yet taken by the Events pump
+	notify   chan struct{}
+	pumping  bool
+	done     chan struct{} // closed when finished
+	result   []json.RawMessage
+	err      error
+	finished bool
+	last     []any // full values of the last generator output (diffs apply to it)
+	gotFirst bool
+	stopCtx  func() bool // unregisters the ctx watcher
+	v0key    string      // key in s.pending for v0 jobs (set before publication)
+	onFinish func()      // closes a v0 job's own stream (set before publication)
+}
+
+func newJob(s *session, ctx context.Context, dep *Dependency, endpoint string) *Job {
+	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{})}
+}
+
+// ID returns the event id the app assigned (empty for a v0 app until the
+// job leaves the queue).
+func (j *Job) ID() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.id
+}
+
+// Done is closed when the job has finished.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Wait waits for the job to finish and returns its outputs (State outputs
+// dropped), or its error: *AppError (the function raised), ErrCanceled,
+// the Submit ctx's error, ErrClosed, *ConnectionLostError, *ProtocolError.
+// A ctx given to Wait only bounds the wait; it does not cancel the job.
+func (j *Job) Wait(ctx context.Context) ([]json.RawMessage, error) {
+	select {
+	case <-j.done:
+		return j.result, j.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Events returns the job's updates; the channel is closed after the final
+// event (EventCompleted or EventError). Events are buffered without bound
+// until read, so a slow reader never stalls other jobs; stop reading only
+// after the channel closes or once the Submit ctx has ended (then
+// undelivered events are dropped and the channel closed), or the delivering
+// goroutine stays behind until Close.
+func (j *Job) Events() <-chan Event {
+	ch := make(chan Event)
+	j.mu.Lock()
+	if j.pumping {
+		j.mu.Unlock()
+		panic("gradio: Job.Events called twice")
+	}
+	j.pumping = true
+	j.notify = make(chan struct{}, 1)
+	j.mu.Unlock()
+	j.s.wg.Add(1)
+	go j.pump(ch)
+	return ch
+}
+
+func (j *Job) pump(ch chan<- Event) {
+	defer j.s.wg.Done()
+	defer close(ch)
+	for {
+		j.mu.Lock()
+		evs, finished := j.events, j.finished
+		j.events = nil
+		j.mu.Unlock()
+		for _, ev := range evs {
+			select {
+			case ch <- ev:
+			case <-j.ctx.Done():
+				return
+			case <-j.s.ctx.Done():
+				return
+			}
+		}
+		if finished {
+			// finish queued the final event in the same critical section
+			// that set finished, so it was in evs.
+			return
+		}
+		select {
+		case <-j.notify:
+		case <-j.ctx.Done():
+			// The job ends with ctx's error right away; deliver it if the
+			// reader is still there.
+			select {
+			case <-j.done:
+			case <-j.s.ctx.Done():
+				return
+			}
+		case <-j.s.ctx.Done():
+			return
+		}
+	}
+}
+
+// emit queues an event for the Events reader. Callers hold j.mu.
+func (j *Job) emitLocked(ev Event) {
+	if !j.pumping && ev.Kind != EventError && ev.Kind != EventCompleted {
+		// Nobody has asked for events yet: keep them, Events may still be
+		// called. Bound the backlog of an ignored stream.
+		if len(j.events) >= maxUnreadEvents {
+			j.events = j.events[1:]
+		}
+	}
+	j.events = append(j.events, ev)
+	if j.notify != nil {
+		select {
+		case j.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// maxUnreadEvents bounds the events kept for a job whose Events were never
+// asked for (Predict): the final result is kept separately.
+const maxUnreadEvents = 256
+
+// finish ends the job once. Callers must not hold j.mu.
+func (j *Job) finish(result []json.RawMessage, err error) bool {
+	j.mu.Lock()
+	if j.finished {
+		j.mu.Unlock()
+		return false
+	}
+	j.finished = true
+	j.result, j.err = result, err
+	if err != nil {
+		j.emitLocked(Event{Kind: EventError, Err: err})
+	} else {
+		j.emitLocked(Event{Kind: EventCompleted, Data: result})
+	}
+	j.last = nil
+	stop := j.stopCtx
+	j.mu.Unlock()
+	close(j.done)
+	if stop != nil {
+		stop()
+	}
+	if j.onFinish != nil {
+		j.onFinish()
+	}
+	return true
+}
+
+// watch aborts the job (with /cancel) when ctx ends before it finishes.
+func (j *Job) watch(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() { j.s.abort(j, ctx.Err()) })
+	j.mu.Lock()
+	fin := j.finished
+	if !fin {
+		j.stopCtx = stop
+	}
+	j.mu.Unlock()
+	if fin {
+		stop()
+	}
+}
+
+// Cancel asks the app to cancel the job (POST {prefix}/cancel, Gradio
+// 4.29+; for older sse_v1/v2 apps only the local wait ends, the app keeps
+// running it) and ends the job with ErrCanceled. ctx bounds the request.
+func (j *Job) Cancel(ctx context.Context) error {
+	if !j.s.fail(j, ErrCanceled) {
+		return nil // already finished
+	}
+	return j.s.sendCancel(ctx, j)
+}
+
+// handle applies one message for this job. Callers hold s.mu (so messages
+// of one job are applied in stream order).
+func (j *Job) handle(m *message) {
+	cfg := j.s.app.cfg
+	switch m.Msg {
+	case "estimation":
+		ev := Event{Kind: EventQueued, Rank: -1, QueueSize: -1}
+		if m.Rank != nil {
+			ev.Rank = *m.Rank
+		}
+		if m.QueueSize != nil {
+			ev.QueueSize = *m.QueueSize
+		}
+		ev.ETA = seconds(m.RankETA)
+		j.emit(ev)
+	case "process_starts":
+		j.emit(Event{Kind: EventStarted, ETA: seconds(m.ETA)})
+	case "progress":
+		j.emit(Event{Kind: EventProgress, Progress: m.ProgressData})
+	case "log":
+		ev := Event{Kind: EventLog, Log: m.Log, Level: m.Level}
+		if m.Title != nil {
+			ev.Title = *m.Title
+		}
+		j.emit(ev)
+	case "process_generating", "process_streaming":
+		out, err := parseOutput(m.Output)
+		if err != nil {
+			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
+			return
+		}
+		if out.isError() {
+			j.s.failLocked(j, out.appError(m.Title))
+			return
+		}
+		data, err := j.applyGenerating(out.Data, m.Msg == "process_generating" && diffProtocol(cfg.Protocol))
+		if err != nil {
+			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
+			return
+		}
+		j.emit(Event{Kind: EventOutput, Data: j.s.dropState(j.dep, data)})
+	case "process_completed":
+		out, err := parseOutput(m.Output)
+		if err != nil {
+			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
+			return
+		}
+		if out.isError() || (m.Success != nil && !*m.Success) {
+			j.s.failLocked(j, out.appError(m.Title))
+			return
+		}
+		if out.Data == nil {
+			// {} : the synthetic completion after /cancel.
+			j.s.failLocked(j, ErrCanceled)
+			return
+		}
+		j.s.completeLocked(j, j.s.dropState(j.dep, out.Data))
+	}
+}
+
+func (j *Job) emit(ev Event) {
+	j.mu.Lock()
+	if !j.finished {
+		j.emitLocked(ev)
+	}
+	j.mu.Unlock()
+}
+
+// applyGenerating turns a process_generating data array into full values:
+// the first one of a run is full, later ones (sse_v2+) are edit lists.
+func (j *Job) applyGenerating(data []json.RawMessage, diffs bool) ([]json.RawMessage, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !diffs {
+		return data, nil
+	}
+	if !j.gotFirst {
+		j.gotFirst = true
+		j.last = make([]any, len(data))
+		for i, raw := range data {
+			v, err := decodeAny(raw)
+			if err != nil {
+				return nil, err
+			}
+			j.last[i] = v
+		}
+		return data, nil
+	}
+	out := make([]json.RawMessage, len(data))
+	for i, raw := range data {
+		edits, err := diff.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("output %d: not an edit list: %w", i, err)
+		}
+		for len(j.last) <= i {
+			j.last = append(j.last, nil) // new output (hot reload): from null
+		}
+		v, err := diff.Apply(j.last[i], edits)
+		if err != nil {
+			return nil, fmt.Errorf("output %d: %w", i, err)
+		}
+		j.last[i] = v
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+func diffProtocol(p string) bool {
+	return p == ProtocolSSEv2 || p == ProtocolSSEv21 || p == ProtocolSSEv3
+}
+
+func seconds(f *float64) time.Duration {
+	if f == nil || *f < 0 {
+		return 0
+	}
+	return time.Duration(*f * float64(time.Second))
+}

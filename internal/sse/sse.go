@@ -1,0 +1,213 @@
+// Package sse reads Server-Sent Events streams (the WHATWG "text/event-stream"
+// format) as Gradio and its proxies produce them.
+//
+//	r := sse.NewReader(resp.Body)
+//	for {
+//		ev, err := r.Next()
+//		if err != nil {
+//			return err // io.EOF at a clean end of stream
+//		}
+//		handle(ev.Type, ev.Data)
+//	}
+//
+// # Format
+//
+// Lines end in LF, CRLF or CR. A line "data: x" appends x to the event's
+// data (several data lines are joined with "\n"), "event:" sets its type,
+// "id:" its id and "retry:" its reconnection delay; a line starting with ":"
+// is a comment (proxies use them as keep-alives) and an empty line dispatches
+// the event. A single space after the colon is removed. Unknown fields are
+// ignored, as the standard requires; the Python Gradio client's data-only
+// parser is the cautionary example.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// DefaultMaxLine is the longest line (in bytes) a Reader accepts when
+// NewReader is used: large enough for a Gradio output carrying a base64 image.
+const DefaultMaxLine = 64 << 20
+
+// ErrLineTooLong is returned by Next when a line exceeds the Reader's limit.
+var ErrLineTooLong = errors.New("sse: line too long")
+
+// Event is one dispatched event.
+type Event struct {
+	// Type is the "event:" field; "" means the default type "message".
+	Type string
+	// Data is the concatenated "data:" lines, joined with "\n".
+	// It aliases the Reader's buffer and is valid until the next call of Next.
+	Data []byte
+	// ID is the last "id:" field seen on the stream (it persists across
+	// events, as the standard's last-event-id does).
+	ID string
+	// Retry is the last "retry:" value in milliseconds, or 0.
+	Retry int
+}
+
+// Reader reads events from a stream. It is not safe for concurrent use.
+type Reader struct {
+	br      *bufio.Reader
+	max     int
+	data    []byte
+	typ     string
+	id      string
+	retry   int
+	buf     []byte   // current chunk being split into lines
+	lines   [][]byte // complete lines of buf not yet returned
+	carry   []byte   // an unterminated line continued by the next chunk
+	err     error    // sticky read error (io.EOF at the end)
+	started bool     // the optional UTF-8 BOM was checked
+	skipLF  bool     // the previous chunk ended in CR: a leading LF belongs to it
+}
+
+// NewReader returns a Reader with a line limit of DefaultMaxLine.
+func NewReader(r io.Reader) *Reader { return NewReaderSize(r, DefaultMaxLine) }
+
+// NewReaderSize returns a Reader whose lines may be at most maxLine bytes.
+func NewReaderSize(r io.Reader, maxLine int) *Reader {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	return &Reader{br: bufio.NewReaderSize(r, 16<<10), max: maxLine}
+}
+
+// Next returns the next event. At the end of the stream it returns io.EOF;
+// an event not terminated by an empty line before EOF is discarded, as the
+// standard says. Other errors come from the underlying reader.
+func (r *Reader) Next() (Event, error) {
+	r.data = r.data[:0]
+	r.typ = ""
+	hasData := false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if err == io.EOF && len(line) == 0 {
+				return Event{}, io.EOF
+			}
+			if err != io.EOF {
+				return Event{}, err
+			}
+			// Last line without terminator: process it, then report EOF
+			// (an undispatched event is dropped).
+			r.field(line, &hasData)
+			return Event{}, io.EOF
+		}
+		if len(line) == 0 {
+			if !hasData && r.typ == "" {
+				continue // empty event (e.g. after only comments or id:)
+			}
+			return Event{Type: r.typ, Data: r.data, ID: r.id, Retry: r.retry}, nil
+		}
+		r.field(line, &hasData)
+	}
+}
+
+func (r *Reader) field(line []byte, hasData *bool) {
+	if line[0] == ':' {
+		return // comment
+	}
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "data":
+		if *hasData {
+			r.data = append(r.data, '\n')
+		}
+		r.data = append(r.data, value...)
+		*hasData = true
+	case "event":
+		r.typ = string(value)
+	case "id":
+		if bytes.IndexByte(value, 0) < 0 {
+			r.id = string(value)
+		}
+	case "retry":
+		if n, err := strconv.Atoi(string(value)); err == nil && n >= 0 {
+			r.retry = n
+		}
+	}
+}
+
+// readLine returns one line without its terminator, or the last
+// unterminated line together with io.EOF. The slice is valid until the next
+// call.
+func (r *Reader) readLine() ([]byte, error) {
+	for {
+		if len(r.lines) > 0 {
+			l := r.lines[0]
+			r.lines = r.lines[1:]
+			return l, nil
+		}
+		if r.err != nil {
+			if len(r.carry) > 0 {
+				l := r.carry
+				r.carry = nil
+				return l, r.err
+			}
+			return nil, r.err
+		}
+		chunk, err := r.br.ReadSlice('\n')
+		if !r.started && len(chunk) > 0 {
+			r.started = true
+			chunk = bytes.TrimPrefix(chunk, []byte("\xef\xbb\xbf"))
+		}
+		if r.skipLF && len(chunk) > 0 {
+			r.skipLF = false
+			if chunk[0] == '\n' {
+				chunk = chunk[1:]
+			}
+		}
+		// Fast path: one LF-terminated line without CR and nothing carried.
+		if err == nil && len(r.carry) == 0 && bytes.IndexByte(chunk, '\r') < 0 {
+			if len(chunk)-1 > r.max {
+				return nil, ErrLineTooLong
+			}
+			return chunk[:len(chunk)-1], nil
+		}
+		r.buf = append(append(r.buf[:0], r.carry...), chunk...)
+		r.carry = r.carry[:0]
+		r.split()
+		if len(r.carry) > r.max {
+			return nil, ErrLineTooLong
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+		case err != nil:
+			r.err = err
+		}
+	}
+}
+
+// split cuts r.buf into lines ended by LF, CRLF or CR; the unterminated rest
+// goes to r.carry.
+func (r *Reader) split() {
+	start := 0
+	b := r.buf
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\n':
+			r.lines = append(r.lines, b[start:i])
+			start = i + 1
+		case '\r':
+			r.lines = append(r.lines, b[start:i])
+			if i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			} else if i+1 == len(b) {
+				r.skipLF = true
+			}
+			start = i + 1
+		}
+	}
+	r.carry = append(r.carry[:0], b[start:]...)
+}
