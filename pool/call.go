@@ -1,0 +1,207 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// Result is the outcome of [Pool.Predict].
+type Result struct {
+	Data     []json.RawMessage // one value per output
+	Replica  string            // the replica that ran the call
+	EventID  string            // the app's event id
+	Duration time.Duration     // from the first Acquire to the result
+	// Attempts is how many replicas or sessions were tried: more than 1 only
+	// when earlier ones provably did not accept the call.
+	Attempts int
+}
+
+// Call is a call submitted with [Pool.Submit]. Its session goes back to the
+// pool by itself when the job ends (completed, failed or cancelled).
+type Call struct {
+	job      *gradio.Job
+	lease    *Lease
+	replica  string
+	attempts int
+	released chan struct{} // closed once the lease is released
+}
+
+// Job returns the underlying Gradio job.
+func (c *Call) Job() *gradio.Job { return c.job }
+
+// ID returns the app's event id.
+func (c *Call) ID() string { return c.job.ID() }
+
+// Replica returns the name of the replica running the call.
+func (c *Call) Replica() string { return c.replica }
+
+// Attempts is how many replicas or sessions were tried (see Result).
+func (c *Call) Attempts() int { return c.attempts }
+
+// Events returns the job's updates (queue position and ETA, progress, logs,
+// partial outputs, then Completed or Error); see gradio.Job.Events.
+func (c *Call) Events() <-chan gradio.Event { return c.job.Events() }
+
+// Done is closed when the job has finished and its session was released.
+func (c *Call) Done() <-chan struct{} { return c.released }
+
+// Wait waits for the job and returns its outputs or error (wrapped in a
+// *ReplicaError). ctx bounds only the wait; the Submit context governs the job.
+func (c *Call) Wait(ctx context.Context) ([]json.RawMessage, error) {
+	data, err := c.job.Wait(ctx)
+	if err != nil && ctx.Err() == nil {
+		err = &ReplicaError{Replica: c.replica, Err: err}
+	}
+	return data, err
+}
+
+// Cancel asks the app to cancel the job; see gradio.Job.Cancel.
+func (c *Call) Cancel(ctx context.Context) error { return c.job.Cancel(ctx) }
+
+// Predict runs endpoint (api_name, with or without "/") with args for user
+// ("" for anonymous) and waits for the result. It acquires a session,
+// submits, waits and releases. When ctx ends the app's job is cancelled.
+//
+// A call is never run twice: it moves to another session or replica only
+// when the replica provably did not accept it (connect failure, queue full,
+// a 5xx or a transport error on queue/join before an event id). Once the
+// app accepted it, its failure is returned.
+func (p *Pool) Predict(ctx context.Context, user, endpoint string, args ...any) (*Result, error) {
+	start := time.Now()
+	c, err := p.Submit(ctx, user, endpoint, args...)
+	if err != nil {
+		return nil, err
+	}
+	data, err := c.job.Wait(ctx)
+	<-c.released
+	if err != nil {
+		return nil, &ReplicaError{Replica: c.replica, Err: err}
+	}
+	return &Result{Data: data, Replica: c.replica, EventID: c.job.ID(), Duration: time.Since(start), Attempts: c.attempts}, nil
+}
+
+// Submit starts endpoint with args for user and returns once the app
+// accepted the call (see Predict for the retry rule). The job's session is
+// released when the job ends. ctx governs the whole job: when it ends first
+// the app's job is cancelled.
+func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (*Call, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	p.init()
+	key := userKey(p.hashKey, user)
+	start := time.Now()
+	exclude := map[*replica]bool{}
+	var causes []*ReplicaError
+	// Every attempt either excludes a replica or (session-level failures)
+	// retries the same one; the bound keeps a flapping app from looping.
+	maxAttempts := 2*len(p.replicas) + 1
+	for attempt := 1; ; attempt++ {
+		l, err := p.acquire(ctx, key, exclude, causes)
+		if err != nil {
+			return nil, err
+		}
+		r := l.r
+		r.calls.Add(1)
+		job, err := l.client.Submit(ctx, endpoint, args...)
+		if err == nil {
+			c := &Call{job: job, lease: l, replica: r.name, attempts: attempt, released: make(chan struct{})}
+			p.goWatch(c, endpoint, start)
+			return c, nil
+		}
+		r.errs.Add(1)
+		retry, broken, replicaFault := classifySubmitError(err)
+		if errors.Is(err, gradio.ErrAppChanged) {
+			r.appChanged(l.client)
+		}
+		if broken {
+			l.MarkBroken()
+		} else {
+			l.Release()
+		}
+		if ctx.Err() != nil || !retry || attempt >= maxAttempts {
+			p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(key), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if len(causes) > 0 && retry {
+				return nil, &AllReplicasFailedError{Causes: append(causes, &ReplicaError{Replica: r.name, Err: err})}
+			}
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+		if replicaFault {
+			r.fail(err)
+		}
+		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+		if !sessionLevel(err) {
+			exclude[r] = true
+		}
+		p.failover(r, endpoint, err)
+	}
+}
+
+// goWatch releases c's lease when its job ends.
+func (p *Pool) goWatch(c *Call, endpoint string, start time.Time) {
+	go func() { // not goBackground: a running job must outlive nothing but itself
+		<-c.job.Done()
+		_, err := c.job.Wait(context.Background())
+		var lost *gradio.ConnectionLostError
+		if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {
+			c.lease.MarkBroken()
+		} else {
+			c.lease.Release()
+		}
+		r := c.lease.r
+		if err != nil {
+			r.errs.Add(1)
+		} else {
+			r.succeed()
+		}
+		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
+		close(c.released)
+	}()
+}
+
+// classifySubmitError decides what a Submit error means. retry: the app
+// provably did not accept the call, so another session or replica may run
+// it. broken: the session's connection is unusable. replicaFault: the
+// replica itself failed (counts towards its ejection).
+func classifySubmitError(err error) (retry, broken, replicaFault bool) {
+	var (
+		lost  *gradio.ConnectionLostError
+		conn  *gradio.ConnectError
+		proto *gradio.ProtocolError
+		meta  *gradio.MetadataError
+		space *gradio.SpaceError
+	)
+	switch {
+	case errors.As(err, &lost):
+		return !lost.Accepted, true, !lost.Accepted
+	case errors.Is(err, gradio.ErrQueueFull):
+		return true, false, false // overloaded, not failing
+	case errors.Is(err, gradio.ErrAppChanged), errors.Is(err, gradio.ErrClosed):
+		return true, true, false
+	case errors.As(err, &conn):
+		return true, true, true
+	case errors.As(err, &proto):
+		// A 5xx answer to queue/join (or to an upload before it) means the
+		// app refused the call. 504 is excluded: a proxy's time-out may come
+		// after the app queued it.
+		refused := proto.StatusCode >= 500 && proto.StatusCode != http.StatusGatewayTimeout
+		return refused, false, refused
+	case errors.As(err, &space), errors.As(err, &meta):
+		return true, false, true // e.g. lazy /info fetch failed before the call
+	}
+	return false, false, false
+}
+
+// sessionLevel reports failures of one session, not of the replica: the
+// call may be retried on the same replica with another session.
+func sessionLevel(err error) bool {
+	return errors.Is(err, gradio.ErrAppChanged) || errors.Is(err, gradio.ErrClosed)
+}

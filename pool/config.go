@@ -1,0 +1,156 @@
+package pool
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool/assign"
+)
+
+// Defaults for zero fields of [Config]. They are the seed design's numbers.
+const (
+	DefaultMinConnections            = 5
+	DefaultMaxConnections            = 50
+	DefaultIdleTimeout               = 10 * time.Minute
+	DefaultQueueTimeout              = 30 * time.Second
+	DefaultHealthCheckInterval       = 5 * time.Minute
+	DefaultHealthCheckMaxConnections = 5
+	DefaultUnhealthyAfterFailures    = 3
+	DefaultConnectRetries            = 3
+	DefaultConnectRetryDelay         = 250 * time.Millisecond
+	DefaultUserAssignmentTTL         = time.Hour
+	DefaultEjectBase                 = time.Second
+	DefaultEjectMax                  = time.Minute
+	DefaultProbeTimeout              = 10 * time.Second
+)
+
+// Config configures [New]. The zero value of every field but Replicas means
+// its documented default.
+type Config struct {
+	// Replicas are the Gradio apps that serve the same app: Hugging Face Space
+	// ids ("owner/name") or http(s) URLs. Their order is the round-robin
+	// order. At least one is required; duplicates are an error.
+	//
+	// Each replica is named in stats and logs by the name part of its Space
+	// id ("mugenAILP_1") or by host:port for a URL; a clash gets "#2", "#3".
+	Replicas []string
+
+	// MinConnections is how many sessions each replica keeps warm once the
+	// pool is initialised (lazily, by the first Acquire). Zero means
+	// DefaultMinConnections (5); negative means none.
+	MinConnections int
+	// MaxConnections caps the sessions, hence the calls in flight, per
+	// replica. Zero means DefaultMaxConnections (50).
+	MaxConnections int
+	// IdleTimeout removes a session idle for that long (never below
+	// MinConnections). Zero means DefaultIdleTimeout (10 min); negative
+	// disables.
+	IdleTimeout time.Duration
+	// QueueTimeout bounds the wait for a free session (FIFO per replica);
+	// the waiter then gets ErrQueueTimeout. Zero means DefaultQueueTimeout
+	// (30 s); negative disables (wait as long as the context allows).
+	QueueTimeout time.Duration
+	// MaxWaiters bounds each replica's waiter list; a caller beyond it is
+	// routed to another replica, or gets ErrQueueFull. Zero means the
+	// sessionpool default.
+	MaxWaiters int
+	// HealthCheckInterval is how often each replica checks some of its idle
+	// sessions (Ping). Zero means DefaultHealthCheckInterval (5 min);
+	// negative disables health checks.
+	HealthCheckInterval time.Duration
+	// HealthCheckMaxConnections is how many sessions one health check
+	// visits per replica. Zero means DefaultHealthCheckMaxConnections (5).
+	HealthCheckMaxConnections int
+	// UnhealthyAfterFailures destroys a session after that many consecutive
+	// failed health checks. Zero means DefaultUnhealthyAfterFailures (3).
+	UnhealthyAfterFailures int
+	// ConnectRetries is how many times a connect that failed in transport
+	// (*gradio.ConnectError: time-out, refused, reset) is retried on the same
+	// replica, with a growing delay from DefaultConnectRetryDelay, before the
+	// next replica is tried. Metadata errors (*gradio.MetadataError,
+	// *gradio.SpaceError) are never retried on the same replica. Zero means
+	// DefaultConnectRetries (3, so at most 4 attempts); negative means no
+	// retry.
+	ConnectRetries int
+	// UserAssignmentTTL is how long a user stays pinned to a replica after
+	// their last call: every call refreshes it, so an active user never
+	// moves unless their replica fails. Zero means DefaultUserAssignmentTTL
+	// (1 h); negative means assignments never expire.
+	UserAssignmentTTL time.Duration
+	// MaxLifetime destroys a session older than that (at release, or when
+	// idle). Zero (default) means no limit.
+	MaxLifetime time.Duration
+	// HashKey keys the HMAC-SHA256 that turns e-mails into user keys. Set
+	// it (e.g. from a secret) so that keys are stable across restarts and
+	// across gateway instances sharing a Store; nil means a random key per
+	// Pool.
+	HashKey []byte
+	// StickySessions gives each registered user their own Gradio session
+	// (session hash) on their replica for UserAssignmentTTL, so that gr.State
+	// survives between calls of a stateful app. A user's calls then run one
+	// at a time: a call waits (up to QueueTimeout) while the same user's
+	// previous call still runs. Anonymous users are never sticky.
+	StickySessions bool
+	// ClientOptions are passed to gradio.Connect for every replica (token,
+	// Hub URL, headers, wake time-out, ...).
+	ClientOptions []gradio.Option
+	// Logger receives the pool's logs (initialisation, sessions, assignments,
+	// queue, health checks, errors, failovers). Nil logs nothing. E-mails are
+	// never logged; users appear as the first 8 hex digits of their key.
+	Logger *slog.Logger
+	// Store holds user assignments. Nil means an in-memory store owned (and
+	// closed) by the Pool.
+	Store assign.Store
+	// OnEvent, if set, is called synchronously for every [Event]; it must be
+	// quick and must not call back into the Pool. Use it for metrics.
+	OnEvent func(Event)
+}
+
+// settings is Config with every default applied.
+type settings struct {
+	Config
+	minConns, maxConns  int
+	ejectBase, ejectMax time.Duration
+	connectRetryDelay   time.Duration
+	probeTimeout        time.Duration
+}
+
+func (c Config) withDefaults() settings {
+	s := settings{Config: c}
+	s.minConns = pick(c.MinConnections, DefaultMinConnections)
+	s.maxConns = pick(c.MaxConnections, DefaultMaxConnections)
+	if s.minConns > s.maxConns {
+		s.minConns = s.maxConns
+	}
+	s.IdleTimeout = pickDur(c.IdleTimeout, DefaultIdleTimeout)
+	s.QueueTimeout = pickDur(c.QueueTimeout, DefaultQueueTimeout)
+	s.HealthCheckInterval = pickDur(c.HealthCheckInterval, DefaultHealthCheckInterval)
+	s.HealthCheckMaxConnections = pick(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
+	s.UnhealthyAfterFailures = pick(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
+	s.ConnectRetries = pick(c.ConnectRetries, DefaultConnectRetries)
+	s.UserAssignmentTTL = pickDur(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
+	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
+	s.connectRetryDelay = DefaultConnectRetryDelay
+	s.probeTimeout = DefaultProbeTimeout
+	return s
+}
+
+// pick maps zero to def and negative to 0.
+func pick(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// pickDur maps zero to def and keeps negative values (meaning "off").
+func pickDur(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}

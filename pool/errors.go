@@ -1,0 +1,92 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool/sessionpool"
+)
+
+// Errors of the pool. Queue errors come from the replica's session pool and
+// are re-exported so that callers need not import package sessionpool.
+var (
+	// ErrClosed: the Pool was closed.
+	ErrClosed = errors.New("pool: closed")
+	// ErrQueueTimeout: no session of the chosen replica became free within
+	// Config.QueueTimeout (HTTP 503/429 with Retry-After in the gateway).
+	ErrQueueTimeout = sessionpool.ErrQueueTimeout
+	// ErrQueueFull: the replica's waiter list (Config.MaxWaiters) was full.
+	ErrQueueFull = sessionpool.ErrQueueFull
+	// ErrEjected is wrapped by the cause of a replica skipped because it
+	// failed recently and its back-off has not passed (or it is being probed).
+	ErrEjected = errors.New("pool: replica ejected after failures")
+)
+
+// ReplicaError is an error of one replica; Replica is its name.
+type ReplicaError struct {
+	Replica string
+	Err     error
+}
+
+func (e *ReplicaError) Error() string { return "replica " + e.Replica + ": " + e.Err.Error() }
+func (e *ReplicaError) Unwrap() error { return e.Err }
+
+// AllReplicasFailedError reports that no replica could serve a call. Causes
+// has one entry per replica tried or skipped, in the order they were
+// considered. It unwraps to every cause, so errors.Is(err, ErrQueueFull) or
+// errors.As(err, &spaceErr) look through it.
+type AllReplicasFailedError struct {
+	Causes []*ReplicaError
+}
+
+func (e *AllReplicasFailedError) Error() string {
+	var b strings.Builder
+	b.WriteString("pool: all replicas failed")
+	for i, c := range e.Causes {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.Replica)
+		b.WriteString(": ")
+		b.WriteString(c.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *AllReplicasFailedError) Unwrap() []error {
+	errs := make([]error, len(e.Causes))
+	for i, c := range e.Causes {
+		errs[i] = c
+	}
+	return errs
+}
+
+// ejectedError is the cause recorded for a replica skipped while ejected.
+type ejectedError struct {
+	until time.Time
+	last  error
+}
+
+func (e *ejectedError) Error() string {
+	s := "ejected"
+	if !e.until.IsZero() {
+		s += fmt.Sprintf(" until %s", e.until.UTC().Format(time.RFC3339))
+	} else {
+		s += " (being probed)"
+	}
+	if e.last != nil {
+		s += " after: " + e.last.Error()
+	}
+	return s
+}
+
+func (e *ejectedError) Unwrap() []error {
+	if e.last == nil {
+		return []error{ErrEjected}
+	}
+	return []error{ErrEjected, e.last}
+}

@@ -1,0 +1,121 @@
+package pool
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// EventKind says what happened.
+type EventKind int
+
+// Event kinds, in the seed's logging list order (§7.2).
+const (
+	EventInitialized      EventKind = iota + 1 // first Acquire: replicas start warming up
+	EventConnected                             // a replica's app config was fetched (Duration = connect time)
+	EventConnectFailed                         // one connect attempt failed (Err; Attempt)
+	EventAppChanged                            // the app restarted: reconnecting, sessions reset
+	EventSessionCreated                        // a pooled session was created
+	EventSessionDestroyed                      // a pooled session was destroyed (Reason)
+	EventAssigned                              // a user was pinned to Replica (new, or re-pinned: Previous)
+	EventQueued                                // a caller waits for a session (Waiting = queue length)
+	EventQueueTimeout                          // a waiter gave up after QueueTimeout
+	EventHealthCheck                           // a health check of Replica ended (Err on failure)
+	EventEjected                               // Replica was ejected until Until after Err
+	EventRecovered                             // an ejected Replica passed its probe
+	EventFailover                              // a call moved from Replica to another (Err = cause)
+	EventCallDone                              // a call ended (Duration; Err on failure)
+)
+
+var kindNames = map[EventKind]string{
+	EventInitialized: "initialized", EventConnected: "connected", EventConnectFailed: "connect_failed",
+	EventAppChanged: "app_changed", EventSessionCreated: "session_created",
+	EventSessionDestroyed: "session_destroyed", EventAssigned: "assigned", EventQueued: "queued",
+	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
+	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
+}
+
+func (k EventKind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return "unknown"
+}
+
+// Event is passed to Config.OnEvent. Fields that do not apply are zero.
+type Event struct {
+	Kind     EventKind
+	Time     time.Time
+	Replica  string        // replica name
+	Previous string        // EventAssigned: the replica the user was pinned to before, if any
+	User     string        // first 8 hex digits of the user key; "" for anonymous (never the e-mail)
+	Endpoint string        // EventCallDone, EventFailover: the api_name called
+	Err      error         // the failure, if any
+	Duration time.Duration // connect time, call time, health-check time
+	Attempt  int           // EventConnectFailed: 1 for the first attempt
+	Waiting  int           // EventQueued: waiters on the replica
+	Until    time.Time     // EventEjected: end of the back-off
+	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...
+}
+
+// emit delivers an event to the hook and to the logger.
+func (p *Pool) emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if h := p.cfg.OnEvent; h != nil {
+		h(e)
+	}
+	l := p.cfg.Logger
+	if l == nil {
+		return
+	}
+	level := slog.LevelInfo
+	switch e.Kind {
+	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventEjected, EventFailover:
+		level = slog.LevelWarn
+	case EventQueued, EventSessionCreated, EventSessionDestroyed, EventAssigned:
+		level = slog.LevelDebug
+	case EventHealthCheck, EventCallDone:
+		level = slog.LevelDebug
+		if e.Err != nil {
+			level = slog.LevelWarn
+		}
+	}
+	ctx := context.Background()
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	if e.Replica != "" {
+		attrs = append(attrs, slog.String("replica", e.Replica))
+	}
+	if e.Previous != "" {
+		attrs = append(attrs, slog.String("previous", e.Previous))
+	}
+	if e.User != "" {
+		attrs = append(attrs, slog.String("user", e.User))
+	}
+	if e.Endpoint != "" {
+		attrs = append(attrs, slog.String("endpoint", e.Endpoint))
+	}
+	if e.Duration != 0 {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.Attempt != 0 {
+		attrs = append(attrs, slog.Int("attempt", e.Attempt))
+	}
+	if e.Kind == EventQueued {
+		attrs = append(attrs, slog.Int("waiting", e.Waiting))
+	}
+	if !e.Until.IsZero() {
+		attrs = append(attrs, slog.Time("until", e.Until))
+	}
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	l.LogAttrs(ctx, level, "pool: "+e.Kind.String(), attrs...)
+}

@@ -1,0 +1,11 @@
+package pool
+
+import "time"
+
+// SetDelays shortens the internal retry and ejection delays for tests. Call
+// it right after New, before the pool is used.
+func SetDelays(p *Pool, connectRetry, ejectBase, ejectMax time.Duration) {
+	p.cfg.connectRetryDelay = connectRetry
+	p.cfg.ejectBase = ejectBase
+	p.cfg.ejectMax = ejectMax
+}

@@ -1,0 +1,88 @@
+package pool_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// replicas starts n simulated replicas with unlimited app concurrency.
+func replicas(t *testing.T, n int) []*gradiotest.Server {
+	t.Helper()
+	srvs := make([]*gradiotest.Server, n)
+	for i := range srvs {
+		s := gradiotest.NewUnstartedServer(nil)
+		s.DefaultConcurrencyLimit = -1
+		s.Start()
+		t.Cleanup(s.Close)
+		srvs[i] = s
+	}
+	return srvs
+}
+
+func urls(srvs []*gradiotest.Server) []string {
+	out := make([]string, len(srvs))
+	for i, s := range srvs {
+		out[i] = s.URL
+	}
+	return out
+}
+
+// newPool creates a pool over srvs with small sizes and short delays, closed
+// at cleanup.
+func newPool(t *testing.T, cfg pool.Config) *pool.Pool {
+	t.Helper()
+	if cfg.MinConnections == 0 {
+		cfg.MinConnections = 1
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = 5
+	}
+	cfg.ClientOptions = append([]gradio.Option{gradio.WithHeaderTimeout(2 * time.Second)}, cfg.ClientOptions...)
+	p, err := pool.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.SetDelays(p, time.Millisecond, 50*time.Millisecond, 200*time.Millisecond)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// executions sums the executions of api over srvs, and lists them.
+func executions(srvs []*gradiotest.Server, api string) (total int, each []int) {
+	for _, s := range srvs {
+		n := s.Executions(api)
+		each = append(each, n)
+		total += n
+	}
+	return total, each
+}
+
+func str(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("output %s is not a string: %v", raw, err)
+	}
+	return s
+}
+
+func user(i int) string { return fmt.Sprintf("User%d@Example.com", i) }

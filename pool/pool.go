@@ -1,0 +1,395 @@
+package pool
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool/assign"
+	"github.com/gradiopool/gradiopool/pool/sessionpool"
+)
+
+// Pool routes calls of many users to several replicas of one Gradio app,
+// each with its own pool of warm sessions. It is safe for concurrent use.
+type Pool struct {
+	cfg      settings
+	replicas []*replica
+	byName   map[string]*replica
+	store    assign.Store
+	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
+	hashKey  []byte
+	sticky   *stickyTable // nil unless Config.StickySessions
+
+	rrNew, rrAnon atomic.Uint64 // round-robin counters
+
+	initOnce    sync.Once
+	initialized atomic.Bool
+
+	ctx    context.Context // lives until Close: connects and background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background goroutines
+
+	bgMu      sync.Mutex // guards bgStopped and orders wg.Add before Close's wg.Wait
+	bgStopped bool
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+	closeErr  error
+}
+
+// New validates cfg and returns a Pool. It connects nothing: the first
+// Acquire (or Warm) initialises every replica in parallel.
+func New(cfg Config) (*Pool, error) {
+	if len(cfg.Replicas) == 0 {
+		return nil, errors.New("pool: Config.Replicas is empty")
+	}
+	seen := map[string]bool{}
+	for _, r := range cfg.Replicas {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			return nil, errors.New("pool: empty replica in Config.Replicas")
+		}
+		k := strings.TrimRight(r, "/")
+		if seen[k] {
+			return nil, fmt.Errorf("pool: replica %q listed twice", publicSource(r))
+		}
+		seen[k] = true
+	}
+	if cfg.MaxConnections < 0 {
+		return nil, fmt.Errorf("pool: MaxConnections %d is negative", cfg.MaxConnections)
+	}
+	p := &Pool{cfg: cfg.withDefaults(), byName: map[string]*replica{}}
+	p.hashKey = cfg.HashKey
+	if len(p.hashKey) == 0 {
+		p.hashKey = make([]byte, 32)
+		_, _ = rand.Read(p.hashKey)
+	}
+	p.store = cfg.Store
+	if p.store == nil {
+		p.ownStore = assign.NewMemory(assign.MemoryConfig{})
+		p.store = p.ownStore
+	}
+	if cfg.StickySessions {
+		p.sticky = newStickyTable(p)
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	names := uniqueNames(cfg.Replicas)
+	for i, src := range cfg.Replicas {
+		r, err := newReplica(p, i, strings.TrimSpace(src), names[i])
+		if err != nil {
+			p.cancel()
+			for _, r := range p.replicas {
+				_ = r.close(context.Background())
+			}
+			if p.ownStore != nil {
+				_ = p.ownStore.Close()
+			}
+			return nil, fmt.Errorf("pool: replica %s: %w", names[i], err)
+		}
+		p.replicas = append(p.replicas, r)
+		p.byName[r.name] = r
+	}
+	if p.sticky != nil {
+		p.goBackground(p.sticky.sweepLoop)
+	}
+	return p, nil
+}
+
+// goBackground runs f on a goroutine that Close waits for; after Close it
+// does nothing.
+func (p *Pool) goBackground(f func()) {
+	p.bgMu.Lock()
+	defer p.bgMu.Unlock()
+	if p.bgStopped {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+}
+
+// Replicas returns the replica names in configuration order.
+func (p *Pool) Replicas() []string {
+	names := make([]string, len(p.replicas))
+	for i, r := range p.replicas {
+		names[i] = r.name
+	}
+	return names
+}
+
+// Warm initialises the pool now instead of at the first Acquire: every
+// replica connects and starts creating its MinConnections sessions in the
+// background. It does not wait.
+func (p *Pool) Warm() {
+	if !p.closed.Load() {
+		p.init()
+	}
+}
+
+// init is the lazy initialisation (seed §5.2): connect every replica and
+// warm its minimum, in parallel, in the background.
+func (p *Pool) init() {
+	p.initOnce.Do(func() {
+		p.initialized.Store(true)
+		p.emit(Event{Kind: EventInitialized})
+		for _, r := range p.replicas {
+			p.goBackground(func() {
+				if _, _, err := r.getApp(p.ctx); err != nil {
+					return // recorded (ejected); retried on demand
+				}
+				r.sp.Warm()
+			})
+		}
+	})
+}
+
+// Ready reports whether at least one replica may take traffic now (not
+// ejected; a replica not connected yet counts as usable).
+func (p *Pool) Ready() bool {
+	if p.closed.Load() {
+		return false
+	}
+	now := time.Now()
+	for _, r := range p.replicas {
+		if r.usable(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// Lease is a session of one replica lent to one caller. Release it when the
+// call is done; MarkBroken it instead when the connection failed.
+type Lease struct {
+	p      *Pool
+	r      *replica
+	sess   *sessionpool.Session[*gradio.Client]
+	client *gradio.Client
+	res    *reservation // sticky sessions: the user's own session
+	key    string       // user key ("" anonymous), for events
+	done   atomic.Bool
+}
+
+// Client returns the Gradio session to call. It must not be used after
+// Release or MarkBroken.
+func (l *Lease) Client() *gradio.Client { return l.client }
+
+func (l *Lease) keyForEvents() string { return l.key }
+
+// Replica returns the name of the replica serving the lease.
+func (l *Lease) Replica() string { return l.r.name }
+
+// Release returns the session to its pool (or, with StickySessions, to the
+// user's reservation). Calling it again, or after MarkBroken, does nothing.
+func (l *Lease) Release() {
+	if l.done.Swap(true) {
+		return
+	}
+	l.sess.Release()
+	if l.res != nil {
+		l.p.sticky.release(l.res, false)
+	}
+}
+
+// MarkBroken ends the lease like Release but destroys the session (its
+// connection failed); the pool replaces it in the background. With
+// StickySessions the user's own session is dropped too (its gr.State is
+// lost). Calling it after Release does nothing.
+func (l *Lease) MarkBroken() {
+	if l.done.Swap(true) {
+		return
+	}
+	l.sess.Destroy()
+	if l.res != nil {
+		l.p.sticky.release(l.res, true)
+	}
+}
+
+// Acquire returns a session for user (an e-mail; "" for anonymous): the
+// Go form of the seed's getGradioClient(email). It initialises the pool on
+// first use, picks the user's replica (see the package documentation), and
+// waits in that replica's FIFO queue up to Config.QueueTimeout.
+//
+// Errors: ctx's error; *ReplicaError wrapping ErrQueueTimeout;
+// *AllReplicasFailedError when no replica could serve; ErrClosed.
+func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	p.init()
+	return p.acquire(ctx, userKey(p.hashKey, user), nil, nil)
+}
+
+// acquire routes key to a replica not in exclude. causes are failures of
+// earlier attempts of the same call, reported if no replica serves.
+func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError) (*Lease, error) {
+	var assigned *replica
+	if key != "" {
+		name, ok, err := p.store.Get(ctx, key)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
+		case ok:
+			assigned = p.byName[name] // nil if the replica list changed
+		}
+	}
+	for _, r := range p.order(key, assigned) {
+		if exclude[r] {
+			continue
+		}
+		ok, probe, cause := r.admit(time.Now())
+		if !ok {
+			causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
+			continue
+		}
+		if probe {
+			if err := r.probe(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+				p.failover(r, "", err)
+				continue
+			}
+		}
+		l, err := p.acquireOn(ctx, r, key)
+		if err == nil {
+			if key != "" {
+				p.pin(ctx, key, r, assigned)
+			}
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrQueueTimeout) || errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+		// Connect failure (already recorded as a replica failure) or a
+		// full waiter list: this replica cannot serve now, try the next.
+		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+		p.failover(r, "", err)
+	}
+	return nil, &AllReplicasFailedError{Causes: causes}
+}
+
+func (p *Pool) failover(r *replica, endpoint string, err error) {
+	r.failovers.Add(1)
+	p.emit(Event{Kind: EventFailover, Replica: r.name, Endpoint: endpoint, Err: err})
+}
+
+// acquireOn takes a session of r for key.
+func (p *Pool) acquireOn(ctx context.Context, r *replica, key string) (*Lease, error) {
+	if p.sticky != nil && key != "" {
+		return p.sticky.acquire(ctx, r, key)
+	}
+	s, err := r.acquireSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}, nil
+}
+
+// pin records (and refreshes) the user's assignment to r.
+func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
+	ttl := p.cfg.UserAssignmentTTL
+	if ttl < 0 {
+		ttl = 0 // never expires
+	}
+	err := p.store.Set(context.WithoutCancel(ctx), key, r.name, ttl)
+	if assigned != r || err != nil {
+		e := Event{Kind: EventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
+		if assigned != nil {
+			e.Previous = assigned.name
+		}
+		p.emit(e)
+	}
+}
+
+// order lists the replicas to try for key, best first: the assigned one;
+// for a new user the next in round robin; for anonymous users the least
+// loaded. The rest follow in configuration order after the first.
+func (p *Pool) order(key string, assigned *replica) []*replica {
+	n := len(p.replicas)
+	first := 0
+	switch {
+	case assigned != nil:
+		first = assigned.idx
+	case key != "":
+		first = int(p.rrNew.Add(1)-1) % n
+	default:
+		first = p.leastLoaded()
+	}
+	out := make([]*replica, 0, n)
+	for i := range n {
+		out = append(out, p.replicas[(first+i)%n])
+	}
+	return out
+}
+
+// leastLoaded returns the index of the usable replica with the fewest calls
+// in use plus waiting (a full scan); ties go round robin.
+func (p *Pool) leastLoaded() int {
+	n := len(p.replicas)
+	start := int(p.rrAnon.Add(1)-1) % n
+	now := time.Now()
+	best, bestLoad := start, -1
+	for i := range n {
+		r := p.replicas[(start+i)%n]
+		if !r.usable(now) {
+			continue
+		}
+		st := r.sp.Stat()
+		load := st.InUse + st.Waiting + int(r.stickyWaiting.Load())
+		if bestLoad < 0 || load < bestLoad {
+			best, bestLoad = r.idx, load
+		}
+	}
+	return best
+}
+
+// Close stops the pool: waiters get an error, idle sessions are closed,
+// sessions in use are closed when released or when ctx ends. It waits for
+// background work. Calling it again returns the first result.
+func (p *Pool) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		p.cancel()
+		var errs []error
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, r := range p.replicas {
+			wg.Go(func() {
+				if err := r.close(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("replica %s: %w", r.name, err))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if p.sticky != nil {
+			p.sticky.closeAll()
+		}
+		p.bgMu.Lock()
+		p.bgStopped = true
+		p.bgMu.Unlock()
+		p.wg.Wait()
+		if p.ownStore != nil {
+			_ = p.ownStore.Close()
+		}
+		p.closeErr = errors.Join(errs...)
+	})
+	return p.closeErr
+}

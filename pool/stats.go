@@ -1,0 +1,131 @@
+package pool
+
+import (
+	"context"
+	"time"
+)
+
+// Stats is a snapshot of the pool, shaped as the seed's pool-stats JSON
+// (GET /api/admin/pool-stats): the json names of the seed's fields are
+// exact; the other fields are additions. It never contains an e-mail.
+type Stats struct {
+	Pools                map[string]ReplicaStats `json:"pools"`
+	TotalConnections     int                     `json:"totalConnections"`
+	AvailableConnections int                     `json:"availableConnections"`
+	InUseConnections     int                     `json:"inUseConnections"`
+	TotalQueued          int                     `json:"totalQueued"`
+	UserAssignments      int                     `json:"userAssignments"`
+	Initialized          bool                    `json:"initialized"`
+	// HealthCheckRunning is true while a health check of some replica is
+	// in progress.
+	HealthCheckRunning bool `json:"healthCheckRunning"`
+	// LastHealthCheck is when the last round of health checks started
+	// (UTC, RFC 3339, whole seconds);
+	// nil (JSON null) before the first.
+	LastHealthCheck *time.Time `json:"lastHealthCheck"`
+
+	// Additions.
+	Replicas       []string `json:"replicas"` // replica names in configuration order
+	Ready          bool     `json:"ready"`
+	StickySessions int      `json:"stickySessions"` // users holding their own session
+	Calls          uint64   `json:"calls"`
+	Errors         uint64   `json:"errors"`
+	Failovers      uint64   `json:"failovers"`
+}
+
+// ReplicaStats is one replica's entry of Stats.Pools.
+type ReplicaStats struct {
+	TotalConnections     int `json:"totalConnections"`     // sessions open (idle + in use)
+	AvailableConnections int `json:"availableConnections"` // idle sessions
+	InUseConnections     int `json:"inUseConnections"`     // sessions lent to calls
+	QueueLength          int `json:"queueLength"`          // callers waiting for a session
+	HealthyConnections   int `json:"healthyConnections"`   // sessions whose last check passed (or not checked yet)
+	UnhealthyConnections int `json:"unhealthyConnections"` // sessions whose last check failed
+
+	// Additions.
+	Source              string     `json:"source"`              // Space id or URL (credentials removed)
+	URL                 string     `json:"url,omitempty"`       // resolved base URL, once connected
+	State               string     `json:"state"`               // new, connecting, ready, ejected, probing, closed
+	Connecting          int        `json:"connecting"`          // sessions being created
+	ReservedSessions    int        `json:"reservedSessions"`    // sticky users' own sessions
+	Calls               uint64     `json:"calls"`               // calls submitted (attempts)
+	Errors              uint64     `json:"errors"`              // calls that failed here
+	Failovers           uint64     `json:"failovers"`           // calls moved away from this replica
+	Acquires            uint64     `json:"acquires"`            // sessions requested
+	QueueTimeouts       uint64     `json:"queueTimeouts"`       // waiters that gave up
+	ConsecutiveFailures int        `json:"consecutiveFailures"` // replica-level failures in a row
+	EjectedUntil        *time.Time `json:"ejectedUntil,omitempty"`
+	LastError           string     `json:"lastError,omitempty"`
+}
+
+// statsStoreTimeout bounds the Store.Len call of Stats (a shared store does
+// network I/O).
+const statsStoreTimeout = 2 * time.Second
+
+// Stats returns a snapshot of the pool.
+func (p *Pool) Stats() Stats {
+	st := Stats{
+		Pools:       make(map[string]ReplicaStats, len(p.replicas)),
+		Replicas:    p.Replicas(),
+		Initialized: p.initialized.Load(),
+		Ready:       p.Ready(),
+	}
+	reserved := p.sticky.count()
+	var lastHealth time.Time
+	for _, r := range p.replicas {
+		s := r.sp.Stat()
+		rs := ReplicaStats{
+			TotalConnections:     s.Total,
+			AvailableConnections: s.Idle,
+			InUseConnections:     s.InUse,
+			QueueLength:          s.Waiting + int(r.stickyWaiting.Load()),
+			HealthyConnections:   s.Healthy,
+			UnhealthyConnections: s.Unhealthy,
+			Source:               publicSource(r.src),
+			State:                r.state(),
+			Connecting:           s.Connecting,
+			ReservedSessions:     reserved[r],
+			Calls:                r.calls.Load(),
+			Errors:               r.errs.Load(),
+			Failovers:            r.failovers.Load(),
+			Acquires:             uint64(s.AcquireCount),
+			QueueTimeouts:        uint64(s.QueueTimeouts) + r.stickyTimeouts.Load(),
+		}
+		r.mu.Lock()
+		rs.URL = publicSource(r.baseURL)
+		rs.ConsecutiveFailures = r.fails
+		if !r.ejectUntil.IsZero() {
+			t := r.ejectUntil.UTC()
+			rs.EjectedUntil = &t
+		}
+		if r.lastErr != nil {
+			rs.LastError = r.lastErr.Error()
+		}
+		r.mu.Unlock()
+		if s.HealthCheckRunning {
+			st.HealthCheckRunning = true
+		}
+		if s.LastHealthCheck.After(lastHealth) {
+			lastHealth = s.LastHealthCheck
+		}
+		st.Pools[r.name] = rs
+		st.TotalConnections += rs.TotalConnections
+		st.AvailableConnections += rs.AvailableConnections
+		st.InUseConnections += rs.InUseConnections
+		st.TotalQueued += rs.QueueLength
+		st.StickySessions += rs.ReservedSessions
+		st.Calls += rs.Calls
+		st.Errors += rs.Errors
+		st.Failovers += rs.Failovers
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statsStoreTimeout)
+	defer cancel()
+	if n, err := p.store.Len(ctx); err == nil {
+		st.UserAssignments = n
+	}
+	if !lastHealth.IsZero() {
+		t := lastHealth.UTC().Truncate(time.Second)
+		st.LastHealthCheck = &t
+	}
+	return st
+}

@@ -1,0 +1,215 @@
+package pool
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// stickyTable holds the users' own sessions when Config.StickySessions is
+// on. A reservation is a Gradio session (session hash) of one replica that
+// only its user calls through, so gr.State survives between calls. The
+// user's calls still take a slot of the replica's session pool, so
+// MaxConnections and the FIFO queue keep bounding the replica's load; the
+// slot's own session is simply not used meanwhile.
+type stickyTable struct {
+	p  *Pool
+	mu sync.Mutex // guards m and each reservation's lastUsed and dead
+	m  map[string]*reservation
+}
+
+type reservation struct {
+	key string
+	r   *replica
+	// token holds one value while the session is free: a call takes it,
+	// so the user's calls run one at a time.
+	token chan struct{}
+	// client and gen are owned by whoever holds the token.
+	client *gradio.Client
+	gen    uint64
+
+	lastUsed time.Time // guarded by stickyTable.mu
+	dead     bool      // guarded by stickyTable.mu: dropped from the table
+}
+
+func newStickyTable(p *Pool) *stickyTable {
+	return &stickyTable{p: p, m: map[string]*reservation{}}
+}
+
+// get returns key's reservation on r, replacing one on another replica.
+func (t *stickyTable) get(key string, r *replica) *reservation {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res := t.m[key]
+	if res != nil && res.r == r {
+		return res
+	}
+	if res != nil {
+		t.dropLocked(res)
+	}
+	res = &reservation{key: key, r: r, token: make(chan struct{}, 1), lastUsed: time.Now()}
+	res.token <- struct{}{}
+	t.m[key] = res
+	return res
+}
+
+// dropLocked removes res from the table; its session is closed by whoever
+// gets its token next (the sweeper, or a waiter that then sees dead).
+// WARNING: t.mu must be held.
+func (t *stickyTable) dropLocked(res *reservation) {
+	if res.dead {
+		return
+	}
+	res.dead = true
+	if t.m[res.key] == res {
+		delete(t.m, res.key)
+	}
+	t.p.goBackground(func() {
+		select {
+		case <-res.token:
+			closeReservation(res)
+			res.token <- struct{}{} // wake any other waiter: it sees dead
+		case <-t.p.ctx.Done():
+		}
+	})
+}
+
+func closeReservation(res *reservation) {
+	if res.client != nil {
+		_ = res.client.Close()
+		res.client = nil
+	}
+}
+
+// acquire waits for key's own session on r (while the user's previous call
+// runs), then takes a slot of r's pool for the call.
+func (t *stickyTable) acquire(ctx context.Context, r *replica, key string) (*Lease, error) {
+	qctx := ctx
+	if qt := t.p.cfg.QueueTimeout; qt > 0 {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(ctx, qt)
+		defer cancel()
+	}
+	for {
+		res := t.get(key, r)
+		r.stickyWaiting.Add(1)
+		select {
+		case <-res.token:
+			r.stickyWaiting.Add(-1)
+		case <-qctx.Done():
+			r.stickyWaiting.Add(-1)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			r.stickyTimeouts.Add(1)
+			t.p.emit(Event{Kind: EventQueueTimeout, Replica: r.name, User: keyPrefix(key)})
+			return nil, ErrQueueTimeout
+		}
+		t.mu.Lock()
+		dead := res.dead
+		t.mu.Unlock()
+		if dead {
+			res.token <- struct{}{} // let the closer have it
+			continue
+		}
+		s, err := r.acquireSession(ctx)
+		if err != nil {
+			res.token <- struct{}{}
+			return nil, err
+		}
+		app, gen := r.currentApp()
+		if res.client == nil || res.gen != gen {
+			closeReservation(res) // from an app generation that is gone
+			if app == nil {       // reconnecting: use the slot's session
+				app = s.Value()
+			}
+			res.client, res.gen = app.NewSession(), gen
+		}
+		return &Lease{p: t.p, r: r, sess: s, client: res.client, res: res, key: key}, nil
+	}
+}
+
+// release gives the session back to its user; broken drops it.
+func (t *stickyTable) release(res *reservation, broken bool) {
+	t.mu.Lock()
+	res.lastUsed = time.Now()
+	dead := res.dead
+	t.mu.Unlock()
+	if broken || dead {
+		closeReservation(res)
+	}
+	res.token <- struct{}{}
+}
+
+// dropReplica drops every reservation on r (its app restarted: their state
+// is gone anyway).
+func (t *stickyTable) dropReplica(r *replica) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, res := range t.m {
+		if res.r == r {
+			t.dropLocked(res)
+		}
+	}
+}
+
+// count returns the reservations per replica.
+func (t *stickyTable) count() map[*replica]int {
+	out := map[*replica]int{}
+	if t == nil {
+		return out
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, res := range t.m {
+		out[res.r]++
+	}
+	return out
+}
+
+// sweepLoop drops reservations unused for UserAssignmentTTL.
+func (t *stickyTable) sweepLoop() {
+	ttl := t.p.cfg.UserAssignmentTTL
+	if ttl <= 0 {
+		return // never expire
+	}
+	every := min(max(ttl/4, time.Second), time.Minute)
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.p.ctx.Done():
+			return
+		case now := <-tk.C:
+			t.mu.Lock()
+			for _, res := range t.m {
+				if now.Sub(res.lastUsed) >= ttl && len(res.token) == 1 {
+					t.dropLocked(res)
+				}
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// closeAll closes every free reservation at Close (busy ones are closed by
+// their Release... or with their app's sessions).
+func (t *stickyTable) closeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, res := range t.m {
+		res.dead = true // a busy one is closed by its release
+		select {
+		case <-res.token:
+			closeReservation(res)
+			res.token <- struct{}{}
+		default:
+		}
+	}
+	t.m = map[string]*reservation{}
+}
