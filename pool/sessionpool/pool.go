@@ -45,8 +45,9 @@ type Pool[T any] struct {
 	resetGen    uint64
 	nextID      uint64
 
-	failStreak      int  // consecutive failed connects (for the refill back-off)
-	retryArmed      bool // retryTimer pending: the MinSessions refill waits for it
+	retryRound      int  // refill retries since the last successful connect (for the back-off)
+	backoff         bool // a connect failed: the MinSessions refill waits for retryTimer (or a success)
+	retryArmed      bool // retryTimer pending
 	reapParked      bool // reapTimer not armed because nothing could expire; a release re-arms it
 	queueArmed      bool // queueTimer pending
 	checksInFlight  int
@@ -519,7 +520,7 @@ func (p *Pool[T]) growForLocked(vctx context.Context) {
 	}
 	for p.open+p.connecting < p.cfg.MaxSessions {
 		covered := p.connecting - p.stale
-		if p.waitq.n <= covered && (p.retryArmed || p.open+covered >= p.cfg.MinSessions) {
+		if p.waitq.n <= covered && (p.backoff || p.open+covered >= p.cfg.MinSessions) {
 			return
 		}
 		p.connecting++
@@ -552,7 +553,7 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 	p.stat.ConnectDuration += time.Duration(now - start)
 	if err != nil {
 		p.stat.ConnectFailures++
-		p.failStreak++
+		p.backoff = true
 		cerr := &ConnectError{Err: err}
 		// A waiter left without a connect in flight for it gets this
 		// error (the oldest, as the queue serves everything in order)
@@ -591,7 +592,8 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 		p.mu.Unlock()
 		return
 	}
-	p.failStreak = 0
+	p.retryRound = 0
+	p.backoff = false
 	if p.retryArmed {
 		p.retryArmed = false
 		p.retryTimer.Stop()
@@ -612,17 +614,20 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 }
 
 // armRetryLocked schedules the MinSessions refill after a failed connect,
-// backing off exponentially.
+// once no other connect is in flight (the last one to fail arms it), backing
+// off exponentially with every round that fails.
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) armRetryLocked() {
-	if p.closed || p.retryArmed || p.open+p.connecting-p.stale >= p.cfg.MinSessions {
+	covered := p.connecting - p.stale
+	if p.closed || p.retryArmed || covered > 0 || p.open >= p.cfg.MinSessions {
 		return
 	}
 	d := p.cfg.RetryDelay
-	for i := 1; i < p.failStreak && d < p.cfg.MaxRetryDelay; i++ {
+	for i := 0; i < p.retryRound && d < p.cfg.MaxRetryDelay; i++ {
 		d *= 2
 	}
 	d = min(d, p.cfg.MaxRetryDelay)
+	p.retryRound++
 	p.retryArmed = true
 	p.retryTimer.Reset(d)
 }
@@ -635,6 +640,7 @@ func (p *Pool[T]) retryRefill() {
 		return // a connect succeeded meanwhile, or Reset
 	}
 	p.retryArmed = false
+	p.backoff = false
 	p.growLocked()
 }
 
@@ -831,7 +837,8 @@ func (p *Pool[T]) Reset() {
 		p.idle[i] = nil
 	}
 	p.idle = p.idle[:0]
-	p.failStreak = 0
+	p.retryRound = 0
+	p.backoff = false
 	if p.retryArmed {
 		p.retryArmed = false
 		p.retryTimer.Stop()
