@@ -3,8 +3,8 @@ package sessionpool_test
 import (
 	"context"
 	"testing"
-	"time"
 	"testing/synctest"
+	"time"
 
 	"github.com/gradiopool/gradiopool/pool/sessionpool"
 )
