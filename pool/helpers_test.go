@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,3 +88,72 @@ func str(t *testing.T, raw json.RawMessage) string {
 }
 
 func user(i int) string { return fmt.Sprintf("User%d@Example.com", i) }
+
+// recorder collects pool events.
+type recorder struct {
+	mu     sync.Mutex
+	events []pool.Event
+}
+
+func (r *recorder) hook(e pool.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// count returns how many events of kind k concern replica ("" = any).
+func (r *recorder) count(k pool.EventKind, replica string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Kind == k && (replica == "" || e.Replica == replica) {
+			n++
+		}
+	}
+	return n
+}
+
+// deadURL returns a loopback URL where nothing listens.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + l.Addr().String()
+	l.Close()
+	return u
+}
+
+// echoApp is an app whose "echo" endpoint counts executions per input, to
+// prove that no logical call runs twice.
+type echoApp struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func newEchoApp() (*echoApp, *gradiotest.App) {
+	e := &echoApp{runs: map[string]int{}}
+	a := gradiotest.NewApp()
+	a.Handle("echo", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
+		s, err := c.String(0)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.runs[s]++
+		e.mu.Unlock()
+		if err := c.Sleep(ctx, 5*time.Millisecond); err != nil {
+			return nil, err
+		}
+		return []any{s}, nil
+	}, nil, nil)
+	return e, a
+}
+
+func (e *echoApp) runsOf(s string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runs[s]
+}

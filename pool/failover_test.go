@@ -1,0 +1,248 @@
+package pool_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+func TestFailoverConnectRefused(t *testing.T) {
+	srvs := replicas(t, 1)
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: []string{deadURL(t), srvs[0].URL}, OnEvent: rec.hook})
+	dead := p.Replicas()[0]
+	ctx := ctxT(t)
+	res, err := p.Predict(ctx, "new@example.com", "upper", "x") // round robin starts at the dead one
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replica == dead {
+		t.Fatalf("served by the dead replica")
+	}
+	// 1 attempt + DefaultConnectRetries retries, then the next replica.
+	if n := rec.count(pool.EventConnectFailed, dead); n != 1+pool.DefaultConnectRetries {
+		t.Errorf("%d connect attempts on the dead replica, want %d", n, 1+pool.DefaultConnectRetries)
+	}
+	st := p.Stats().Pools[dead]
+	if st.State != pool.StateEjected || st.Failovers != 1 || st.LastError == "" {
+		t.Errorf("dead replica stats = %+v", st)
+	}
+	// The user was re-pinned: the next call goes straight to the live one.
+	res2, err := p.Predict(ctx, "new@example.com", "upper", "x")
+	if err != nil || res2.Replica != res.Replica {
+		t.Errorf("second call: %v, %v", res2, err)
+	}
+}
+
+func TestFailoverMetadataErrorNoRetry(t *testing.T) {
+	srvs := replicas(t, 2)
+	srvs[0].FailNextConfigs(5)
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: urls(srvs), OnEvent: rec.hook})
+	name0 := p.Replicas()[0]
+	res, err := p.Predict(ctxT(t), "u@example.com", "upper", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replica == name0 {
+		t.Fatal("served by the replica whose config fails")
+	}
+	if n := rec.count(pool.EventConnectFailed, name0); n != 1 {
+		t.Errorf("%d connect attempts after a metadata error, want 1 (next replica at once)", n)
+	}
+}
+
+func TestAllReplicasFailed(t *testing.T) {
+	p := newPool(t, pool.Config{Replicas: []string{deadURL(t), deadURL(t)}})
+	_, err := p.Predict(ctxT(t), "", "upper", "x")
+	var all *pool.AllReplicasFailedError
+	if !errors.As(err, &all) {
+		t.Fatalf("err = %v, want *AllReplicasFailedError", err)
+	}
+	if len(all.Causes) != 2 {
+		t.Errorf("causes = %v", all.Causes)
+	}
+	var ce *gradio.ConnectError
+	if !errors.As(err, &ce) {
+		t.Errorf("cause is not a *gradio.ConnectError: %v", err)
+	}
+	for _, name := range p.Replicas() {
+		if got := p.Stats().Pools[name].State; got != pool.StateEjected {
+			t.Errorf("%s state = %s, want ejected", name, got)
+		}
+	}
+	if p.Ready() {
+		t.Error("Ready with every replica ejected")
+	}
+	// While ejected, replicas are skipped without a connect.
+	_, err = p.Predict(ctxT(t), "", "upper", "x")
+	if !errors.Is(err, pool.ErrEjected) {
+		t.Errorf("while ejected: %v, want ErrEjected", err)
+	}
+}
+
+// warm makes one call per replica so that each app is connected, and
+// returns users pinned to replica 0 and 1.
+func pinnedUsers(t *testing.T, p *pool.Pool, api string) (u0, u1 string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for i := 0; u0 == "" || u1 == ""; i++ {
+		if i > 20 {
+			t.Fatal("no users pinned to both replicas")
+		}
+		res, err := p.Predict(ctx, user(1000+i), api, "warm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch res.Replica {
+		case p.Replicas()[0]:
+			u0 = user(1000 + i)
+		case p.Replicas()[1]:
+			u1 = user(1000 + i)
+		}
+	}
+	return u0, u1
+}
+
+// TestRefusedJoinRetried: a call the app refused (5xx on join, queue full)
+// moves to another replica and runs exactly once.
+func TestRefusedJoinRetried(t *testing.T) {
+	tests := []struct {
+		name   string
+		inject func(s *gradiotest.Server)
+		eject  bool
+	}{
+		{"5xx on join", func(s *gradiotest.Server) { s.FailNextJoins(1) }, true},
+		{"502 on join", func(s *gradiotest.Server) {
+			s.UpdateKnobs(func(k *gradiotest.Knobs) { k.FaultStatus = 502 })
+			s.FailNextJoins(1)
+		}, true},
+		{"queue full", func(s *gradiotest.Server) { s.SetQueueFull(true) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			echo, app := newEchoApp()
+			srvs := make([]*gradiotest.Server, 2)
+			for i := range srvs {
+				srvs[i] = gradiotest.NewServer(app)
+				t.Cleanup(srvs[i].Close)
+			}
+			p := newPool(t, pool.Config{Replicas: urls(srvs)})
+			u0, _ := pinnedUsers(t, p, "echo")
+			tt.inject(srvs[0])
+			res, err := p.Predict(ctxT(t), u0, "echo", "once")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Replica != p.Replicas()[1] || res.Attempts != 2 {
+				t.Errorf("Result = %+v, want replica 1 after 2 attempts", res)
+			}
+			if n := echo.runsOf("once"); n != 1 {
+				t.Errorf("the call ran %d times, want 1", n)
+			}
+			st := p.Stats().Pools[p.Replicas()[0]]
+			if st.Failovers != 1 {
+				t.Errorf("failovers = %d, want 1", st.Failovers)
+			}
+			if ejected := st.State == pool.StateEjected; ejected != tt.eject {
+				t.Errorf("state = %s; ejected %v, want %v", st.State, ejected, tt.eject)
+			}
+			// The user now lives on replica 1.
+			res, err = p.Predict(ctxT(t), u0, "echo", "again")
+			if err != nil || res.Replica != p.Replicas()[1] {
+				t.Errorf("after failover: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// TestAcceptedNotRetried: once the app accepted a call, a failure is
+// reported and the call never runs again elsewhere.
+func TestAcceptedNotRetried(t *testing.T) {
+	echo, app := newEchoApp()
+	srvs := make([]*gradiotest.Server, 2)
+	for i := range srvs {
+		srvs[i] = gradiotest.NewServer(app)
+		t.Cleanup(srvs[i].Close)
+	}
+	p := newPool(t, pool.Config{Replicas: urls(srvs)})
+	u0, _ := pinnedUsers(t, p, "echo")
+	srvs[0].CutNextStreams(1)
+	_, err := p.Predict(ctxT(t), u0, "echo", "cut")
+	var lost *gradio.ConnectionLostError
+	if !errors.As(err, &lost) || !lost.Accepted {
+		t.Fatalf("err = %v, want an accepted *gradio.ConnectionLostError", err)
+	}
+	var re *pool.ReplicaError
+	if !errors.As(err, &re) || re.Replica != p.Replicas()[0] {
+		t.Errorf("err does not name the replica: %v", err)
+	}
+	if n := echo.runsOf("cut"); n != 1 {
+		t.Errorf("the call ran %d times, want exactly 1", n)
+	}
+	st := p.Stats().Pools[p.Replicas()[0]]
+	if st.Errors != 1 || st.Failovers != 0 || st.InUseConnections != 0 {
+		t.Errorf("stats after cut = %+v", st)
+	}
+	// The broken session was replaced; the replica keeps serving.
+	if _, err := p.Predict(ctxT(t), u0, "echo", "next"); err != nil {
+		t.Errorf("after cut: %v", err)
+	}
+}
+
+func TestStalledReplica(t *testing.T) {
+	echo, app := newEchoApp()
+	srvs := make([]*gradiotest.Server, 2)
+	for i := range srvs {
+		srvs[i] = gradiotest.NewServer(app)
+		t.Cleanup(srvs[i].Close)
+	}
+	p := newPool(t, pool.Config{Replicas: urls(srvs),
+		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(200 * time.Millisecond)}})
+	u0, _ := pinnedUsers(t, p, "echo")
+	srvs[0].SetStall(true)
+	defer srvs[0].SetStall(false)
+	res, err := p.Predict(ctxT(t), u0, "echo", "stalled")
+	t.Logf("stalled join: res %+v err %v", res, err)
+	if n := echo.runsOf("stalled"); n > 1 {
+		t.Errorf("the call ran %d times", n)
+	}
+	if err == nil && res.Replica != p.Replicas()[1] {
+		t.Errorf("served by the stalled replica")
+	}
+}
+
+func TestEjectAndProbe(t *testing.T) {
+	srvs := replicas(t, 2)
+	srvs[0].FailNextConfigs(1)
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: urls(srvs), OnEvent: rec.hook})
+	name0 := p.Replicas()[0]
+	ctx := ctxT(t)
+	if _, err := p.Predict(ctx, user(1), "upper", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stats().Pools[name0].State; got != pool.StateEjected {
+		t.Fatalf("state = %s, want ejected", got)
+	}
+	time.Sleep(120 * time.Millisecond) // past the shortened 50 ms back-off
+	// The next users probe replica 0 (its config now loads) and use it.
+	served := false
+	for i := 2; i < 6; i++ {
+		res, err := p.Predict(ctx, user(i), "upper", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served = served || res.Replica == name0
+	}
+	if !served || rec.count(pool.EventRecovered, name0) != 1 {
+		t.Errorf("replica 0 not recovered: served %v, recovered events %d", served, rec.count(pool.EventRecovered, name0))
+	}
+	if st := p.Stats().Pools[name0]; st.State != pool.StateReady || st.ConsecutiveFailures != 0 {
+		t.Errorf("after probe: %+v", st)
+	}
+}
