@@ -200,7 +200,11 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 		deps = append(deps, dep)
 	}
 	tabsID := next
-	comps = append(comps, obj{{"id", tabsID}, {"type", "tabs"}, {"props", obj{{"visible", true}, {"name", "tabs"}}}, {"skip_api", true}, {"component_class_id", classIDFor("tabs")}})
+	tabsComp := obj{{"id", tabsID}, {"type", "tabs"}, {"props", obj{{"visible", true}, {"name", "tabs"}}}, {"skip_api", true}, {"component_class_id", classIDFor("tabs")}}
+	if v5 {
+		tabsComp = tabsComp.set("key", nil)
+	}
+	comps = append(comps, tabsComp)
 	layout := obj{{"id", 0}, {"children", []obj{{{"id", tabsID}, {"children", tabs}}}}}
 	return comps, layout, deps
 }
