@@ -617,6 +617,13 @@ func checkRecordedWire(t *testing.T, file string) {
 		}
 		want = append(want, exch{e.Request, i})
 	}
+	// A join may ride on the data stream that is still open (see "calls"),
+	// so data-stream GETs are compared apart from the rest of the sequence.
+	isData := func(e exch) bool { return strings.Contains(e.tmpl, "/queue/data?") }
+	gotData := slices.DeleteFunc(slices.Clone(got), func(e exch) bool { return !isData(e) })
+	wantData := slices.DeleteFunc(slices.Clone(want), func(e exch) bool { return !isData(e) })
+	got = slices.DeleteFunc(got, isData)
+	want = slices.DeleteFunc(want, isData)
 
 	t.Run("request_sequence", func(t *testing.T) {
 		g := make([]string, len(got))
@@ -630,12 +637,26 @@ func checkRecordedWire(t *testing.T, file string) {
 		if !slices.Equal(g, w) {
 			t.Errorf("requests (heartbeat aside)\n got %q\nwant %q", g, w)
 		}
+		if len(gotData) == 0 || len(gotData) > len(wantData) {
+			t.Errorf("%d data-stream GETs, want 1 to %d (one per call unless a stream is still open)", len(gotData), len(wantData))
+		}
+		for _, e := range gotData {
+			if e.tmpl != wantData[0].tmpl {
+				t.Errorf("data stream request %q, want %q", e.tmpl, wantData[0].tmpl)
+			}
+		}
 		if heartbeats != 1 || heartbeatAt < infoAt {
 			t.Errorf("want exactly one GET /gradio_api/heartbeat/{session} after GET /gradio_api/info, got %d (at %d, info at %d)", heartbeats, heartbeatAt, infoAt)
 		}
 	})
 
 	t.Run("response_headers", func(t *testing.T) {
+		got, want := got, want
+		if len(gotData) > 0 && len(wantData) > 0 {
+			// data streams are alike; check the first against the capture's
+			got = append(slices.Clone(got), gotData[0])
+			want = append(slices.Clone(want), wantData[0])
+		}
 		for k := 0; k < len(got) && k < len(want); k++ {
 			ge := rec.Exchanges[got[k].i]
 			we := exp.WireAll[want[k].i]
@@ -664,6 +685,31 @@ func checkRecordedWire(t *testing.T, file string) {
 		}
 	})
 
+	t.Run("streams_end_with_close_stream", func(t *testing.T) {
+		n := 0
+		for _, e := range rec.Exchanges {
+			if !strings.Contains(e.Target, "/queue/data") {
+				continue
+			}
+			n++
+			if !e.Ended || len(e.SSE) == 0 || !strings.Contains(e.SSE[len(e.SSE)-1], `"msg":"close_stream"`) {
+				last := ""
+				if len(e.SSE) > 0 {
+					last = e.SSE[len(e.SSE)-1]
+				}
+				t.Errorf("data stream #%d: ended %v, last message %s; want it to end right after close_stream", e.Seq, e.Ended, last)
+			}
+			for _, s := range e.SSE[:max(0, len(e.SSE)-1)] {
+				if strings.Contains(s, `"msg":"close_stream"`) {
+					t.Errorf("data stream #%d: close_stream before its last message", e.Seq)
+				}
+			}
+		}
+		if n == 0 {
+			t.Error("no GET /queue/data")
+		}
+	})
+
 	t.Run("calls", func(t *testing.T) {
 		var calls []int // indexes of joins
 		for i, e := range rec.Exchanges {
@@ -682,20 +728,31 @@ func checkRecordedWire(t *testing.T, file string) {
 				if !slices.Equal(jr.keys, []string{"event_id"}) || !eventIDPattern.MatchString(jr.str("event_id")) {
 					t.Errorf("join response %s, want {\"event_id\":<32 hex>}", join.ResBody)
 				}
+				// The messages of this event, from whichever data stream
+				// carried them: when the next join reaches the server before
+				// it has checked the pending set after a process_completed,
+				// the open stream carries the next event too (no close_stream
+				// in between, and no new GET). Real Gradio has the same window.
+				id := jr.str("event_id")
 				var data []json.RawMessage
-				found := false
-				for _, e := range rec.Exchanges[ji+1:] {
-					if strings.Contains(e.Target, "/queue/data") {
-						for _, s := range e.SSE {
+				for _, e := range rec.Exchanges {
+					if !strings.Contains(e.Target, "/queue/data") {
+						continue
+					}
+					for _, s := range e.SSE {
+						var head struct {
+							EventID string `json:"event_id"`
+						}
+						if json.Unmarshal([]byte(s), &head) == nil && head.EventID == id {
 							data = append(data, json.RawMessage(s))
 						}
-						found = true
-						break
 					}
 				}
-				if !found {
-					t.Fatal("no GET /queue/data after the join")
-				}
+				want := want
+				want.Messages = slices.DeleteFunc(slices.Clone(want.Messages), func(m json.RawMessage) bool {
+					o, err := parseObject(m)
+					return err == nil && o.str("msg") == "close_stream"
+				})
 				cc := callCheck{root: rec.ConfigRoot}
 				switch want.APIName {
 				case "slow":
@@ -881,6 +938,15 @@ func TestConformanceRawWire(t *testing.T) {
 		if sim {
 			if after := srv.Executions("slow"); after != before+1 {
 				t.Errorf("slow started %d times during the test, want 1", after-before)
+			}
+			// The handler must really stop. Poll the simulator's running
+			// count; the bound is a hang guard, not a timing assertion.
+			deadline := time.Now().Add(rawTimeout)
+			for srv.Snapshot().Running != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the cancelled slow job still runs after %v", rawTimeout)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
 	})

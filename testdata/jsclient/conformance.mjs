@@ -1,0 +1,566 @@
+#!/usr/bin/env node
+// Conformance checks of a Gradio app (the gradiotest simulator or a real
+// Gradio 5/6 app serving the six captured endpoints) as seen by the OFFICIAL
+// @gradio/client, pinned in package.json.
+//
+// Usage:
+//   node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N]
+//   GRADIO_URL=URL node conformance.mjs
+//
+// Output: one JSON object per line on stdout, one per check:
+//   {"name":"predict/upper","ok":true,"detail":...}
+//   {"name":"cancel/server_stops","ok":true,"skipped":true,"detail":"why"}
+// The exit status is 1 when any check failed, 2 on a usage error.
+//
+// --wire-out FILE runs one more client through a tiny logging reverse proxy
+// (the same kind of proxy that captured the real Gradio 5.49.1 transcripts) and
+// writes every request, response header and SSE message it saw to FILE as
+// JSON. conformance_test.go compares that record with the shapes copied from
+// the real captures.
+//
+// --sim says the app is the gradiotest simulator, which enables the checks
+// that read its /_sim/ control endpoints (for example that a cancelled job
+// really stopped running on the server).
+//
+// stdout carries only result lines: anything the client library prints goes
+// to stderr.
+
+import http from "node:http";
+import { readFileSync, writeFileSync } from "node:fs";
+import { Client, handle_file } from "@gradio/client";
+
+console.log = console.error; // keep stdout for result lines only
+console.info = console.error;
+
+const CLIENT_VERSION = JSON.parse(
+	readFileSync(
+		new URL("./node_modules/@gradio/client/package.json", import.meta.url)
+	)
+).version;
+
+// ---------------------------------------------------------------- arguments
+
+function parseArgs(argv) {
+	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000 };
+	for (let i = 0; i < argv.length; i++) {
+		const a = argv[i];
+		if (a === "--wire-out") o.wireOut = argv[++i];
+		else if (a === "--sim") o.sim = true;
+		else if (a === "--only") o.only = new Set(argv[++i].split(","));
+		else if (a === "--timeout-ms") o.timeoutMs = Number(argv[++i]);
+		else if (a.startsWith("--")) usage(`unknown flag ${a}`);
+		else o.url = a;
+	}
+	if (!o.url) usage("missing app URL");
+	o.url = o.url.replace(/\/+$/, "");
+	return o;
+}
+
+function usage(msg) {
+	process.stderr.write(`conformance.mjs: ${msg}\nusage: node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N]\n`);
+	process.exit(2);
+}
+
+const opts = parseArgs(process.argv.slice(2));
+
+// ---------------------------------------------------------------- reporting
+
+let failed = 0;
+
+function emit(obj) {
+	process.stdout.write(JSON.stringify(obj) + "\n");
+}
+
+class Skip extends Error {}
+
+// guard bounds a step that might hang forever (a lost SSE message, say):
+// the bound is a hang guard, never a performance assertion.
+function guard(promise, ms, what) {
+	let timer;
+	return Promise.race([
+		promise,
+		new Promise((_, reject) => {
+			timer = setTimeout(() => reject(new Error(`${what}: no answer after ${ms} ms (hang guard)`)), ms);
+		})
+	]).finally(() => clearTimeout(timer));
+}
+
+async function check(name, fn) {
+	if (opts.only && name !== "connect" && ![...opts.only].some((p) => name === p || name.startsWith(p + "/"))) return;
+	try {
+		const detail = await guard(Promise.resolve().then(fn), opts.timeoutMs, name);
+		emit({ name, ok: true, detail: detail ?? null });
+	} catch (e) {
+		if (e instanceof Skip) {
+			emit({ name, ok: true, skipped: true, detail: e.message });
+			return;
+		}
+		failed++;
+		emit({ name, ok: false, detail: String(e && e.stack ? e.message : e) });
+	}
+}
+
+function assert(cond, msg) {
+	if (!cond) throw new Error(msg);
+}
+
+function eq(got, want, what) {
+	const g = JSON.stringify(got);
+	const w = JSON.stringify(want);
+	if (g !== w) throw new Error(`${what}: got ${g}, want ${w}`);
+}
+
+// ---------------------------------------------------------------- helpers
+
+// Like the probe of the real captures, subscribe to status events as well as
+// data (the default is data only).
+const EVENTS = { events: ["data", "status", "log"] };
+
+async function connect(url = opts.url, options = EVENTS) {
+	return guard(Client.connect(url, options), opts.timeoutMs, `Client.connect(${url})`);
+}
+
+// collect iterates a submit() job to its end and returns every event.
+async function collect(job) {
+	const events = [];
+	for await (const ev of job) {
+		events.push(ev);
+		if (ev.type === "status" && (ev.stage === "complete" || ev.stage === "error")) break;
+	}
+	return events;
+}
+
+function signature(info, endpoint) {
+	const ep = info.named_endpoints[endpoint];
+	if (!ep) return null;
+	const params = ep.parameters.map((p) => `${p.parameter_name ?? p.label}: ${p.python_type?.type} [${p.component}]`);
+	const returns = ep.returns.map((r) => r.python_type?.type);
+	return `${endpoint}(${params.join(", ")}) -> [${returns.join(", ")}]`;
+}
+
+async function simJSON(path) {
+	const res = await fetch(opts.url + path);
+	assert(res.ok, `GET ${path}: HTTP ${res.status}`);
+	return res.json();
+}
+
+// simState reads the simulator's /_sim/state snapshot: executions per
+// api_name (handler starts) and running (jobs whose handler is running).
+async function simState() {
+	return simJSON("/_sim/state");
+}
+
+// ---------------------------------------------------------------- checks
+
+const EXPECTED_ENDPOINTS = ["/upper", "/count", "/slow", "/counter", "/fail", "/reverse_file"];
+// view_api() signatures printed by the probe that captured the real
+// Gradio 5.49.1 transcripts (parameter_name: python type [component]).
+const EXPECTED_SIGNATURES = [
+	"/upper(text: str [Textbox]) -> [str]",
+	"/count(n: float [Number]) -> [str]",
+	"/slow(seconds: float [Number]) -> [str]",
+	"/counter(text: str [Textbox], undefined: undefined [state]) -> [str]",
+	"/fail(text: str [Textbox]) -> [str]",
+	"/reverse_file(f: filepath [File]) -> [filepath]"
+];
+
+async function main() {
+	let app = null;
+
+	await check("client_version", () => {
+		eq(CLIENT_VERSION, "2.7.0", "@gradio/client version");
+		return { client: CLIENT_VERSION, node: process.version };
+	});
+
+	await check("connect", async () => {
+		app = await connect();
+		const c = app.config;
+		assert(c, "no config after connect");
+		eq(c.protocol, "sse_v3", "config.protocol");
+		eq(app.api_prefix, "/gradio_api", "api_prefix");
+		assert(typeof c.version === "string" && /^[56]\./.test(c.version.trim()), `config.version ${JSON.stringify(c.version)} is not Gradio 5/6`);
+		assert(c.connect_heartbeat === true, "config.connect_heartbeat must be true (the app has a gr.State)");
+		assert(typeof c.root === "string" && c.root.startsWith("http"), `config.root ${JSON.stringify(c.root)}`);
+		assert(app.session_hash && typeof app.session_hash === "string", "no session_hash");
+		return { version: c.version, protocol: c.protocol, api_prefix: app.api_prefix, root: c.root };
+	});
+	if (!app) {
+		emit({ name: "remaining", ok: false, detail: "connect failed; no further checks ran" });
+		failed++;
+		return;
+	}
+
+	await check("config/app_id_uint64", async () => {
+		// app_id is random 64-bit and overflows JS numbers; check the raw text.
+		const text = await (await fetch(opts.url + "/config")).text();
+		const m = text.match(/"app_id":\s*(\d+)/);
+		assert(m, "config has no integer app_id");
+		const id = BigInt(m[1]);
+		assert(id >= 0n && id < 1n << 64n, `app_id ${m[1]} is not a uint64`);
+		return { app_id: m[1], above_2_53: id > 2n ** 53n };
+	});
+
+	await check("view_api", async () => {
+		const info = await app.view_api();
+		eq(Object.keys(info.named_endpoints), EXPECTED_ENDPOINTS, "named endpoints");
+		eq(Object.keys(info.unnamed_endpoints), [], "unnamed endpoints");
+		const sigs = EXPECTED_ENDPOINTS.map((e) => signature(info, e));
+		eq(sigs, EXPECTED_SIGNATURES, "endpoint signatures");
+		return sigs;
+	});
+
+	await check("predict/upper", async () => {
+		const r = await app.predict("/upper", ["hello gradio"]);
+		eq(r.data, ["HELLO GRADIO"], "data");
+		return r.data;
+	});
+
+	await check("predict/upper_second_call", async () => {
+		const r = await app.predict("/upper", ["second call"]);
+		eq(r.data, ["SECOND CALL"], "data");
+		return r.data;
+	});
+
+	await check("predict/count", async () => {
+		const r = await app.predict("/count", [4]);
+		eq(r.data, ["0 1 2 3"], "data");
+		return r.data;
+	});
+
+	await check("predict/slow", async () => {
+		const r = await app.predict("/slow", [0.05]);
+		eq(r.data, ["slept 0.05s"], "data");
+		return r.data;
+	});
+
+	await check("predict/reverse_file", async () => {
+		// Bytes that are not valid UTF-8, so any text decoding on the way shows.
+		const payload = Buffer.from([0x68, 0x69, 0x00, 0xff, 0xfe, 0x0a, 0x80, 0x7f, 0x31, 0x32, 0x33]);
+		const want = Buffer.from(payload).reverse();
+		const r = await app.predict("/reverse_file", [handle_file(payload)]);
+		assert(Array.isArray(r.data) && r.data.length === 1, `data ${JSON.stringify(r.data)}`);
+		const fd = r.data[0];
+		assert(fd && typeof fd === "object", `output is not FileData: ${JSON.stringify(fd)}`);
+		eq(Object.keys(fd).sort(), ["is_stream", "meta", "mime_type", "orig_name", "path", "size", "url"], "FileData keys");
+		eq(fd.meta, { _type: "gradio.FileData" }, "FileData.meta");
+		eq(fd.is_stream, false, "FileData.is_stream");
+		eq(fd.size, payload.length, "FileData.size");
+		assert(typeof fd.url === "string" && fd.url.includes("/gradio_api/file="), `FileData.url ${fd.url}`);
+		const res = await fetch(fd.url);
+		eq(res.status, 200, `GET ${fd.url} status`);
+		const got = Buffer.from(await res.arrayBuffer());
+		assert(got.equals(want), `downloaded bytes ${got.toString("hex")}, want reversed ${want.toString("hex")}`);
+		return { orig_name: fd.orig_name, size: fd.size, content_type: res.headers.get("content-type") };
+	});
+
+	await check("upload/direct", async () => {
+		// client.upload_files is what handle_file() uses under the hood; the
+		// server must answer a JSON array of server paths, one per part.
+		const r = await app.upload_files(app.config.root, [new Blob([Buffer.from("abc")]), new Blob([Buffer.from("defg")])]);
+		assert(!r.error, `upload error: ${r.error}`);
+		assert(Array.isArray(r.files) && r.files.length === 2, `files ${JSON.stringify(r.files)}`);
+		assert(r.files.every((f) => typeof f === "string" && f.length > 0), "paths must be strings");
+		assert(r.files[0] !== r.files[1], "two different uploads got the same path");
+		return r.files.length;
+	});
+
+	await check("state/same_client", async () => {
+		const a = await app.predict("/counter", ["a"]);
+		eq(a.data, ["1 items: a"], "first call");
+		const b = await app.predict("/counter", ["b"]);
+		eq(b.data, ["2 items: a, b"], "second call");
+		return [a.data[0], b.data[0]];
+	});
+
+	await check("state/fresh_client", async () => {
+		const other = await connect();
+		try {
+			assert(other.session_hash !== app.session_hash, "new client reused the session hash");
+			const r = await other.predict("/counter", ["c"]);
+			eq(r.data, ["1 items: c"], "new client's first call");
+			// and the first client's state is untouched
+			const again = await app.predict("/counter", ["d"]);
+			eq(again.data, ["3 items: a, b, d"], "first client's third call");
+			return [r.data[0], again.data[0]];
+		} finally {
+			other.close();
+		}
+	});
+
+	await check("state/session_hash_option", async () => {
+		// Client.connect(url, {session_hash}) shares gr.State with the first client.
+		const twin = await connect(opts.url, { ...EVENTS, session_hash: app.session_hash });
+		try {
+			const r = await twin.predict("/counter", ["e"]);
+			eq(r.data, ["4 items: a, b, d, e"], "same session_hash, other client");
+			return r.data[0];
+		} finally {
+			twin.close();
+		}
+	});
+
+	await check("error/gr_error", async () => {
+		let err = null;
+		try {
+			await app.predict("/fail", ["boom"]);
+		} catch (e) {
+			err = e;
+		}
+		assert(err, "predict(/fail) resolved; want a rejection");
+		assert(err instanceof Error, `rejection is not an Error: ${JSON.stringify(err)}`);
+		eq(err.message, "deliberate failure for input 'boom'", "error message");
+		eq(err.title, "Error", "error title");
+		eq(err.stage, "error", "error stage");
+		return { message: err.message, title: err.title, duration: err.duration, visible: err.visible };
+	});
+
+	await check("error/client_still_usable", async () => {
+		const r = await app.predict("/upper", ["after error"]);
+		eq(r.data, ["AFTER ERROR"], "data");
+		return r.data;
+	});
+
+	await check("submit/count_generator", async () => {
+		const job = app.submit("/count", [5]);
+		const events = await collect(job);
+		const data = events.filter((e) => e.type === "data").map((e) => e.data);
+		const want = ["0", "0 1", "0 1 2", "0 1 2 3", "0 1 2 3 4"].map((s) => [s]);
+		// @gradio/client fires the final value twice: once for the last
+		// process_generating and once for process_completed (as in the real capture).
+		eq(data, [...want, want[want.length - 1]], "data events in order");
+		const statuses = events.filter((e) => e.type === "status").map((e) => e.stage);
+		eq(statuses[statuses.length - 1], "complete", "last status");
+		assert(!statuses.includes("error"), `statuses ${statuses}`);
+		const generating = statuses.filter((s) => s === "generating").length;
+		eq(generating, 5, "generating statuses");
+		const lastData = events.map((e) => e.type).lastIndexOf("data");
+		const complete = events.findIndex((e) => e.type === "status" && e.stage === "complete");
+		assert(lastData < complete, "complete status before the last data event");
+		return { statuses };
+	});
+
+	await check("submit/multiplexed_one_client", async () => {
+		// Several jobs of one client share one /queue/data stream and must each
+		// get their own result. A long job is kept running meanwhile so that
+		// the server cannot send close_stream between the joins: with an empty
+		// pending set it would, and @gradio/client 2.7.0 then loses the calls
+		// whose join answered before it processed close_stream (its known
+		// close race, PROTOCOL.md section 4.8), a client bug this check is not about.
+		const mclient = await connect();
+		try {
+			const long = mclient.submit("/slow", [600]);
+			await waitStarted(long);
+			const words = ["x", "yy", "zzz", "wwww"];
+			const rs = await Promise.all(words.map((w) => mclient.predict("/upper", [w])));
+			eq(rs.map((r) => r.data[0]), words.map((w) => w.toUpperCase()), "results");
+			await long.cancel();
+			await collect(long);
+			return rs.length;
+		} finally {
+			mclient.close();
+		}
+	});
+
+	await check("cancel/running_job", async () => {
+		const cclient = await connect();
+		try {
+			const before = opts.sim ? await simState() : null;
+			const job = cclient.submit("/slow", [600]);
+			await waitStarted(job);
+			let during = null;
+			if (opts.sim) {
+				during = await simState();
+				eq((during.executions.slow ?? 0) - (before.executions.slow ?? 0), 1, "slow handler starts");
+				assert(during.running >= 1, `simulator reports ${during.running} running jobs while slow runs`);
+			}
+			await job.cancel();
+			const rest = await collect(job);
+			const results = rest.filter((e) => e.type === "data" && Array.isArray(e.data) && e.data.some((d) => typeof d === "string" && d.startsWith("slept")));
+			eq(results.length, 0, "result events after cancel");
+			const stages = rest.filter((e) => e.type === "status").map((e) => e.stage);
+			// collect() returned, so the iterator ended; it must end on a terminal status.
+			assert(stages.length > 0 && ["complete", "error"].includes(stages[stages.length - 1]), `stages after cancel ${JSON.stringify(stages)}`);
+			let server = "not checked (not the simulator)";
+			if (opts.sim) {
+				// The handler must really stop: the simulator's running count drops to 0.
+				const after = await waitIdle();
+				server = { running_during: during.running, running_after: after.running };
+			}
+			// the client is still usable after a cancel
+			const r = await cclient.predict("/upper", ["after cancel"]);
+			eq(r.data, ["AFTER CANCEL"], "call after cancel");
+			return { stages_after_cancel: stages, server };
+		} finally {
+			cclient.close();
+		}
+	});
+
+	await check("space_id/hub", () => {
+		throw new Skip(
+			"@gradio/client resolves Space ids (owner/name) only through the hard-coded public Hub host; " +
+				"it has no option to point it at the simulator's Hub emulation, so this is covered by the Go client's tests"
+		);
+	});
+
+	if (opts.wireOut) {
+		await check("wire/record", async () => {
+			const rec = await recordWire();
+			writeFileSync(opts.wireOut, JSON.stringify(rec, null, 1));
+			return { exchanges: rec.exchanges.length, calls: rec.calls.length, file: opts.wireOut };
+		});
+	}
+
+	app.close();
+}
+
+// waitIdle polls the simulator until no job runs. It only ends early; the
+// caller's hang guard bounds it.
+async function waitIdle() {
+	for (;;) {
+		const st = await simState();
+		if (st.running === 0) return st;
+		await new Promise((r) => setTimeout(r, 20));
+	}
+}
+
+// waitStarted consumes a job's events until the server reports
+// process_starts for it (the handler is running).
+async function waitStarted(job) {
+	const seen = [];
+	for (;;) {
+		const { value: ev, done } = await job.next();
+		if (done) throw new Error(`job ended before process_starts: ${JSON.stringify(seen)}`);
+		seen.push(ev.type === "status" ? ev.stage : ev.type);
+		if (ev.type === "status" && ev.original_msg === "process_starts") return;
+		if (ev.type === "status" && (ev.stage === "complete" || ev.stage === "error")) {
+			throw new Error(`job ended before process_starts: ${JSON.stringify(seen)}`);
+		}
+	}
+}
+
+// ---------------------------------------------------------------- wire recorder
+
+// recordWire starts a logging reverse proxy in front of the app, runs the
+// scenario of the real all-endpoints capture through it with a fresh client,
+// and returns what crossed the wire. The proxy keeps the Host header, so
+// Gradio computes config.root as the proxy's address, exactly like the proxy
+// that captured the real transcripts.
+async function recordWire() {
+	const target = new URL(opts.url);
+	const exchanges = [];
+	const server = http.createServer((req, res) => {
+		const ex = {
+			seq: exchanges.length,
+			method: req.method,
+			target: req.url,
+			req_headers: req.headers,
+			req_body: "",
+			status: 0,
+			res_headers: {},
+			res_body: "",
+			sse: [],
+			ended: false
+		};
+		exchanges.push(ex);
+		const chunks = [];
+		req.on("data", (c) => chunks.push(c));
+		const up = http.request(
+			{ host: target.hostname, port: target.port || 80, method: req.method, path: req.url, headers: req.headers },
+			(ures) => {
+				ex.status = ures.statusCode;
+				ex.res_headers = ures.headers;
+				res.writeHead(ures.statusCode, ures.headers);
+				const isSSE = String(ures.headers["content-type"] || "").startsWith("text/event-stream");
+				let buf = "";
+				ures.on("data", (c) => {
+					res.write(c);
+					if (isSSE) {
+						buf += c.toString("utf8");
+						let i;
+						while ((i = buf.indexOf("\n")) >= 0) {
+							const line = buf.slice(0, i).replace(/\r$/, "");
+							buf = buf.slice(i + 1);
+							if (line.startsWith("data:")) ex.sse.push(line.slice(5).replace(/^ /, ""));
+						}
+					} else if (ex.res_body.length < 65536) {
+						ex.res_body += c.toString("latin1");
+					}
+				});
+				ures.on("end", () => {
+					ex.ended = true;
+					res.end();
+				});
+				ures.on("error", () => res.destroy());
+			}
+		);
+		up.on("error", (e) => {
+			ex.error = String(e);
+			res.destroy();
+		});
+		req.on("end", () => {
+			const body = Buffer.concat(chunks);
+			ex.req_body = body.toString("latin1").slice(0, 65536);
+			up.end(body);
+		});
+		res.on("close", () => up.destroy());
+	});
+	await new Promise((r) => server.listen(0, "127.0.0.1", r));
+	const proxyURL = `http://127.0.0.1:${server.address().port}`;
+	const calls = [];
+	let client = null;
+	try {
+		client = await connect(proxyURL);
+		await client.view_api();
+		const p = async (ep, args) => {
+			try {
+				return { ok: true, data: (await client.predict(ep, args)).data };
+			} catch (e) {
+				return { ok: false, error: e.message };
+			}
+		};
+		calls.push({ op: "predict", endpoint: "/upper", result: await p("/upper", ["hello gradio"]) });
+		calls.push({ op: "predict", endpoint: "/upper", result: await p("/upper", ["second call"]) });
+		calls.push({ op: "predict", endpoint: "/count", result: await p("/count", [4]) });
+		calls.push({ op: "predict", endpoint: "/slow", result: await p("/slow", [0.05]) });
+		calls.push({ op: "predict", endpoint: "/counter", result: await p("/counter", ["apple"]) });
+		calls.push({ op: "predict", endpoint: "/counter", result: await p("/counter", ["banana"]) });
+		calls.push({ op: "predict", endpoint: "/fail", result: await p("/fail", ["boom"]) });
+		const rf = await p("/reverse_file", [handle_file(new Blob([Buffer.from("hello file payload 123\n")]))]);
+		calls.push({ op: "predict", endpoint: "/reverse_file", result: rf });
+		if (rf.ok && rf.data[0] && rf.data[0].url) {
+			const res = await fetch(rf.data[0].url);
+			calls.push({ op: "download", status: res.status, body: Buffer.from(await res.arrayBuffer()).toString("latin1") });
+		}
+		const events = await collect(client.submit("/count", [5]));
+		calls.push({ op: "submit", endpoint: "/count", events: events.map((e) => (e.type === "data" ? { type: "data", data: e.data } : { type: e.type, stage: e.stage })) });
+		// Wait until every stream the proxy saw (except the long-lived
+		// heartbeat) has ended, so the record is complete.
+		for (let i = 0; i < 500; i++) {
+			if (exchanges.every((e) => e.ended || e.target.includes("/heartbeat/"))) break;
+			await new Promise((r) => setTimeout(r, 10));
+		}
+	} finally {
+		if (client) client.close();
+		server.closeAllConnections();
+		server.close();
+	}
+	return {
+		client_version: CLIENT_VERSION,
+		proxy_url: proxyURL,
+		app_url: opts.url,
+		session_hash: client ? client.session_hash : null,
+		config_root: client && client.config ? client.config.root : null,
+		exchanges,
+		calls
+	};
+}
+
+main()
+	.catch((e) => {
+		failed++;
+		emit({ name: "harness", ok: false, detail: String(e && e.stack ? e.stack : e) });
+	})
+	.finally(() => {
+		// The client keeps its heartbeat stream open forever; exit explicitly.
+		process.exit(failed > 0 ? 1 : 0);
+	});
