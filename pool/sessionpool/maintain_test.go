@@ -106,15 +106,24 @@ func TestHealthCheckDestroysAfterThreeFailures(t *testing.T) {
 		p := newPool(t, cfg)
 		mustAcquire(t, p).Release()
 		synctest.Wait()
-		round := sessionpool.DefaultHealthCheckInterval + sessionpool.DefaultHealthCheckInterval/10 + time.Second
-		time.Sleep(round)
-		synctest.Wait()
+		// waitChecks steps the fake clock until n checks have run; rounds
+		// come every 5 min ± 10 %.
+		waitChecks := func(n int64) {
+			t.Helper()
+			for i := 0; p.Stat().HealthChecks < n; i++ {
+				if i > 400 {
+					t.Fatalf("fewer than %d checks after 6 min: %+v", n, p.Stat())
+				}
+				time.Sleep(time.Second)
+			}
+			synctest.Wait()
+		}
+		waitChecks(5)
 		st := p.Stat()
 		if st.HealthChecks != 5 || st.Unhealthy != 1 || st.Healthy != 4 || st.LastHealthCheck.IsZero() {
 			t.Errorf("after one round: %+v", st)
 		}
-		time.Sleep(2 * round)
-		synctest.Wait()
+		waitChecks(15)
 		st = p.Stat()
 		if st.DestroyedHealth != 1 || st.Total != 5 || st.Unhealthy != 0 || st.HealthCheckFailures != 3 {
 			t.Errorf("after three rounds: %+v", st)
@@ -156,23 +165,26 @@ func TestSessionUnderCheckNotHandedOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &backend{}
 		b.checkFn = func(ctx context.Context, c *fakeConn) error {
-			time.Sleep(time.Minute)
+			time.Sleep(20 * time.Second)
 			return nil
 		}
 		cfg := b.config()
 		cfg.MinSessions, cfg.MaxSessions = 1, 1
 		p := newPool(t, cfg)
 		mustAcquire(t, p).Release()
-		// Sleep into the middle of the first check.
-		time.Sleep(sessionpool.DefaultHealthCheckInterval + sessionpool.DefaultHealthCheckInterval/10 + time.Second)
-		st := p.Stat()
-		if st.Checking != 1 || st.Idle != 0 || !st.HealthCheckRunning {
+		// Step into the first check (its start is jittered).
+		for i := 0; p.Stat().Checking == 0; i++ {
+			if i > 400 {
+				t.Fatal("no health check within 6 min")
+			}
+			time.Sleep(time.Second)
+		}
+		if st := p.Stat(); st.Checking != 1 || st.Idle != 0 || !st.HealthCheckRunning {
 			t.Fatalf("during check: %+v", st)
 		}
 		start := time.Now()
 		s := mustAcquire(t, p)
-		waited := time.Since(start)
-		if waited == 0 || waited > time.Minute {
+		if waited := time.Since(start); waited == 0 || waited > 20*time.Second {
 			t.Errorf("Acquire returned after %v, want when the check ended", waited)
 		}
 		s.Release()
