@@ -27,8 +27,7 @@ func TestConcurrentUsers(t *testing.T) {
 	}
 	var mu sync.Mutex
 	maxInUse := map[string]int{}
-	var p *pool.Pool
-	p = newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 5, OnEvent: func(e pool.Event) {
+	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 5, OnEvent: func(e pool.Event) {
 		if e.Kind == pool.EventQueued {
 			mu.Lock()
 			maxInUse["queued"]++
