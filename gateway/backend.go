@@ -84,8 +84,6 @@ type ReplicaGauges struct {
 	Waiting    int
 	Healthy    int
 	Unhealthy  int
-	// Counters, cumulative since start.
+	// QueueTimeouts is cumulative since start.
 	QueueTimeouts uint64
-	Created       uint64
-	Destroyed     uint64
 }

@@ -31,6 +31,8 @@ type Metrics struct {
 	failovers prometheus.Counter
 	errors    *prometheus.CounterVec // code
 	calls     *prometheus.CounterVec // replica
+	created   *prometheus.CounterVec // replica
+	destroyed *prometheus.CounterVec // replica, reason
 }
 
 // NewMetrics returns metrics reading the pool gauges from b at scrape time
@@ -75,14 +77,26 @@ func NewMetrics(b Backend) *Metrics {
 			Namespace: MetricsNamespace, Name: "calls_total",
 			Help: "Completed calls by replica.",
 		}, []string{"replica"}),
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "sessions_created_total",
+			Help: "Pooled sessions created, by replica.",
+		}, []string{"replica"}),
+		destroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "sessions_destroyed_total",
+			Help: "Pooled sessions destroyed, by replica and reason (idle, health, broken, lifetime, reset, ...).",
+		}, []string{"replica", "reason"}),
 	}
-	reg.MustRegister(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls,
+	reg.MustRegister(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
-		reg.MustRegister(&poolCollector{b: b})
+		m.Register(b)
 	}
 	return m
 }
+
+// Register adds the pool gauges of b, read at scrape time; call it once,
+// when the metrics were made before the backend (NewMetrics(nil)).
+func (m *Metrics) Register(b Backend) { m.reg.MustRegister(&poolCollector{b: b}) }
 
 // Registry is the registry the metrics are on, e.g. to add collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
@@ -108,15 +122,12 @@ func (m *Metrics) ObserveWait(replica string, d time.Duration) {
 // ObserveFailover counts one failover (a pool hook).
 func (m *Metrics) ObserveFailover() { m.failovers.Inc() }
 
-func (m *Metrics) observeCall(replica string, wait, total time.Duration, failovers int) {
+func (m *Metrics) observeCall(replica string, wait, total time.Duration) {
 	if wait > 0 {
 		m.wait.WithLabelValues(replica).Observe(wait.Seconds())
 	}
 	m.use.WithLabelValues(replica).Observe((total - wait).Seconds())
 	m.calls.WithLabelValues(replica).Inc()
-	if failovers > 0 {
-		m.failovers.Add(float64(failovers))
-	}
 }
 
 func (m *Metrics) callError(code string) { m.errors.WithLabelValues(code).Inc() }
@@ -142,16 +153,12 @@ var (
 		"Callers waiting for a free session, by replica.", []string{"replica"}, nil)
 	descQueueTimeouts = prometheus.NewDesc(MetricsNamespace+"_queue_timeouts_total",
 		"Callers that gave up waiting for a session (queue_timeout), by replica.", []string{"replica"}, nil)
-	descCreated = prometheus.NewDesc(MetricsNamespace+"_sessions_created_total",
-		"Sessions created, by replica.", []string{"replica"}, nil)
-	descDestroyed = prometheus.NewDesc(MetricsNamespace+"_sessions_destroyed_total",
-		"Sessions destroyed (idle, failed health checks, broken), by replica.", []string{"replica"}, nil)
 	descReady = prometheus.NewDesc(MetricsNamespace+"_ready",
 		"1 when at least one replica is usable.", nil, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descCreated, descDestroyed, descReady} {
+	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descReady} {
 		ch <- d
 	}
 }
@@ -171,8 +178,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		g(descUnhealthy, float64(r.Unhealthy), r.Name)
 		g(descWaiting, float64(r.Waiting), r.Name)
 		cnt(descQueueTimeouts, r.QueueTimeouts, r.Name)
-		cnt(descCreated, r.Created, r.Name)
-		cnt(descDestroyed, r.Destroyed, r.Name)
 	}
 	ready := 0.0
 	if c.b.Ready() {

@@ -159,7 +159,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 			pc.push(record{"error", mustJSON(payload)}, true, g.now())
 			return
 		}
-		g.metrics.observeCall(call.Replica(), 0, g.now().Sub(start), 0)
+		g.metrics.observeCall(call.Replica(), 0, g.now().Sub(start))
 		pc.push(record{"complete", mustJSON(nonNil(out))}, true, g.now())
 	}()
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})

@@ -412,7 +412,7 @@ func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, endpoint, err)
 		return
 	}
-	g.metrics.observeCall(res.Replica, res.Wait, d, res.Failovers)
+	g.metrics.observeCall(res.Replica, res.Wait, d)
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", res.Replica))
 	writeJSON(w, http.StatusOK, map[string]any{
 		"data":        nonNil(res.Data),
@@ -526,7 +526,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	g.metrics.observeCall(call.Replica(), 0, d, 0)
+	g.metrics.observeCall(call.Replica(), 0, d)
 	if writeErr == nil {
 		_ = s.event("complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
 	}

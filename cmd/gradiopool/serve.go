@@ -2,11 +2,121 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
-// runServe is being written; until then it says so instead of pretending.
+// runServe is `gradiopool serve [--config FILE] [flags]`: the HTTP gateway.
+// Configuration: the YAML file (--config, or $GRADIOPOOL_CONFIG), then the
+// environment, then flags; secrets only from the environment. On SIGTERM or
+// SIGINT it drains (see gateway.Gateway.Serve) and returns nil.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not implemented yet")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML configuration file [env "+gateway.ConfigEnvFile+"]")
+	apply := gateway.Flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gradiopool serve [--config FILE] [flags]")
+		fmt.Fprintln(stderr, "\nFlags win over environment variables, which win over the file.")
+		fmt.Fprintln(stderr, "Secrets come only from the environment: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,")
+		fmt.Fprintln(stderr, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
+	}
+	cfg, err := loadServeConfig(*configPath, os.LookupEnv, apply)
+	if err != nil {
+		return err
+	}
+	logger, err := gateway.NewLogger(cfg.Log, stderr)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("starting gateway", slog.Any("config", cfg))
+	if cfg.Secrets.AdminToken == "" {
+		logger.Warn("GRADIOPOOL_ADMIN_TOKEN is not set: /api/admin/* and /metrics are open")
+	}
+	if len(cfg.Secrets.APIKeys) == 0 {
+		logger.Warn("GRADIOPOOL_API_KEYS is not set: the call endpoints are open")
+	}
+	return serveOn(ctx, cfg, ln, logger)
+}
+
+// loadServeConfig reads file (or $GRADIOPOOL_CONFIG), then the environment,
+// then the flags, and validates the result.
+func loadServeConfig(path string, lookup func(string) (string, bool), flags func(*gateway.Config) error) (gateway.Config, error) {
+	var cfg gateway.Config
+	if path == "" {
+		path, _ = lookup(gateway.ConfigEnvFile)
+	}
+	if path != "" {
+		if err := cfg.LoadFile(path); err != nil {
+			return cfg, err
+		}
+	}
+	if err := cfg.ApplyEnv(lookup); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if flags != nil {
+		if err := flags(&cfg); err != nil {
+			return cfg, fmt.Errorf("config: %w", err)
+		}
+	}
+	cfg.Normalize()
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if cfg.Secrets.HashKey == "" {
+		// One random key for the pool and the gateway's logs, so the user
+		// hashes of both match within this process.
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		cfg.Secrets.HashKey = hex.EncodeToString(b[:])
+	}
+	return cfg, nil
+}
+
+// serveOn builds the pool and the gateway for cfg and serves on ln until
+// ctx ends; the demo uses it too.
+func serveOn(ctx context.Context, cfg gateway.Config, ln net.Listener, logger *slog.Logger) error {
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(logger, metrics))
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	backend := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(backend)
+	g := gateway.New(cfg, backend, logger, metrics)
+	serveErr := g.Serve(ctx, ln)
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(cctx); err != nil && serveErr == nil {
+		logger.Warn("closing the pool", slog.Any("error", err))
+	}
+	logger.Info("gateway stopped")
+	return serveErr
 }

@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// PoolBackend adapts a *pool.Pool to [Backend]. maxConnections is the
+// per-replica maximum reported by the gradiopool_sessions_max metric.
+func PoolBackend(p *pool.Pool, maxConnections int) Backend {
+	return &poolBackend{p: p, max: maxConnections}
+}
+
+type poolBackend struct {
+	p   *pool.Pool
+	max int
+}
+
+func (b *poolBackend) Predict(ctx context.Context, user, endpoint string, args []any) (*Result, error) {
+	res, err := b.p.Predict(ctx, user, endpoint, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Data: res.Data, Replica: res.Replica, Failovers: max(res.Attempts-1, 0)}, nil
+}
+
+func (b *poolBackend) Submit(ctx context.Context, user, endpoint string, args []any) (Call, error) {
+	c, err := b.p.Submit(ctx, user, endpoint, args...)
+	if err != nil {
+		return nil, err
+	}
+	pc := &poolCall{c: c, events: make(chan Event, 16)}
+	go pc.pump(ctx)
+	return pc, nil
+}
+
+func (b *poolBackend) Stats() any { return b.p.Stats() }
+
+func (b *poolBackend) Ready() bool { return b.p.Ready() }
+
+func (b *poolBackend) Gauges() []ReplicaGauges {
+	st := b.p.Stats()
+	names := make([]string, 0, len(st.Pools))
+	for n := range st.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]ReplicaGauges, 0, len(names))
+	for _, n := range names {
+		r := st.Pools[n]
+		out = append(out, ReplicaGauges{
+			Name: n, Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
+			Max: b.max, Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
+			QueueTimeouts: r.QueueTimeouts,
+		})
+	}
+	return out
+}
+
+// poolCall translates a pool call's gradio events into gateway events; the
+// final Completed / Error is left to Wait.
+type poolCall struct {
+	c      *pool.Call
+	events chan Event
+}
+
+func (c *poolCall) Replica() string      { return c.c.Replica() }
+func (c *poolCall) Events() <-chan Event { return c.events }
+func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
+	out, err := c.c.Wait(ctx)
+	if err == nil {
+		// The session is released right after the job ends; wait for it so
+		// that stats read after the answer show it idle again.
+		select {
+		case <-c.c.Done():
+		case <-ctx.Done():
+		}
+	}
+	return out, err
+}
+
+func (c *poolCall) pump(ctx context.Context) {
+	defer close(c.events)
+	for ev := range c.c.Events() {
+		var out Event
+		switch ev.Kind {
+		case gradio.EventQueued:
+			out = Event{Kind: EventQueued, Rank: ev.Rank, QueueSize: ev.QueueSize, ETA: ev.ETA.Seconds()}
+		case gradio.EventStarted:
+			out = Event{Kind: EventStarted, ETA: ev.ETA.Seconds()}
+		case gradio.EventProgress:
+			b, _ := json.Marshal(ev.Progress)
+			out = Event{Kind: EventProgress, Progress: b}
+		case gradio.EventLog:
+			out = Event{Kind: EventLog, Log: ev.Log, Level: ev.Level}
+		case gradio.EventOutput:
+			out = Event{Kind: EventOutput, Data: ev.Data}
+		default:
+			continue
+		}
+		select {
+		case c.events <- out:
+		case <-ctx.Done():
+			// Nobody reads any more; keep draining the source so the
+			// job's pump can end.
+		}
+	}
+	<-c.c.Done()
+}
+
+func init() { poolErrors = mapPoolError }
+
+// mapPoolError maps the pool's own errors; nil means not a pool error.
+func mapPoolError(err error) *apiError {
+	var all *pool.AllReplicasFailedError
+	if errors.As(err, &all) {
+		busy := len(all.Causes) > 0
+		for _, c := range all.Causes {
+			if !errors.Is(c, pool.ErrQueueFull) && !errors.Is(c, pool.ErrQueueTimeout) && !errors.Is(c, gradio.ErrQueueFull) {
+				busy = false
+			}
+		}
+		if busy {
+			return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: all.Error(), RetryAfter: 5}
+		}
+		return &apiError{Status: http.StatusBadGateway, Code: "all_replicas_failed", Message: all.Error()}
+	}
+	switch {
+	case errors.Is(err, pool.ErrQueueTimeout):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_timeout", Message: "no session became free within the queue timeout: " + err.Error(), RetryAfter: 5}
+	case errors.Is(err, pool.ErrQueueFull):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: "too many callers are waiting: " + err.Error(), RetryAfter: 1}
+	case errors.Is(err, pool.ErrClosed):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "closed", Message: err.Error(), RetryAfter: 1}
+	}
+	return nil
+}
+
+// PoolConfig turns the gateway configuration into the pool's. logger and
+// metrics may be nil; metrics, when set, receives the pool's events.
+func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio.Option) pool.Config {
+	c.Normalize()
+	if c.Secrets.HFToken != "" {
+		opts = append(opts, gradio.WithHFToken(c.Secrets.HFToken))
+	}
+	if c.HubURL != "" {
+		opts = append(opts, gradio.WithHubURL(strings.TrimRight(c.HubURL, "/")))
+	}
+	pc := pool.Config{
+		Replicas:                  c.Replicas,
+		MinConnections:            c.Pool.MinConnections,
+		MaxConnections:            c.Pool.MaxConnections,
+		IdleTimeout:               c.Pool.IdleTimeout,
+		QueueTimeout:              c.Pool.QueueTimeout,
+		MaxWaiters:                c.Pool.MaxWaiters,
+		HealthCheckInterval:       c.Pool.HealthCheckInterval,
+		HealthCheckMaxConnections: c.Pool.HealthCheckMaxConnections,
+		UnhealthyAfterFailures:    c.Pool.UnhealthyAfterFailures,
+		ConnectRetries:            c.Pool.ConnectRetries,
+		UserAssignmentTTL:         c.Pool.UserAssignmentTTL,
+		StickySessions:            c.Pool.StickySessions,
+		ClientOptions:             opts,
+		Logger:                    logger,
+	}
+	if c.Pool.MinConnections == 0 {
+		pc.MinConnections = -1 // Normalize maps -1 to 0: keep "none"
+	}
+	if c.Secrets.HashKey != "" {
+		pc.HashKey = []byte(c.Secrets.HashKey)
+	}
+	if metrics != nil {
+		pc.OnEvent = metrics.OnPoolEvent
+	}
+	return pc
+}
+
+// OnPoolEvent feeds the pool's events to the metrics (pool.Config.OnEvent).
+func (m *Metrics) OnPoolEvent(e pool.Event) {
+	switch e.Kind {
+	case pool.EventConnected:
+		m.ObserveCreate(e.Replica, e.Duration, nil)
+	case pool.EventConnectFailed:
+		m.ObserveCreate(e.Replica, e.Duration, e.Err)
+	case pool.EventSessionCreated:
+		m.created.WithLabelValues(e.Replica).Inc()
+	case pool.EventSessionDestroyed:
+		reason := e.Reason
+		if reason == "" {
+			reason = "other"
+		}
+		m.destroyed.WithLabelValues(e.Replica, reason).Inc()
+	case pool.EventFailover:
+		m.ObserveFailover()
+	}
+}

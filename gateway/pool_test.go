@@ -1,0 +1,146 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// realGateway is the gateway over a real pool of n simulated replicas.
+func realGateway(t *testing.T, n int, mod func(*gateway.Config)) (*httptest.Server, []*gradiotest.Server, *pool.Pool) {
+	t.Helper()
+	var sims []*gradiotest.Server
+	var urls []string
+	for range n {
+		s := gradiotest.NewUnstartedServer(nil)
+		s.DefaultConcurrencyLimit = -1
+		s.Start()
+		t.Cleanup(s.Close)
+		sims = append(sims, s)
+		urls = append(urls, s.URL)
+	}
+	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 4}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(nil, metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(b)
+	srv := httptest.NewServer(gateway.New(cfg, b, nil, metrics))
+	t.Cleanup(srv.Close)
+	return srv, sims, p
+}
+
+func TestRealPoolEndpoints(t *testing.T) {
+	srv, _, _ := realGateway(t, 2, nil)
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		contains         string
+	}{
+		{"predict", "/v1/predict/upper", `{"data":["hello"]}`, 200, `"data":["HELLO"]`},
+		{"wrong arity", "/v1/predict/upper", `{"data":["a","b","c"]}`, 400, `"code":"bad_arguments"`},
+		{"unknown endpoint", "/v1/predict/nope", `{"data":[]}`, 404, `"code":"unknown_endpoint"`},
+		{"app error", "/v1/predict/fail", `{"data":["x"]}`, 422, `deliberate failure for input 'x'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, "POST", srv.URL+tc.path, tc.body, gateway.UserHeader, "Alice@Example.com")
+			if a.status != tc.status || !strings.Contains(a.body, tc.contains) {
+				t.Fatalf("%d %s", a.status, a.body)
+			}
+		})
+	}
+	t.Run("submit generator", func(t *testing.T) {
+		resp, err := http.Post(srv.URL+"/v1/submit/count", "application/json", strings.NewReader(`{"data":[3]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		names, data, _ := sseRecords(t, resp.Body)
+		joined := strings.Join(names, " ")
+		if !strings.HasPrefix(joined, "accepted") || !strings.HasSuffix(joined, "output output output complete") {
+			t.Fatalf("%q %q", joined, data)
+		}
+		if !strings.Contains(data[len(data)-1], `"0 1 2"`) {
+			t.Fatal(data)
+		}
+	})
+	t.Run("stats", func(t *testing.T) {
+		a := do(t, "GET", srv.URL+"/api/admin/pool-stats", "")
+		var st map[string]any
+		if err := json.Unmarshal([]byte(a.body), &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"pools", "totalConnections", "availableConnections", "inUseConnections", "totalQueued", "userAssignments", "initialized", "healthCheckRunning", "lastHealthCheck"} {
+			if _, ok := st[k]; !ok {
+				t.Errorf("pool-stats has no %q: %s", k, a.body)
+			}
+		}
+		if strings.Contains(strings.ToLower(a.body), "alice") {
+			t.Fatal("stats contain the e-mail")
+		}
+	})
+}
+
+// TestRealPoolDisconnect cuts a caller during a slow call: the app's job
+// must be cancelled and the session must be idle again.
+func TestRealPoolDisconnect(t *testing.T) {
+	for _, path := range []string{"/v1/predict/slow", "/v1/submit/slow"} {
+		t.Run(path, func(t *testing.T) {
+			srv, sims, p := realGateway(t, 1, nil)
+			sim := sims[0]
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+path, strings.NewReader(`{"data":[60]}`))
+			done := make(chan struct{})
+			var body []byte
+			go func() {
+				defer close(done)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					body, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+			}()
+			defer func() {
+				if t.Failed() {
+					cancel()
+					<-done
+					t.Logf("answer: %s", body)
+				}
+			}()
+			waitFor(t, "the slow call to start", func() bool { return sim.Executions("slow") == 1 })
+			waitFor(t, "the session to be in use", func() bool { return p.Stats().InUseConnections == 1 })
+			cancel()
+			<-done
+			waitFor(t, "the session to be idle again", func() bool {
+				st := p.Stats()
+				return st.InUseConnections == 0 && st.AvailableConnections >= 1
+			})
+			waitFor(t, "the app's job to end", func() bool { return sim.Snapshot().Running == 0 })
+		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
