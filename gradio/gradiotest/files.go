@@ -42,11 +42,17 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	max := s.knobsNow().MaxFileSize
 	var paths []string
+	sawPart := false
 	for {
 		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) && paths == nil && !sawPart {
+			detail(w, 400, "There was an error parsing the body")
+			return
+		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		sawPart = true
 		if err != nil {
 			detail(w, 400, "There was an error parsing the body")
 			return
