@@ -41,6 +41,7 @@ type Pool[T any] struct {
 	connecting  int // Connect calls in flight, stale ones included
 	stale       int // of connecting: started before the last Reset; their sessions will be discarded
 	closing     int // Config.Close calls in flight
+	emitting    int // hook calls from the pool's own goroutines in flight (Close waits for them)
 	unhealthy   int // open items with failures > 0
 	resetGen    uint64
 	nextID      uint64
@@ -480,22 +481,33 @@ func (p *Pool[T]) closeValue(v T, id uint64, reason Reason) {
 	}
 	p.mu.Lock()
 	p.closing--
-	p.checkDrainedLocked()
 	var ev Event
 	if p.hooks {
 		ev = p.eventLocked(EventDestroyed)
+		p.emitting++
 	}
+	p.checkDrainedLocked()
 	p.mu.Unlock()
 	if p.hooks {
 		ev.SessionID, ev.Reason = id, reason
-		p.emit(ev)
+		p.emitHeld(ev)
 	}
+}
+
+// emitHeld emits an event counted in p.emitting, then lets Close proceed.
+// WARNING: never call it with p.mu held.
+func (p *Pool[T]) emitHeld(ev Event) {
+	p.emit(ev)
+	p.mu.Lock()
+	p.emitting--
+	p.checkDrainedLocked()
+	p.mu.Unlock()
 }
 
 // checkDrainedLocked closes p.drained once Close has nothing left to wait for.
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) checkDrainedLocked() {
-	if p.closed && p.inUse == 0 && p.checking == 0 && p.connecting == 0 && p.closing == 0 {
+	if p.closed && p.inUse == 0 && p.checking == 0 && p.connecting == 0 && p.closing == 0 && p.emitting == 0 {
 		select {
 		case <-p.drained:
 		default:
@@ -565,15 +577,16 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 		}
 		p.armRetryLocked()
 		p.growLocked()
-		p.checkDrainedLocked()
 		var ev Event
 		if p.hooks {
 			ev = p.eventLocked(EventConnectFailed)
+			p.emitting++
 		}
+		p.checkDrainedLocked()
 		p.mu.Unlock()
 		if p.hooks {
 			ev.Err, ev.Duration = err, time.Duration(now-start)
-			p.emit(ev)
+			p.emitHeld(ev)
 		}
 		return
 	}
@@ -605,11 +618,12 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 	var ev Event
 	if p.hooks {
 		ev = p.eventLocked(EventConnected)
+		p.emitting++
 	}
 	p.mu.Unlock()
 	if p.hooks {
 		ev.SessionID, ev.Duration = id, time.Duration(now-start)
-		p.emit(ev)
+		p.emitHeld(ev)
 	}
 }
 
@@ -670,9 +684,15 @@ func (p *Pool[T]) expireWaiters() {
 		p.queueArmed = true
 		p.queueTimer.Reset(time.Duration(w.deadline - now))
 	}
+	if len(evs) > 0 {
+		p.emitting++
+	}
 	p.mu.Unlock()
-	for _, ev := range evs {
-		p.emit(ev)
+	if len(evs) > 0 {
+		for _, ev := range evs[:len(evs)-1] {
+			p.emit(ev)
+		}
+		p.emitHeld(evs[len(evs)-1])
 	}
 }
 
@@ -808,15 +828,16 @@ func (p *Pool[T]) check(it *item[T]) {
 	if p.checksInFlight == 0 && !p.closed {
 		p.healthTimer.Reset(p.jitter(p.cfg.HealthCheckInterval))
 	}
-	p.checkDrainedLocked()
 	var ev Event
 	if p.hooks {
 		ev = p.eventLocked(EventHealthCheck)
+		p.emitting++
 	}
+	p.checkDrainedLocked()
 	p.mu.Unlock()
 	if p.hooks {
 		ev.SessionID, ev.Err, ev.Failures, ev.Duration = it.id, err, failures, time.Duration(now-start)
-		p.emit(ev)
+		p.emitHeld(ev)
 	}
 }
 
