@@ -133,7 +133,7 @@ func (c *Call) FileData(path string) any {
 	}
 	fd := obj{}.set("path", path)
 	url := any(nil)
-	if c.ev != nil && c.ev.root != "" {
+	if c.ev != nil && c.ev.root != "" && c.srv.mode().atLeast(protoV1) { // 4.8 sent null
 		url = c.ev.root + c.srv.prefix() + "/file=" + path
 	}
 	fd = fd.set("url", url).set("size", size).set("orig_name", filepath.Base(path)).set("mime_type", nil)
