@@ -36,6 +36,12 @@ type Options struct {
 	// (headline, overhead, throughput, scale, peers, poolbench); the others
 	// are reported as skipped.
 	Only []string
+	// Self is a command that re-runs this program so that it calls
+	// [RunChild] first (cmd/gradiopool passes its own executable). The
+	// harness uses it to run the simulated replicas and the Go client peer
+	// in processes of their own. Nil means everything runs in this process,
+	// and the report says where that affects a figure.
+	Self []string
 }
 
 // section is one figure of the report.

@@ -28,25 +28,14 @@ type series struct {
 }
 
 // barChart writes a grouped bar chart: one group per label, one bar per
-// series. logY draws the y axis on a log scale (values must be > 0).
-func barChart(dir, file, title, ylabel string, groups []string, ss []series, logY bool) error {
+// series.
+func barChart(dir, file, title, ylabel string, groups []string, ss []series) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
-	if logY {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	}
 	w := vg.Points(math.Max(8, 60/float64(max(1, len(ss)))))
 	for i, s := range ss {
-		vals := make(plotter.Values, len(s.Values))
-		for j, v := range s.Values {
-			if logY && v <= 0 {
-				v = math.SmallestNonzeroFloat32 // log scale cannot show zero
-			}
-			vals[j] = v
-		}
-		bc, err := plotter.NewBarChart(vals, w)
+		bc, err := plotter.NewBarChart(plotter.Values(s.Values), w)
 		if err != nil {
 			return fmt.Errorf("bench: chart %s: %w", file, err)
 		}
@@ -57,21 +46,9 @@ func barChart(dir, file, title, ylabel string, groups []string, ss []series, log
 		p.Legend.Add(s.Name, bc)
 	}
 	p.Legend.Top = true
+	p.Legend.Left = true
 	p.NominalX(groups...)
-	if logY {
-		// Keep the bottom of the axis readable.
-		lo := math.Inf(1)
-		for _, s := range ss {
-			for _, v := range s.Values {
-				if v > 0 {
-					lo = math.Min(lo, v)
-				}
-			}
-		}
-		if !math.IsInf(lo, 1) {
-			p.Y.Min = lo / 2
-		}
-	}
+	p.Y.Max *= 1.3 // room for the legend above the tallest bars
 	return save(p, dir, file)
 }
 
@@ -101,6 +78,7 @@ func lineChart(dir, file, title, xlabel, ylabel string, xs []float64, ss []serie
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Y.Max *= 1.2
 	return save(p, dir, file)
 }
 
@@ -125,4 +103,22 @@ func save(p *plot.Plot, dir, file string) error {
 		return fmt.Errorf("bench: chart %s: %w", file, err)
 	}
 	return nil
+}
+
+// addChart draws one chart into e.chartDir and lists it in s. A chart that
+// cannot be drawn is noted, not fatal: the tables carry the figures anyway.
+func (e *env) addChart(s *Section, file, caption string, draw func(dir, file string) error) {
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("plot: %v", p)
+			}
+		}()
+		return draw(e.chartDir, file)
+	}()
+	if err != nil {
+		s.note("chart %s not drawn: %v", file, err)
+		return
+	}
+	s.Charts = append(s.Charts, Chart{File: file, Caption: caption})
 }

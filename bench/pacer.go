@@ -126,3 +126,34 @@ func classOf(err error, classify func(error) string) string {
 	}
 	return "error"
 }
+
+// ClosedLoopN runs n calls of fn on workers goroutines, each worker calling
+// back to back; fn gets the call's index. Latency is measured per call.
+func ClosedLoopN(ctx context.Context, workers, n int, fn func(ctx context.Context, i int) error, classify func(error) string) ClosedLoopResult {
+	rec := NewRecorder()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := fn(ctx, i); err != nil {
+					rec.Fail(classOf(err, classify))
+					continue
+				}
+				rec.Add(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	s := rec.Summary()
+	return ClosedLoopResult{Workers: workers, Elapsed: elapsed, Latency: s, Throughput: float64(s.N) / elapsed.Seconds()}
+}

@@ -132,11 +132,10 @@ func runPoolBench(ctx context.Context, e *env, s *Section) error {
 	}
 	s.note("GOMAXPROCS is the machine's (%d); with 2 cores, the contended cases mostly measure scheduler hand-offs.", e.numCPU())
 	if len(groups) > 0 {
-		if err := barChart(e.chartDir, "poolbench.png", "Acquire + Release (lower is better)", "ns/op", groups,
-			[]series{{"gradiopool sessionpool", ours}, {"jackc/puddle/v2", theirs}}, false); err != nil {
-			return err
-		}
-		s.Charts = append(s.Charts, Chart{"poolbench.png", "acquire+release ns/op, sessionpool vs puddle"})
+		e.addChart(s, "poolbench.png", "acquire+release ns/op, sessionpool vs puddle", func(dir, file string) error {
+			return barChart(dir, file, "Acquire + Release (lower is better)", "ns/op", groups,
+				[]series{{"gradiopool sessionpool", ours}, {"jackc/puddle/v2", theirs}})
+		})
 	}
 	return nil
 }

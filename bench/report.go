@@ -204,8 +204,11 @@ func ms(d time.Duration) string {
 	}
 }
 
-// kib formats a byte count in KiB.
+// kib formats a byte count in KiB, or in MiB from 10 MiB up.
 func kib(n float64) string {
+	if n >= 10<<20 || n <= -10<<20 {
+		return mib(n)
+	}
 	return fmt.Sprintf("%.1f KiB", n/1024)
 }
 
@@ -224,4 +227,23 @@ func errorsCell(s Summary) string {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, s.Errors[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// signedMs formats a difference of durations with its sign.
+func signedMs(d time.Duration) string {
+	if d < 0 {
+		return "−" + ms(-d)
+	}
+	return "+" + ms(d)
+}
+
+// msf is a duration in milliseconds, for charts and JSON.
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// whyIf returns why when cond holds: the explanation of a missed target.
+func whyIf(cond bool, why string) string {
+	if cond {
+		return why
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/gradiopool/gradiopool/bench"
@@ -12,6 +13,12 @@ import (
 
 // runBench runs the benchmark harness (package bench) and writes the report.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// The harness re-runs this executable for its helper processes
+	// (simulated replicas, the Go client peer); they are told apart by
+	// environment, not by flags.
+	if handled, err := bench.RunChild(ctx, stdout); handled {
+		return err
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "scaled-down times and short runs (under a minute; CI smoke test)")
@@ -35,6 +42,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: bench takes no arguments, got %q", errUsage, fs.Args())
 	}
 	opts := bench.Options{Quick: *quick, Out: *out, Progress: stderr}
+	if exe, err := os.Executable(); err == nil {
+		opts.Self = []string{exe, "bench"}
+	}
 	if *only != "" {
 		opts.Only = strings.Split(*only, ",")
 	}

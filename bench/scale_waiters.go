@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool/sessionpool"
+)
+
+// scaleWaiters queues 10 000 callers on a full session pool and measures
+// their memory and how punctually each one's time-out fires.
+func scaleWaiters(ctx context.Context, e *env, s *Section) error {
+	n := e.pickInt(10_000, 10_000)
+	if raceEnabled {
+		n = 2_000
+		s.note("built with the race detector (at most 8128 live goroutines): %d waiters instead of 10 000", n)
+	}
+	timeout := e.pick(3*time.Second, time.Second)
+	sp, err := sessionpool.New(sessionpool.Config[int]{
+		Connect:      func(context.Context) (int, error) { return 1, nil },
+		Close:        func(int) {},
+		MinSessions:  1,
+		MaxSessions:  1,
+		MaxWaiters:   n + 1,
+		QueueTimeout: timeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer sp.Close(context.WithoutCancel(ctx))
+	holder, err := sp.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	base := ReadMem()
+	lateness := make([]time.Duration, n)
+	errCounts := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			sess, err := sp.Acquire(ctx)
+			lateness[i] = time.Since(t0) - timeout
+			if err == nil {
+				sess.Release()
+			}
+			class := "ok (served)"
+			switch {
+			case errors.Is(err, sessionpool.ErrQueueTimeout):
+				class = "queue timeout"
+			case err != nil:
+				class = err.Error()
+			}
+			mu.Lock()
+			errCounts[class]++
+			mu.Unlock()
+		}()
+	}
+	deadline := time.Now().Add(timeout / 2)
+	for sp.Stat().Waiting < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	waiting := sp.Stat().Waiting
+	held := ReadMem()
+	wg.Wait()
+	holder.Release()
+	if waiting < n {
+		return fmt.Errorf("only %d of %d waiters were queued at once", waiting, n)
+	}
+	d := held.Sub(base)
+	sum := Summarize(lateness, nil)
+	// Control: the same number of goroutines each waiting on a bare timer
+	// for the same time. Its lateness is the runtime's floor on this
+	// machine (waking 10 000 goroutines at about the same moment); what
+	// the pool adds is the difference.
+	bare := make([]time.Duration, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			t := time.NewTimer(timeout)
+			<-t.C
+			bare[i] = time.Since(t0) - timeout
+		}()
+	}
+	wg.Wait()
+	bareSum := Summarize(bare, nil)
+	s.Tables = append(s.Tables, Table{
+		Caption: fmt.Sprintf("Waiters: %d callers of `sessionpool.Acquire` on a pool whose only session is taken; `QueueTimeout` %s. Memory is read while all of them wait; "+
+			"lateness is how long after its own deadline each waiter got its error.", n, timeout),
+		Header: []string{"waiters", "heap", "stacks", "per waiter (heap / stack)", "lateness p50", "p99", "max", "min", "outcomes"},
+		Rows: [][]string{{
+			fmt.Sprint(n), kib(float64(d.Heap)), kib(float64(d.Stack)),
+			fmt.Sprintf("%.0f B / %.1f KiB", float64(d.Heap)/float64(n), float64(d.Stack)/float64(n)/1024),
+			ms(sum.P50), ms(sum.P99), ms(sum.Max), signedMs(sum.Min), countsCell(errCounts),
+		}, {
+			fmt.Sprintf("control: %d bare timers", n), "", "", "",
+			ms(bareSum.P50), ms(bareSum.P99), ms(bareSum.Max), signedMs(bareSum.Min), "",
+		}},
+	})
+	s.note("the stack share is the waiting goroutines' own (the harness's callers), not the pool's; the heap share is the pool's waiter records plus each caller's timer and context.")
+	vals := make([]float64, n)
+	for i, l := range lateness {
+		vals[i] = msf(l)
+	}
+	e.addChart(s, "waiters.png", "distribution of waiter time-out lateness", func(dir, file string) error {
+		return histogram(dir, file, fmt.Sprintf("Time-out lateness of %d waiters", n), "ms after the deadline", vals, 40)
+	})
+	return nil
+}
+
+func countsCell(m map[string]int) string {
+	out := ""
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return out
+}
