@@ -175,4 +175,3 @@ func childSim(ctx context.Context, config string, stdout io.Writer) error {
 	}
 	return nil
 }
-
