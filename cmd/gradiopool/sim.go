@@ -3,10 +3,134 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
-// runSim is being written; until then it says so instead of pretending.
+// seedSpaces are the Space ids of the seed deployment; sim registers the
+// first replicas under them as well, so configs written for the seed work.
+var seedSpaces = []string{"dentsudigital/mugenAILP_1", "dentsudigital/mugenAILP_dev", "dentsudigital/mugenAILP_stage"}
+
+// runSim starts simulated Gradio replicas and a Hub emulation on loopback and
+// serves them until ctx ends.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("sim: not implemented yet")
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	replicas := fs.Int("replicas", 3, "number of simulated Gradio replicas")
+	addr := fs.String("addr", "", "HOST:PORT of the first replica; the others use the following ports (default: random ports on 127.0.0.1)")
+	hubAddr := fs.String("hub-addr", "127.0.0.1:0", "HOST:PORT of the Hugging Face Hub emulation")
+	mode := fs.String("mode", string(gradiotest.Gradio5), "Gradio generation: gradio5, gradio6, gradio4-sse_v3, gradio4-sse_v2.1, gradio4-sse_v2, gradio4-sse_v1, gradio4-sse")
+	connectCost := fs.Duration("connect-cost", 0, "delay on /config, /info and the Hub look-up (the seed saw 2-5s)")
+	latency := fs.Duration("latency", 0, "extra latency of every call")
+	stepDelay := fs.Duration("step-delay", 0, "pause between generator yields (0: 300ms)")
+	timeScale := fs.Float64("time-scale", 0, "multiplier for built-in sleeps (0: 1)")
+	heartbeat := fs.Duration("heartbeat", 0, "heartbeat interval (0: 15s)")
+	maxQueue := fs.Int("max-queue", 0, "queue max_size per replica (0: unlimited)")
+	concurrency := fs.Int("concurrency", 0, "concurrency limit per endpoint (0: 1, negative: unlimited)")
+	maxFile := fs.Int64("max-file-size", 0, "upload limit in bytes (0: unlimited)")
+	token := fs.String("private", "", "make the Spaces private, readable with this HF token")
+	user := fs.String("username", "", "protect the apps with Gradio login (with -password)")
+	pass := fs.String("password", "", "password for -username")
+	seedNames := fs.Bool("seed-names", true, "also register the first replicas as "+seedSpaces[0]+", _dev and _stage")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: sim takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *replicas < 1 {
+		return fmt.Errorf("%w: -replicas must be at least 1", errUsage)
+	}
+	m, err := gradiotest.ParseMode(*mode)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	host, port := "127.0.0.1", 0
+	if *addr != "" {
+		h, p, err := net.SplitHostPort(*addr)
+		if err != nil {
+			return fmt.Errorf("%w: -addr: %v", errUsage, err)
+		}
+		if port, err = strconv.Atoi(p); err != nil {
+			return fmt.Errorf("%w: -addr port %q", errUsage, p)
+		}
+		if h != "" {
+			host = h
+		}
+	}
+
+	hl, err := net.Listen("tcp", *hubAddr)
+	if err != nil {
+		return fmt.Errorf("sim: hub: %w", err)
+	}
+	hub := gradiotest.NewHubListener(hl)
+	defer hub.Close()
+	hub.SetConnectCost(*connectCost)
+
+	var servers []*gradiotest.Server
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	for i := 0; i < *replicas; i++ {
+		p := 0
+		if port != 0 {
+			p = port + i
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err != nil {
+			return fmt.Errorf("sim: replica %d: %w", i+1, err)
+		}
+		s := gradiotest.NewUnstartedServer(nil)
+		_ = s.Listener.Close()
+		s.Listener = l
+		s.Mode = m
+		s.Username, s.Password = *user, *pass
+		s.ConnectCost = *connectCost
+		s.Latency = *latency
+		s.StepDelay = *stepDelay
+		s.TimeScale = *timeScale
+		s.HeartbeatInterval = *heartbeat
+		s.MaxQueueSize = *maxQueue
+		s.DefaultConcurrencyLimit = *concurrency
+		s.MaxFileSize = *maxFile
+		s.Start()
+		servers = append(servers, s)
+		ids := []string{fmt.Sprintf("sim/replica-%d", i+1)}
+		if *seedNames && i < len(seedSpaces) {
+			ids = append(ids, seedSpaces[i])
+		}
+		for _, id := range ids {
+			hub.AddSpace(id, s)
+			if *token != "" {
+				hub.SetPrivate(id, *token)
+			}
+		}
+		fmt.Fprintf(stdout, "replica %d %s", i+1, s.URL)
+		for _, id := range ids {
+			fmt.Fprintf(stdout, " %s", id)
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "hub %s\n", hub.URL)
+	fmt.Fprintf(stdout, "ready: %d replicas, Gradio %s (%s); control at <replica>/_sim/state; Ctrl-C stops\n",
+		len(servers), m.Version(), m.Protocol())
+	<-ctx.Done()
+	start := time.Now()
+	for _, s := range servers {
+		s.Close()
+	}
+	servers = nil
+	fmt.Fprintf(stdout, "stopped (%v)\n", time.Since(start).Round(time.Millisecond))
+	return nil
 }
