@@ -221,6 +221,64 @@ async function main() {
 		return r.data;
 	});
 
+	await check("predict/upper_unicode", async () => {
+		// The captured app is Python: str.upper() applies Unicode special
+		// casing (ß -> SS, the ligature ﬁ -> FI), unlike a rune-by-rune upper.
+		const r = await app.predict("/upper", ["straße ﬁ héllo ✓ 😀"]);
+		eq(r.data, ["STRASSE FI HÉLLO ✓ 😀"], "data");
+		return r.data;
+	});
+
+	await check("predict/large_payload", async () => {
+		// ~100 KB with newlines, quotes and non-ASCII: one SSE data line each way.
+		const text = Array.from({ length: 6000 }, (_, i) => `line ${i} "q" é\n`).join("") + "\r\n\u2028end";
+		const r = await app.predict("/upper", [text]);
+		eq(r.data[0].length, text.toUpperCase().length, "length");
+		assert(r.data[0] === text.toUpperCase(), "upper-cased text differs");
+		return { chars: text.length };
+	});
+
+	await check("predict/by_fn_index", async () => {
+		// A number endpoint is the dependency id (fn_index).
+		const r = await app.predict(0, ["by index"]);
+		eq(r.data, ["BY INDEX"], "data");
+		return r.data;
+	});
+
+	await check("predict/keyword_args", async () => {
+		// Keyword arguments are mapped by /info parameter_name; missing ones
+		// take parameter_default when parameter_has_default (count: n=5).
+		const a = await app.predict("/upper", { text: "kw" });
+		eq(a.data, ["KW"], "upper(text=kw)");
+		const b = await app.predict("/count", {});
+		eq(b.data, ["0 1 2 3 4"], "count() with the default n=5");
+		return [a.data[0], b.data[0]];
+	});
+
+	await check("connect/trailing_slash", async () => {
+		// The real captures connected to "http://127.0.0.1:7871/".
+		const c = await connect(opts.url + "/");
+		try {
+			const r = await c.predict("/upper", ["slash"]);
+			eq(r.data, ["SLASH"], "data");
+			return c.config.root;
+		} finally {
+			c.close();
+		}
+	});
+
+	await check("reconnect/app_id", async () => {
+		// Client.reconnect() compares GET {prefix}/app_id with config.app_id.
+		eq(await app.reconnect(), "connected", "reconnect()");
+		const res = await fetch(`${opts.url}/gradio_api/app_id`);
+		eq(res.status, 200, "GET /gradio_api/app_id status");
+		const text = await res.text();
+		const cfgText = await (await fetch(opts.url + "/config")).text();
+		const want = cfgText.match(/"app_id":\s*(\d+)/)[1];
+		eq(text.match(/"app_id":\s*(\d+)/)?.[1], want, "app_id digits (exact uint64, not a rounded float)");
+		return text;
+	});
+
 	await check("predict/count", async () => {
 		const r = await app.predict("/count", [4]);
 		eq(r.data, ["0 1 2 3"], "data");
@@ -389,9 +447,49 @@ async function main() {
 			// the client is still usable after a cancel
 			const r = await cclient.predict("/upper", ["after cancel"]);
 			eq(r.data, ["AFTER CANCEL"], "call after cancel");
-			return { stages_after_cancel: stages, server };
+			const last = rest.filter((e) => e.type === "status").pop();
+			return { stages_after_cancel: stages, last_message: last?.message ?? null, server };
 		} finally {
 			cclient.close();
+		}
+	});
+
+	await check("cancel/queued_job", async () => {
+		// slow has Gradio's default concurrency_limit of 1: a second slow job
+		// waits in the queue; cancelling it ends it and it never runs.
+		const a = await connect();
+		const b = await connect();
+		try {
+			const before = opts.sim ? await simState() : null;
+			const running = a.submit("/slow", [600]);
+			await waitStarted(running);
+			const queued = b.submit("/slow", [600]);
+			// wait for its first estimation (it is in the queue)
+			const seen = [];
+			for (;;) {
+				const { value: ev, done } = await queued.next();
+				if (done) throw new Error(`queued job ended early: ${JSON.stringify(seen)}`);
+				seen.push(ev.type === "status" ? ev.stage : ev.type);
+				if (ev.type === "status" && ev.original_msg === "process_starts") throw new Error("second slow job started while the first runs (concurrency_limit 1)");
+				if (ev.type === "status" && ev.stage === "pending" && typeof ev.position === "number") break;
+			}
+			await queued.cancel();
+			const rest = await collect(queued);
+			const stages = rest.filter((e) => e.type === "status").map((e) => e.stage);
+			assert(stages.length > 0 && ["complete", "error"].includes(stages[stages.length - 1]), `stages after cancel ${JSON.stringify(stages)}`);
+			assert(!rest.some((e) => e.type === "status" && e.original_msg === "process_starts"), "cancelled queued job started");
+			await running.cancel();
+			await collect(running);
+			let server = "not checked (not the simulator)";
+			if (opts.sim) {
+				const after = await waitIdle();
+				eq((after.executions.slow ?? 0) - (before.executions.slow ?? 0), 1, "slow handler starts (the queued one must never start)");
+				server = { slow_starts: after.executions.slow - (before.executions.slow ?? 0) };
+			}
+			return { seen, stages_after_cancel: stages, server };
+		} finally {
+			a.close();
+			b.close();
 		}
 	});
 
