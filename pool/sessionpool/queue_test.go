@@ -358,3 +358,48 @@ func TestConnectErrorReachesWaiter(t *testing.T) {
 		b.verifyAllClosed(t)
 	})
 }
+
+// TestServedWhileCanceling cancels a waiter's context and releases a
+// session in the same instant, many times: the pool hands the session to the
+// waiter before it can leave the queue, and the waiter must pass it on. No
+// session may be lost and the counters must agree.
+func TestServedWhileCanceling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		cfg := b.config()
+		cfg.MinSessions, cfg.MaxSessions = 1, 1
+		p := newPool(t, cfg)
+		s := mustAcquire(t, p)
+		var got, canceled int64
+		for range 40 {
+			ctx, cancel := context.WithCancel(context.Background())
+			res := make(chan error)
+			var s2 *sessionpool.Session[*fakeConn]
+			go func() {
+				var err error
+				s2, err = p.Acquire(ctx)
+				res <- err
+			}()
+			synctest.Wait()
+			cancel() // the waiter wakes for ctx, but Release may reach it first
+			s.Release()
+			if err := <-res; err == nil {
+				got++
+				s = s2
+			} else {
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("Acquire = %v", err)
+				}
+				canceled++
+				s = mustAcquire(t, p) // the session came back
+			}
+		}
+		st := p.Stat()
+		if st.CanceledAcquires != canceled || st.AcquireCount != 1+got+canceled || st.InUse != 1 || st.Waiting != 0 {
+			t.Errorf("got %d, canceled %d, stat %+v", got, canceled, st)
+		}
+		s.Release()
+		closePool(t, p)
+		b.verifyAllClosed(t)
+	})
+}
