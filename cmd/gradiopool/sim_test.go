@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a poller.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestSimCommand(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runSim(ctx, []string{"-replicas", "2", "-step-delay", "1ms"}, &out, io.Discard) }()
+	for i := 0; !strings.Contains(out.String(), "ready:") && i < 1000; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	lines := strings.Split(out.String(), "\n")
+	var replicas []string
+	var hub string
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 4 && f[0] == "replica":
+			replicas = append(replicas, f[2])
+			if !strings.HasPrefix(f[3], "sim/replica-") {
+				t.Errorf("space id in %q", l)
+			}
+		case len(f) == 2 && f[0] == "hub":
+			hub = f[1]
+		}
+	}
+	if len(replicas) != 2 || hub == "" {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	for _, u := range []string{replicas[0] + "/config", replicas[1] + "/_sim/state", hub + "/api/spaces/sim/replica-2/host", hub + "/api/spaces/dentsudigital/mugenAILP_1/host"} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", u, resp.StatusCode)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "stopped") {
+		t.Errorf("no stop line:\n%s", out.String())
+	}
+}
+
+func TestSimUsage(t *testing.T) {
+	for _, args := range [][]string{{"-replicas", "0"}, {"-mode", "gradio3"}, {"-addr", "nonsense"}, {"extra"}, {"-bogus"}} {
+		err := runSim(context.Background(), args, io.Discard, io.Discard)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
