@@ -53,6 +53,8 @@ type ReplicaStats struct {
 	Failovers           uint64     `json:"failovers"`           // calls moved away from this replica
 	Acquires            uint64     `json:"acquires"`            // sessions requested
 	QueueTimeouts       uint64     `json:"queueTimeouts"`       // waiters that gave up
+	SessionsCreated     uint64     `json:"sessionsCreated"`     // sessions created over the pool's life
+	SessionsDestroyed   uint64     `json:"sessionsDestroyed"`   // sessions destroyed (idle, health, broken, ...)
 	ConsecutiveFailures int        `json:"consecutiveFailures"` // replica-level failures in a row
 	EjectedUntil        *time.Time `json:"ejectedUntil,omitempty"`
 	LastError           string     `json:"lastError,omitempty"`
@@ -90,6 +92,8 @@ func (p *Pool) Stats() Stats {
 			Failovers:            r.failovers.Load(),
 			Acquires:             uint64(s.AcquireCount),
 			QueueTimeouts:        uint64(s.QueueTimeouts) + r.stickyTimeouts.Load(),
+			SessionsCreated:      uint64(s.Created),
+			SessionsDestroyed:    uint64(s.Destroyed()),
 		}
 		r.mu.Lock()
 		rs.URL = publicSource(r.baseURL)

@@ -1,0 +1,110 @@
+package pool_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// TestAppRestart: a health check that sees a new app_id reconnects the
+// replica once and replaces its sessions; calls keep working.
+func TestAppRestart(t *testing.T) {
+	srvs := replicas(t, 1)
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: urls(srvs), MinConnections: 2, HealthCheckInterval: 20 * time.Millisecond, OnEvent: rec.hook})
+	ctx := ctxT(t)
+	if _, err := p.Predict(ctx, "", "upper", "x"); err != nil {
+		t.Fatal(err)
+	}
+	connects := rec.count(pool.EventConnected, "")
+	srvs[0].Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.count(pool.EventAppChanged, "") == 0 || rec.count(pool.EventConnected, "") == connects {
+		if time.Now().After(deadline) {
+			t.Fatalf("restart not detected: %d app_changed, %d connects", rec.count(pool.EventAppChanged, ""), rec.count(pool.EventConnected, ""))
+		}
+		if _, err := p.Predict(ctx, "", "upper", "x"); err != nil {
+			t.Fatalf("call during restart handling: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := p.Predict(ctx, "", "upper", "after")
+	if err != nil || str(t, res.Data[0]) != "AFTER" {
+		t.Fatalf("after restart: %v %v", res, err)
+	}
+	if n := rec.count(pool.EventConnected, ""); n > connects+2 {
+		t.Errorf("%d reconnects for one restart", n-connects)
+	}
+}
+
+func TestMarkBroken(t *testing.T) {
+	srvs := replicas(t, 1)
+	p := newPool(t, pool.Config{Replicas: urls(srvs)})
+	ctx := ctxT(t)
+	l, err := p.Acquire(ctx, "a@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := l.Client().SessionHash()
+	l.MarkBroken()
+	l.Release() // no effect after MarkBroken
+	l.MarkBroken()
+	l2, err := p.Acquire(ctx, "a@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release()
+	if l2.Client().SessionHash() == hash {
+		t.Error("a broken session was lent again")
+	}
+	if n := p.Stats().Pools[l2.Replica()].SessionsDestroyed; n != 1 {
+		t.Errorf("%d sessions destroyed, want 1", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestLogsHideEmails(t *testing.T) {
+	srvs := replicas(t, 2)
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p := newPool(t, pool.Config{Replicas: append([]string{deadURL(t)}, urls(srvs)...), Logger: logger,
+		HashKey: []byte("test-key")})
+	ctx := ctxT(t)
+	for _, u := range []string{"Secret.User@Example.com", "other.person@example.com", ""} {
+		if _, err := p.Predict(ctx, u, "upper", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := buf.String()
+	if strings.Contains(strings.ToLower(logs), "secret.user") || strings.Contains(logs, "other.person") {
+		t.Errorf("logs contain an e-mail:\n%s", logs)
+	}
+	for _, want := range []string{"pool: initialized", "pool: connected", "pool: connect_failed", "pool: ejected",
+		"pool: failover", "pool: assigned", "pool: session_created", "user="} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q", want)
+		}
+	}
+}
