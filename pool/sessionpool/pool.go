@@ -147,10 +147,16 @@ func (p *Pool[T]) now() int64 { return int64(time.Since(p.epoch)) }
 // Acquire returns a session: the most recently used idle one; else a new
 // one if the pool is below MaxSessions (the connect keeps going if ctx ends
 // first, and its session then serves the next waiter); else it waits in a
-// FIFO queue for the next released session. It fails with ErrQueueTimeout
-// after Config.QueueTimeout, with ctx's error when ctx ends first, with
-// ErrQueueFull when MaxWaiters callers already wait, with a *ConnectError
-// when the connect started for it failed, and with ErrPoolClosed.
+// FIFO queue for the next released session. Waiters are served strictly in
+// arrival order, whether by a released session or a new one.
+//
+// Errors: ErrQueueTimeout after Config.QueueTimeout; ctx's error when ctx
+// ends first (counted in Stat.CanceledAcquires); ErrQueueFull at once when
+// MaxWaiters callers already wait; ErrPoolClosed. A *ConnectError when a
+// connect failed and no other connect was in flight for this caller (the
+// oldest waiter gets it): so a caller of a broken replica learns at once,
+// while a caller of a healthy one is not failed by one bad connect among
+// several.
 //
 // The first Acquire initialises the pool: it starts MinSessions connects in
 // parallel and is served by whichever is ready first.

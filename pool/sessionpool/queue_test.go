@@ -44,15 +44,31 @@ func TestFIFO500on50(t *testing.T) {
 				t.Fatalf("after starting waiter %d: Waiting = %d", i, n)
 			}
 		}
-		// Barging check: a newcomer goes to the back even though a session
-		// is released while it is arriving.
+		// No barging: a newcomer arriving right after the first release
+		// goes to the back of the queue instead of taking the session.
+		newcomerCtx, cancelNewcomer := context.WithCancel(context.Background())
+		newcomer := make(chan error)
 		for k := range waiters {
 			held[0].Release()
+			if k == 0 {
+				go func() {
+					_, err := p.Acquire(newcomerCtx)
+					newcomer <- err
+				}()
+				synctest.Wait()
+			}
 			r := <-got
 			if r.who != k {
 				t.Fatalf("release %d served waiter %d, want %d (FIFO)", k, r.who, k)
 			}
 			held[0] = r.s
+		}
+		if n := p.Stat().Waiting; n != 1 {
+			t.Errorf("Waiting = %d, want the newcomer still queued", n)
+		}
+		cancelNewcomer()
+		if err := <-newcomer; !errors.Is(err, context.Canceled) {
+			t.Errorf("newcomer: %v, want canceled", err)
 		}
 		if st := p.Stat(); st.Waiting != 0 || st.InUse != sessions || st.EmptyAcquireCount < waiters {
 			t.Errorf("stat = %+v", st)

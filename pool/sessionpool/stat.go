@@ -41,6 +41,7 @@ type Stat struct {
 
 	HealthChecks        int64     // Check calls made
 	HealthCheckFailures int64     // Check calls that failed
+	HealthCheckEnabled  bool      // periodic checks are scheduled (Check set, interval > 0, initialised, not closed)
 	HealthCheckRunning  bool      // a round of checks is in progress
 	LastHealthCheck     time.Time // start of the last round; zero before the first
 
@@ -79,6 +80,7 @@ func (p *Pool[T]) Stat() Stat {
 	s.Initialized = p.initialized
 	s.Closed = p.closed
 	s.HealthCheckRunning = p.checksInFlight > 0
+	s.HealthCheckEnabled = p.initialized && !p.closed && p.cfg.Check != nil && p.cfg.HealthCheckInterval > 0
 	s.LastHealthCheck = p.lastHealthCheck
 	return s
 }
