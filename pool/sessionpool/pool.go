@@ -400,7 +400,12 @@ func (p *Pool[T]) release(it *item[T]) {
 		return
 	}
 	it.state = stateIdle
-	p.idle = append(p.idle, it) // lastUsed = now: the most recent
+	if n := len(p.idle); n > 0 && p.idle[n-1].lastUsed > now {
+		// A concurrent Release read the clock later but got mu first:
+		// keep idle sorted (by a few nanoseconds' adjustment).
+		it.lastUsed = p.idle[n-1].lastUsed
+	}
+	p.idle = append(p.idle, it)
 	if p.reapParked {
 		p.unparkReapLocked()
 	}
