@@ -24,6 +24,12 @@ package gradiotest_test
 //	GRADIOPOOL_CONFORMANCE_URL=http://127.0.0.1:7860 go test -run Conformance ./gradio/gradiotest/
 //
 // Checks that need the simulator's /_sim/ control endpoints are skipped then.
+// The auth/... checks also need a second copy launched with
+// auth=("user", "pass"):
+//
+//	GRADIOPOOL_CONFORMANCE_AUTH_URL=http://127.0.0.1:7861 GRADIOPOOL_CONFORMANCE_AUTH=user:pass
+//
+// (against the simulator they use a second simulator with Username/Password).
 //
 // Node: the JS suite needs node (20+) and `npm ci` in testdata/jsclient
 // (`make jsclient`). Without them the test is skipped, unless
@@ -57,8 +63,10 @@ import (
 )
 
 const (
-	envConformanceURL = "GRADIOPOOL_CONFORMANCE_URL"
-	envRequireNode    = "GRADIOPOOL_REQUIRE_NODE"
+	envConformanceURL     = "GRADIOPOOL_CONFORMANCE_URL"
+	envConformanceAuthURL = "GRADIOPOOL_CONFORMANCE_AUTH_URL"
+	envConformanceAuth    = "GRADIOPOOL_CONFORMANCE_AUTH"
+	envRequireNode        = "GRADIOPOOL_REQUIRE_NODE"
 
 	jsClientDir  = "../../testdata/jsclient"
 	expectedFile = "testdata/conformance/gradio-5.49.1_jsclient-2.7.0.json"
@@ -450,6 +458,14 @@ func TestJSClientConformance(t *testing.T) {
 	args := []string{"conformance.mjs", url, "--wire-out", wireFile}
 	if sim {
 		args = append(args, "--sim")
+		auth := gradiotest.NewUnstartedServer(nil)
+		auth.StepDelay = srv.StepDelay
+		auth.Username, auth.Password = "conformance", "s3cret:pass"
+		auth.Start()
+		t.Cleanup(auth.Close)
+		args = append(args, "--auth-url", auth.URL, "--auth", auth.Username+":"+auth.Password)
+	} else if u := os.Getenv(envConformanceAuthURL); u != "" {
+		args = append(args, "--auth-url", u, "--auth", os.Getenv(envConformanceAuth))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), nodeSuiteTimeout)
 	defer cancel()

@@ -5,6 +5,7 @@
 //
 // Usage:
 //   node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N]
+//                            [--auth-url URL --auth USER:PASS]
 //   GRADIO_URL=URL node conformance.mjs
 //
 // Output: one JSON object per line on stdout, one per check:
@@ -17,6 +18,9 @@
 // writes every request, response header and SSE message it saw to FILE as
 // JSON. conformance_test.go compares that record with the shapes copied from
 // the real captures.
+//
+// --auth-url names a second copy of the app launched with auth=(USER, PASS)
+// (Gradio's login); the auth/... checks log in to it with the official client.
 //
 // --sim says the app is the gradiotest simulator, which enables the checks
 // that read its /_sim/ control endpoints (for example that a cancelled job
@@ -41,23 +45,26 @@ const CLIENT_VERSION = JSON.parse(
 // ---------------------------------------------------------------- arguments
 
 function parseArgs(argv) {
-	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000 };
+	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "" };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		if (a === "--wire-out") o.wireOut = argv[++i];
 		else if (a === "--sim") o.sim = true;
+		else if (a === "--auth-url") o.authURL = argv[++i].replace(/\/+$/, "");
+		else if (a === "--auth") o.auth = argv[++i];
 		else if (a === "--only") o.only = new Set(argv[++i].split(","));
 		else if (a === "--timeout-ms") o.timeoutMs = Number(argv[++i]);
 		else if (a.startsWith("--")) usage(`unknown flag ${a}`);
 		else o.url = a;
 	}
 	if (!o.url) usage("missing app URL");
+	if (o.authURL && !o.auth.includes(":")) usage("--auth-url needs --auth USER:PASS");
 	o.url = o.url.replace(/\/+$/, "");
 	return o;
 }
 
 function usage(msg) {
-	process.stderr.write(`conformance.mjs: ${msg}\nusage: node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N]\n`);
+	process.stderr.write(`conformance.mjs: ${msg}\nusage: node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N] [--auth-url URL --auth USER:PASS]\n`);
 	process.exit(2);
 }
 
@@ -225,7 +232,7 @@ async function main() {
 		// The captured app is Python: str.upper() applies Unicode special
 		// casing (ß -> SS, the ligature ﬁ -> FI), unlike a rune-by-rune upper.
 		const r = await app.predict("/upper", ["straße ﬁ héllo ✓ 😀"]);
-		eq(r.data, ["STRASSE FI HÉLLO ✓ 😀"], "data");
+		eq(r.data, ["STRASSE FI HÉLLO ✓ 😀"], "data (the real app is Python str.upper: ß -> SS, ﬁ -> FI; Go's strings.ToUpper keeps them)");
 		return r.data;
 	});
 
@@ -493,6 +500,29 @@ async function main() {
 		}
 	});
 
+	await check("fault/queue_full", async () => {
+		if (!opts.sim) throw new Skip("needs the simulator's queue_full knob");
+		await simPost("/_sim/faults", { queue_full: true });
+		try {
+			let err = null;
+			try {
+				await app.predict("/upper", ["full"]);
+			} catch (e) {
+				err = e;
+			}
+			assert(err, "predict resolved while the queue is full");
+			// 503 on queue/join: @gradio/client shows its QUEUE_FULL_MSG.
+			eq(err.message, "This application is currently busy. Please try again. ", "error message");
+		} finally {
+			await simPost("/_sim/faults", { queue_full: false });
+		}
+		const r = await app.predict("/upper", ["not full"]);
+		eq(r.data, ["NOT FULL"], "call after the queue drained");
+		return "503 -> busy message";
+	});
+
+	await authChecks();
+
 	await check("space_id/hub", () => {
 		throw new Skip(
 			"@gradio/client resolves Space ids (owner/name) only through the hard-coded public Hub host; " +
@@ -534,6 +564,75 @@ async function waitStarted(job) {
 			throw new Error(`job ended before process_starts: ${JSON.stringify(seen)}`);
 		}
 	}
+}
+
+async function simPost(path, body) {
+	const res = await fetch(opts.url + path, {
+		method: "POST",
+		headers: { "Content-Type": "application/json" },
+		body: JSON.stringify(body)
+	});
+	const text = await res.text();
+	assert(res.ok, `POST ${path}: HTTP ${res.status} ${text}`);
+	return JSON.parse(text);
+}
+
+// authChecks logs in to the auth-protected copy of the app (Gradio's
+// launch(auth=...)): POST /login sets cookies that the client then sends on
+// every request and stream.
+async function authChecks() {
+	const skip = () => {
+		throw new Skip("no auth-protected app given (--auth-url)");
+	};
+	const [user, pass] = opts.auth ? [opts.auth.slice(0, opts.auth.indexOf(":")), opts.auth.slice(opts.auth.indexOf(":") + 1)] : [];
+	const rejects = async (p) => {
+		try {
+			const c = await p;
+			c.close();
+		} catch (e) {
+			return e;
+		}
+		throw new Error("connect succeeded");
+	};
+	await check("auth/no_credentials", async () => {
+		if (!opts.authURL) skip();
+		// 401 {"detail":{"error":"Not authenticated","auth_message":null}} on /config.
+		const e = await rejects(Client.connect(opts.authURL, EVENTS));
+		eq(e.message, "Login credentials are required to access this space.", "error message");
+		return e.message;
+	});
+	await check("auth/wrong_password", async () => {
+		if (!opts.authURL) skip();
+		// Real Gradio answers 400 {"detail":"Incorrect credentials."} (not 401),
+		// which @gradio/client 2.7.0 reports as a metadata error.
+		const e = await rejects(Client.connect(opts.authURL, { ...EVENTS, auth: [user, pass + "-wrong"] }));
+		eq(e.message, "Space metadata could not be loaded. ", "error message");
+		return e.message;
+	});
+	await check("auth/login", async () => {
+		if (!opts.authURL) skip();
+		const c = await connect(opts.authURL, { ...EVENTS, auth: [user, pass] });
+		try {
+			assert(c.cookies && /access-token/.test(c.cookies), `cookies ${c.cookies}`);
+			eq((await c.predict("/upper", ["secret"])).data, ["SECRET"], "upper");
+			eq((await c.predict("/counter", ["a"])).data, ["1 items: a"], "counter 1");
+			eq((await c.predict("/counter", ["b"])).data, ["2 items: a, b"], "counter 2");
+			const events = await collect(c.submit("/count", [3]));
+			eq(events.filter((e) => e.type === "data").map((e) => e.data[0]), ["0", "0 1", "0 1 2", "0 1 2"], "count stream");
+			const payload = Buffer.from("locked file");
+			const r = await c.predict("/reverse_file", [handle_file(payload)]);
+			const url = r.data[0].url;
+			const anon = await fetch(url);
+			eq(anon.status, 401, `GET ${url} without the cookie`);
+			const res = await c.fetch(url);
+			eq(res.status, 200, `GET ${url} with the cookie`);
+			const got = Buffer.from(await res.arrayBuffer());
+			assert(got.equals(Buffer.from(payload).reverse()), `downloaded ${got}`);
+			return { cookies: c.cookies.split("; ").map((x) => x.split("=")[0]) };
+		} finally {
+			c.close();
+		}
+	});
 }
 
 // ---------------------------------------------------------------- wire recorder
