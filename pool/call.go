@@ -16,8 +16,9 @@ type Result struct {
 	Replica  string            // the replica that ran the call
 	EventID  string            // the app's event id
 	Duration time.Duration     // from the first Acquire to the result
-	// Attempts is how many replicas or sessions were tried: more than 1 only
-	// when earlier ones provably did not accept the call.
+	// Attempts is how many replicas or sessions were tried, the one that
+	// served included: more than 1 only when earlier ones could not be
+	// reached or provably did not accept the call (Attempts-1 failovers).
 	Attempts int
 }
 
@@ -101,8 +102,9 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	// Every attempt either excludes a replica or (session-level failures)
 	// retries the same one; the bound keeps a flapping app from looping.
 	maxAttempts := 2*len(p.replicas) + 1
+	failed := 0 // replicas or sessions tried in vain
 	for attempt := 1; ; attempt++ {
-		l, err := p.acquire(ctx, key, exclude, causes)
+		l, err := p.acquire(ctx, key, exclude, causes, &failed)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +112,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		r.calls.Add(1)
 		job, err := l.client.Submit(ctx, endpoint, args...)
 		if err == nil {
-			c := &Call{job: job, lease: l, replica: r.name, attempts: attempt, released: make(chan struct{})}
+			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, released: make(chan struct{})}
 			p.goWatch(c, endpoint, start)
 			return c, nil
 		}
@@ -138,6 +140,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			r.fail(err)
 		}
 		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+		failed++
 		if !sessionLevel(err) {
 			exclude[r] = true
 		}

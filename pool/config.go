@@ -52,18 +52,21 @@ type Config struct {
 	// (30 s); negative disables (wait as long as the context allows).
 	QueueTimeout time.Duration
 	// MaxWaiters bounds each replica's waiter list; a caller beyond it is
-	// routed to another replica, or gets ErrQueueFull. Zero means the
-	// sessionpool default.
+	// routed to another replica, or gets ErrQueueFull when all are full.
+	// Zero means sessionpool.DefaultMaxWaiters (1000); negative means
+	// unbounded.
 	MaxWaiters int
 	// HealthCheckInterval is how often each replica checks some of its idle
 	// sessions (Ping). Zero means DefaultHealthCheckInterval (5 min);
 	// negative disables health checks.
 	HealthCheckInterval time.Duration
-	// HealthCheckMaxConnections is how many sessions one health check
-	// visits per replica. Zero means DefaultHealthCheckMaxConnections (5).
+	// HealthCheckMaxConnections is how many idle sessions one health check
+	// visits per replica, least recently used first. Zero means
+	// DefaultHealthCheckMaxConnections (5); negative means all idle sessions.
 	HealthCheckMaxConnections int
 	// UnhealthyAfterFailures destroys a session after that many consecutive
-	// failed health checks. Zero means DefaultUnhealthyAfterFailures (3).
+	// failed health checks. Zero means DefaultUnhealthyAfterFailures (3);
+	// negative means never (failures are only counted as unhealthy).
 	UnhealthyAfterFailures int
 	// ConnectRetries is how many times a connect that failed in transport
 	// (*gradio.ConnectError: time-out, refused, reset) is retried on the same
@@ -126,8 +129,8 @@ func (c Config) withDefaults() settings {
 	s.IdleTimeout = pickDur(c.IdleTimeout, DefaultIdleTimeout)
 	s.QueueTimeout = pickDur(c.QueueTimeout, DefaultQueueTimeout)
 	s.HealthCheckInterval = pickDur(c.HealthCheckInterval, DefaultHealthCheckInterval)
-	s.HealthCheckMaxConnections = pick(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
-	s.UnhealthyAfterFailures = pick(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
+	s.HealthCheckMaxConnections = pickKeepNeg(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
+	s.UnhealthyAfterFailures = pickKeepNeg(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
 	s.ConnectRetries = pick(c.ConnectRetries, DefaultConnectRetries)
 	s.UserAssignmentTTL = pickDur(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
@@ -143,6 +146,15 @@ func pick(v, def int) int {
 		return def
 	case v < 0:
 		return 0
+	}
+	return v
+}
+
+// pickKeepNeg maps zero to def and keeps negative values (meaning "all" or
+// "never" in package sessionpool).
+func pickKeepNeg(v, def int) int {
+	if v == 0 {
+		return def
 	}
 	return v
 }

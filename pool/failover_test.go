@@ -20,8 +20,8 @@ func TestFailoverConnectRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Replica == dead {
-		t.Fatalf("served by the dead replica")
+	if res.Replica == dead || res.Attempts != 2 {
+		t.Fatalf("Result = %+v, want the live replica at the second attempt", res)
 	}
 	// 1 attempt + DefaultConnectRetries retries, then the next replica.
 	if n := rec.count(pool.EventConnectFailed, dead); n != 1+pool.DefaultConnectRetries {

@@ -225,12 +225,18 @@ func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	p.init()
-	return p.acquire(ctx, userKey(p.hashKey, user), nil, nil)
+	return p.acquire(ctx, userKey(p.hashKey, user), nil, nil, nil)
 }
 
 // acquire routes key to a replica not in exclude. causes are failures of
-// earlier attempts of the same call, reported if no replica serves.
-func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError) (*Lease, error) {
+// earlier attempts of the same call, reported if no replica serves. failed,
+// if not nil, is incremented for every replica tried in vain.
+func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int) (*Lease, error) {
+	tried := func() {
+		if failed != nil {
+			*failed++
+		}
+	}
 	var assigned *replica
 	if key != "" {
 		name, ok, err := p.store.Get(ctx, key)
@@ -259,6 +265,7 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 					return nil, ctx.Err()
 				}
 				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+				tried()
 				p.failover(r, "", err)
 				continue
 			}
@@ -279,6 +286,7 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 		// Connect failure (already recorded as a replica failure) or a
 		// full waiter list: this replica cannot serve now, try the next.
 		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+		tried()
 		p.failover(r, "", err)
 	}
 	return nil, &AllReplicasFailedError{Causes: causes}

@@ -101,6 +101,12 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 	c := p.cfg
 	sp, err := sessionpool.New(sessionpool.Config[*gradio.Client]{
 		Connect: func(ctx context.Context) (*gradio.Client, error) {
+			// The pool's background refill must not hammer an ejected
+			// replica: only a probe (or a caller's acquire after it)
+			// connects its app again.
+			if err := r.ejectedWithoutApp(); err != nil {
+				return nil, err
+			}
 			app, _, err := r.getApp(ctx)
 			if err != nil {
 				return nil, err
@@ -283,6 +289,17 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 	}
 	r.probing = true
 	return true, true, nil
+}
+
+// ejectedWithoutApp returns the ejection cause if the replica is ejected
+// and its app is not connected (creating a session would need the network).
+func (r *replica) ejectedWithoutApp() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.app == nil && (r.probing || (!r.ejectUntil.IsZero() && time.Now().Before(r.ejectUntil))) {
+		return &ejectedError{until: r.ejectUntil, last: r.lastErr}
+	}
+	return nil
 }
 
 // usable is admit without side effects, for the least-loaded scan.

@@ -99,8 +99,8 @@ type Event struct {
 	Err       error         // EventConnectFailed, EventHealthCheck, EventAcquireCanceled
 	Duration  time.Duration // see each Kind
 	Failures  int           // EventHealthCheck: consecutive failed checks
-	Waiting   int           // queue length right after the event
-	Total     int           // sessions (open + connecting) right after the event
+	Waiting   int           // queue length right after the event (0 in EventWaiterServed)
+	Total     int           // sessions open + connecting right after the event (0 in EventWaiterServed)
 }
 
 // LogValue makes events log as flat groups of their meaningful fields.
