@@ -853,6 +853,50 @@ func TestConformanceRawWire(t *testing.T) {
 		}
 	})
 
+	t.Run("heartbeat_message", func(t *testing.T) {
+		// PROTOCOL §4.2/§4.9 (source, not the captures): a running session's
+		// data stream carries {"msg":"heartbeat","event_id":null} every
+		// GRADIO_HEARTBEAT_INTERVAL (15 s). The simulator's interval is
+		// shortened for this check; waiting 15 s on a real app is skipped.
+		if !sim {
+			t.Skip("needs the simulator's heartbeat_interval knob")
+		}
+		was := srv.CurrentKnobs().HeartbeatInterval
+		srv.UpdateKnobs(func(k *gradiotest.Knobs) { k.HeartbeatInterval = 10 * time.Millisecond })
+		defer srv.UpdateKnobs(func(k *gradiotest.Knobs) { k.HeartbeatInterval = was })
+		s := randHex(t)[:11]
+		fn := fnIndex(t, exp, "slow")
+		body := fmt.Sprintf(`{"data":[600],"event_data":null,"fn_index":%d,"trigger_id":null,"session_hash":%q}`, fn, s)
+		res, jb := rawDo(t, hc, "POST", api+"/queue/join", "application/json", strings.NewReader(body))
+		if res.StatusCode != 200 {
+			t.Fatalf("join: %d %s", res.StatusCode, jb)
+		}
+		eventID := mustObject(t, jb, "join").str("event_id")
+		ctx, cancel := context.WithTimeout(context.Background(), rawTimeout)
+		defer cancel()
+		stream, err := openStream(ctx, hc, api+"/queue/data?session_hash="+s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		for {
+			m, err := stream.next()
+			if err != nil {
+				t.Fatalf("stream ended before a heartbeat: %v", err)
+			}
+			o := mustObject(t, m, "message")
+			if o.str("msg") != "heartbeat" {
+				continue
+			}
+			if !slices.Equal(o.keys, []string{"msg", "event_id"}) || !o.isNull("event_id") {
+				t.Errorf("heartbeat %s, want {\"msg\":\"heartbeat\",\"event_id\":null}", m)
+			}
+			break
+		}
+		cbody := fmt.Sprintf(`{"event_id":%q,"session_hash":%q,"fn_index":%d}`, eventID, s, fn)
+		rawDo(t, hc, "POST", api+"/cancel", "application/json", strings.NewReader(cbody))
+	})
+
 	// The calls of the all-endpoints capture, in its order, on one session.
 	session := randHex(t)[:11]
 	for n, want := range exp.CallsAll {
@@ -1280,6 +1324,7 @@ func rawUpload(t *testing.T, hc *http.Client, api, filename string, content []by
 type sseStream struct {
 	res *http.Response
 	br  *bufio.Reader
+	odd []string // lines other than "data: ..." and blank
 }
 
 func openStream(ctx context.Context, hc *http.Client, url string) (*sseStream, error) {
@@ -1317,8 +1362,12 @@ func (s *sseStream) next() (json.RawMessage, error) {
 			}
 			continue
 		}
-		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			data = append(data, strings.TrimPrefix(v, " "))
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			data = append(data, v)
+		} else {
+			// Real Gradio frames every record as "data: <json>\n\n" only;
+			// gradio_client's strict parser breaks on anything else.
+			s.odd = append(s.odd, line)
 		}
 	}
 }
@@ -1335,6 +1384,11 @@ func readStream(t *testing.T, hc *http.Client, url string) ([]json.RawMessage, *
 		t.Fatal(err)
 	}
 	defer s.Close()
+	defer func() {
+		if len(s.odd) > 0 {
+			t.Errorf("stream %s: lines other than \"data: <json>\": %q", url, s.odd)
+		}
+	}()
 	var msgs []json.RawMessage
 	for {
 		m, err := s.next()
