@@ -91,6 +91,7 @@ func TestLogger(t *testing.T) {
 		var buf bytes.Buffer
 		b := &backend{connectFn: func(ctx context.Context, n int) error {
 			if n == 1 {
+				time.Sleep(time.Second) // fail once the caller waits for it
 				return errors.New("refused")
 			}
 			return nil
