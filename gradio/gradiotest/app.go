@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 // HandlerFunc runs one call of a plain endpoint. It returns one value per
@@ -278,7 +281,9 @@ func builtinUpper(_ context.Context, c *Call) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{strings.ToUpper(s)}, nil
+	// Python's str.upper applies full case mapping (ß -> SS, ﬁ -> FI), which
+	// strings.ToUpper does not.
+	return []any{cases.Upper(language.Und).String(s)}, nil
 }
 
 func builtinCount(ctx context.Context, c *Call, yield func(...any) error) error {

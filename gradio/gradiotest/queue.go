@@ -131,9 +131,26 @@ func (s *Server) queueSizeLocked() int {
 	return n
 }
 
+// maxSessions bounds the session table like Gradio's LRUs (2000 message
+// queues, 10000 state sessions): beyond it, idle sessions (nothing pending or
+// buffered) are forgotten, gr.State included.
+const maxSessions = 10000
+
 // sessionLocked returns the session for hash, creating it.
 func (s *Server) sessionLocked(hash string) *session {
 	sess := s.sessions[hash]
+	if sess == nil && len(s.sessions) >= maxSessions {
+		for h, old := range s.sessions {
+			if len(old.pending) == 0 && len(old.msgs) == 0 {
+				delete(s.sessions, h)
+			}
+		}
+		for id, h := range s.callSess {
+			if s.sessions[h] == nil {
+				delete(s.callSess, id)
+			}
+		}
+	}
 	if sess == nil {
 		sess = &session{hash: hash, wake: make(chan struct{}, 1), pending: map[string]bool{}, state: map[int]json.RawMessage{}}
 		s.sessions[hash] = sess
