@@ -161,8 +161,8 @@ func (rs *replayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				if _, ok := want[k]; !ok {
 					continue
 				}
-				a, _ := json.Marshal(want[k])
-				b, _ := json.Marshal(got[k])
+				a, _ := json.Marshal(stripFileExtras(want[k]))
+				b, _ := json.Marshal(stripFileExtras(got[k]))
 				if !bytes.Equal(a, b) {
 					rs.fail(fmt.Errorf("%s: %s = %s, recorded %s", key, k, b, a))
 				}
@@ -182,6 +182,29 @@ func (rs *replayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write([]byte(ex.body))
+}
+
+// stripFileExtras drops the optional FileData fields a client may add
+// (orig_name, size, mime_type), so only path and meta are compared.
+func stripFileExtras(v any) any {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = stripFileExtras(e)
+		}
+		return out
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			if _, isFile := x["path"]; isFile && (k == "orig_name" || k == "size" || k == "mime_type") {
+				continue
+			}
+			out[k] = stripFileExtras(e)
+		}
+		return out
+	}
+	return v
 }
 
 func (rs *replayServer) fail(err error) {
