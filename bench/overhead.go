@@ -1,5 +1,3 @@
-//go:build benchwip
-
 package bench
 
 import (
@@ -50,7 +48,7 @@ func (f *sessionFreeList) close() {
 
 func runOverhead(ctx context.Context, e *env, s *Section) error {
 	rates := []float64{100, 500, 1000}
-	dur := e.pick(5*time.Second, 700*time.Millisecond)
+	dur := e.pick(5*time.Second, 500*time.Millisecond)
 	s.Method = fmt.Sprintf("One simulated replica, instant handler (`upper`), unlimited concurrency. Calls are paced open-loop at a fixed rate for %s per rate and mode "+
 		"(each call starts on schedule in its own goroutine, whatever earlier calls do; latency counts from the scheduled start). Modes: "+
 		"**direct** = our Go client, one warm session per call in flight (a free list of `NewSession`s); "+
@@ -141,7 +139,7 @@ func runOverhead(ctx context.Context, e *env, s *Section) error {
 	met := hop50 <= 500*time.Microsecond && hop99 <= 3*time.Millisecond && g500.Failed == 0
 	s.Targets = append(s.Targets, Target{
 		Goal:     "the gateway hop adds at most 0.5 ms p50 and 3 ms p99 at 500 calls/s",
-		Measured: fmt.Sprintf("+%s p50, +%s p99 (gateway %s / %s vs pool %s / %s)", ms(hop50), ms(hop99), ms(g500.P50), ms(g500.P99), ms(p500.P50), ms(p500.P99)),
+		Measured: fmt.Sprintf("%s p50, %s p99 (gateway %s / %s vs pool %s / %s)", signedMs(hop50), signedMs(hop99), ms(g500.P50), ms(g500.P99), ms(p500.P50), ms(p500.P99)),
 		Met:      met,
 		Why: whyIf(!met, "the HTTP hop costs a loopback round trip, JSON encoding on both sides and CPU time taken from the replica and the load generator on the same 2 cores; "+
 			"the p99 is dominated by scheduling when all three compete"),

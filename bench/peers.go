@@ -1,5 +1,3 @@
-//go:build benchwip
-
 package bench
 
 import (
@@ -11,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,95 +18,106 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// peerSpec is what a peer client run does; the JS script gets the same
-// JSON as its only argument.
+// peerSpec is one peer run: the flags of testdata/jsclient/bench.mjs
+// (written by the conformance helper), which the Go side mirrors.
 type peerSpec struct {
 	URL         string `json:"url"`
-	Endpoint    string `json:"endpoint"`
-	Connects    int    `json:"connects"`    // timed connects (a fresh client each)
-	Warmup      int    `json:"warmup"`      // untimed calls before the timed ones
-	N1          int    `json:"n1"`          // sequential timed calls
-	N50         int    `json:"n50"`         // timed calls at concurrency Conc
-	Concurrency int    `json:"concurrency"` // 50
+	Endpoint    string `json:"endpoint"`    // "/upper"
+	Calls       int    `json:"calls"`       // timed calls per concurrency level
+	Concurrency []int  `json:"concurrency"` // levels, e.g. 1 and 50
+	Warmup      int    `json:"warmup"`      // untimed calls before each level
+	Connects    int    `json:"connects"`    // timed connects, each client closed after
 }
 
-// peerResult is what a peer run prints: one JSON object.
+// peerResult is bench.mjs's output (the fields the report uses).
 type peerResult struct {
-	Client       string    `json:"client"`
-	ConnectMs    []float64 `json:"connect_ms"`
-	C1Ms         []float64 `json:"c1_ms"`
-	CNMs         []float64 `json:"cn_ms"`
-	CNElapsedMs  float64   `json:"cn_elapsed_ms"`
-	Errors       int       `json:"errors"`
-	FirstError   string    `json:"first_error,omitempty"`
-	RSSBytes     float64   `json:"rss_bytes"`      // resident set after the runs
-	PeakRSSBytes float64   `json:"peak_rss_bytes"` // high-water mark, 0 if unknown
-	HeapBytes    float64   `json:"heap_bytes"`     // live heap (Go: HeapAlloc after GC; JS: heapUsed)
-	Note         string    `json:"note,omitempty"`
+	Tool          string `json:"tool"`
+	ClientVersion string `json:"client_version"`
+	Node          string `json:"node,omitempty"`
+	Connect       struct {
+		N     int     `json:"n"`
+		First float64 `json:"first"`
+		P50   float64 `json:"p50"`
+		Max   float64 `json:"max"`
+	} `json:"connect_ms"`
+	Levels []peerLevel `json:"levels"`
+	Memory struct {
+		RSS      float64 `json:"rss"`
+		HeapUsed float64 `json:"heap_used"`
+	} `json:"memory_mib"`
+	Note string `json:"note,omitempty"`
 }
 
-// runPeerGo measures our Go client the way the JS script measures its own.
+type peerLevel struct {
+	Concurrency int     `json:"concurrency"`
+	Calls       int     `json:"calls"`
+	OK          int     `json:"ok"`
+	Errors      int     `json:"errors"`
+	Timeouts    int     `json:"timeouts"`
+	FirstError  *string `json:"first_error"`
+	P50         float64 `json:"p50_ms"`
+	P95         float64 `json:"p95_ms"`
+	P99         float64 `json:"p99_ms"`
+	Mean        float64 `json:"mean_ms"`
+	Max         float64 `json:"max_ms"`
+	WallS       float64 `json:"wall_s"`
+	CallsPerS   float64 `json:"calls_per_s"`
+}
+
+// runPeerGo measures our Go client exactly as bench.mjs measures the JS
+// client: connects (each closed after), then per concurrency level a
+// warm-up and the timed calls on one shared client.
 func runPeerGo(ctx context.Context, spec peerSpec) (*peerResult, error) {
-	res := &peerResult{Client: "gradiopool gradio (Go)"}
-	var c *gradio.Client
-	for i := range spec.Connects {
+	res := &peerResult{Tool: "gradiopool gradio (Go)", ClientVersion: "this tree"}
+	var connects []time.Duration
+	for range spec.Connects {
 		t0 := time.Now()
-		nc, err := gradio.Connect(ctx, spec.URL)
+		c, err := gradio.Connect(ctx, spec.URL)
 		if err != nil {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
-		res.ConnectMs = append(res.ConnectMs, msf(time.Since(t0)))
-		if i < spec.Connects-1 {
-			nc.Close()
-		}
-		c = nc
+		connects = append(connects, time.Since(t0))
+		c.Close()
+	}
+	cs := Summarize(slices.Clone(connects), nil)
+	res.Connect.N, res.Connect.First, res.Connect.P50, res.Connect.Max = len(connects), msf(connects[0]), msf(cs.P50), msf(cs.Max)
+	c, err := gradio.Connect(ctx, spec.URL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer c.Close()
-	var mu sync.Mutex
-	call := func() (float64, bool) {
-		t0 := time.Now()
-		_, err := c.Predict(ctx, spec.Endpoint, "hello")
-		d := msf(time.Since(t0))
-		if err != nil {
-			mu.Lock()
-			res.Errors++
-			if res.FirstError == "" {
-				res.FirstError = err.Error()
-			}
-			mu.Unlock()
-			return 0, false
+	for _, conc := range spec.Concurrency {
+		if spec.Warmup > 0 {
+			ClosedLoopN(ctx, min(conc, spec.Warmup), spec.Warmup, func(ctx context.Context, _ int) error {
+				_, err := c.Predict(ctx, spec.Endpoint, "hello")
+				return err
+			}, nil)
 		}
-		return d, true
-	}
-	for range spec.Warmup {
-		call()
-	}
-	for range spec.N1 {
-		if d, ok := call(); ok {
-			res.C1Ms = append(res.C1Ms, d)
-		}
-	}
-	per := spec.N50 / spec.Concurrency
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for range spec.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range per {
-				if d, ok := call(); ok {
-					mu.Lock()
-					res.CNMs = append(res.CNMs, d)
-					mu.Unlock()
+		var firstErr *string
+		var mu sync.Mutex
+		r := ClosedLoopN(ctx, conc, spec.Calls, func(ctx context.Context, _ int) error {
+			_, err := c.Predict(ctx, spec.Endpoint, "hello")
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					m := err.Error()
+					firstErr = &m
 				}
+				mu.Unlock()
 			}
-		}()
+			return err
+		}, nil)
+		l := r.Latency
+		res.Levels = append(res.Levels, peerLevel{
+			Concurrency: conc, Calls: spec.Calls, OK: l.N, Errors: l.Failed, FirstError: firstErr,
+			P50: msf(l.P50), P95: msf(l.P95), P99: msf(l.P99), Mean: msf(l.Mean), Max: msf(l.Max),
+			WallS: r.Elapsed.Seconds(), CallsPerS: r.Throughput,
+		})
 	}
-	wg.Wait()
-	res.CNElapsedMs = msf(time.Since(t0))
 	m := ReadMem()
-	res.HeapBytes = float64(m.HeapAlloc)
-	res.RSSBytes, res.PeakRSSBytes = procRSS()
+	rss, _ := procRSS()
+	res.Memory.RSS = rss / (1 << 20)
+	res.Memory.HeapUsed = float64(m.HeapAlloc) / (1 << 20)
 	return res, nil
 }
 
@@ -162,18 +172,21 @@ func (e *env) jsScript() (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@gradio", "client")); err != nil {
 		return "", fmt.Errorf("@gradio/client is not installed in testdata/jsclient (run `npm ci` there)")
 	}
-	for _, name := range []string{"bench-js.mjs"} {
-		p := filepath.Join(dir, name)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+	p := filepath.Join(dir, "bench.mjs")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("testdata/jsclient/bench.mjs is missing")
 	}
-	return "", fmt.Errorf("no JS benchmark script in testdata/jsclient")
+	return p, nil
 }
 
 func runPeerJS(ctx context.Context, script string, spec peerSpec) (*peerResult, error) {
-	b, _ := json.Marshal(spec)
-	cmd := exec.CommandContext(ctx, "node", "--expose-gc", filepath.Base(script), string(b))
+	var conc []string
+	for _, c := range spec.Concurrency {
+		conc = append(conc, strconv.Itoa(c))
+	}
+	cmd := exec.CommandContext(ctx, "node", filepath.Base(script), spec.URL,
+		"--endpoint", spec.Endpoint, "--calls", strconv.Itoa(spec.Calls), "--concurrency", strings.Join(conc, ","),
+		"--warmup", strconv.Itoa(spec.Warmup), "--connects", strconv.Itoa(spec.Connects))
 	cmd.Dir = filepath.Dir(script)
 	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder
@@ -206,23 +219,15 @@ func parsePeer(out []byte) (*peerResult, error) {
 	return &res, nil
 }
 
-func msSummary(v []float64) Summary {
-	d := make([]time.Duration, len(v))
-	for i, x := range v {
-		d[i] = time.Duration(x * float64(time.Millisecond))
-	}
-	return Summarize(d, nil)
-}
-
 func runPeers(ctx context.Context, e *env, s *Section) error {
-	s.Method = "The official JavaScript client (`@gradio/client`, the version pinned in testdata/jsclient/package-lock.json, run by Node) " +
-		"and our Go client (`gradio.Connect` + `Predict`), each in a process of its own, against the same simulated replica " +
-		"(its own process, instant handler, unlimited concurrency), one after the other with the same workload: " +
-		"timed connects (a fresh client each), then warm `predict(\"/upper\", [\"hello\"])` calls one at a time, " +
-		"then at concurrency 50 (50 concurrent calls on one client, as an app server would share it). Memory is each process's resident set " +
-		"after the runs (and its live heap: Go `HeapAlloc` after GC, JS `heapUsed`)."
-	spec := peerSpec{Endpoint: "upper", Connects: e.pickInt(10, 3), Warmup: 20,
-		N1: e.pickInt(500, 100), N50: e.pickInt(5000, 500), Concurrency: 50}
+	spec := peerSpec{Endpoint: "/upper", Calls: e.pickInt(2000, 200), Concurrency: []int{1, 50}, Warmup: 20, Connects: e.pickInt(10, 3)}
+	s.Method = fmt.Sprintf("The official JavaScript client (`@gradio/client`, pinned in testdata/jsclient/package-lock.json, run by Node through the conformance helper's "+
+		"`testdata/jsclient/bench.mjs`) and our Go client (`gradio.Connect` + `Predict`, measured by the harness exactly as bench.mjs measures the JS client), "+
+		"each in a process of its own, one after the other, against the same simulated replica in a third process (instant handler `upper`, unlimited concurrency). "+
+		"Workload: %d timed connects (a fresh client each, closed after), then on one connected client, for concurrency 1 and 50: %d untimed calls, then %d timed "+
+		"`predict(\"/upper\", [\"hello\"])` calls, that many at a time (one client shared by all, as an app server shares it). "+
+		"Memory is the process's resident set after the runs, and its heap (Go: `HeapAlloc` after GC; JS: `heapUsed`).",
+		spec.Connects, spec.Warmup, spec.Calls)
 	script, jsErr := e.jsScript()
 	sm, err := e.startSims(ctx, simSpec{Replicas: 1}, true)
 	if err != nil {
@@ -231,7 +236,7 @@ func runPeers(ctx context.Context, e *env, s *Section) error {
 	defer sm.Close()
 	spec.URL = sm.URLs[0]
 	if !sm.Remote {
-		s.note("the simulated replica ran inside the harness process (no helper-process command), so it shares the CPU with the Go client when that runs in-process too")
+		s.note("the simulated replica ran inside the harness process (no helper-process command)")
 	}
 	var goRes, jsRes *peerResult
 	var goErr error
@@ -241,7 +246,7 @@ func runPeers(ctx context.Context, e *env, s *Section) error {
 	} else {
 		goRes, goErr = runPeerGo(ctx, spec)
 		if goRes != nil {
-			goRes.Note = "measured inside the harness process: RSS includes the harness"
+			goRes.Note = "measured inside the harness process (no helper-process command): its RSS includes the harness"
 		}
 	}
 	if jsErr == nil {
@@ -251,51 +256,63 @@ func runPeers(ctx context.Context, e *env, s *Section) error {
 	if goErr != nil && jsErr != nil {
 		return fmt.Errorf("the Go client: %v; the JS client: %v", goErr, jsErr)
 	}
-	t := Table{Header: []string{"client", "connect p50", "warm c=1 p50", "c=1 p99", "c=50 p50", "c=50 p99", "calls/s at c=50", "RSS", "heap", "errors"}}
-	row := func(r *peerResult) ([]string, Summary, Summary, float64) {
-		con, c1, cn := msSummary(r.ConnectMs), msSummary(r.C1Ms), msSummary(r.CNMs)
-		rate := float64(len(r.CNMs)) / (r.CNElapsedMs / 1000)
-		errs := fmt.Sprint(r.Errors)
-		if r.FirstError != "" {
-			errs += " (" + r.FirstError + ")"
+	t := Table{Header: []string{"client", "connect p50 (first)", "c=1 p50", "c=1 p99", "c=1 calls/s", "c=50 p50", "c=50 p99", "c=50 calls/s", "RSS", "heap", "errors"}}
+	level := func(r *peerResult, c int) peerLevel {
+		for _, l := range r.Levels {
+			if l.Concurrency == c {
+				return l
+			}
 		}
-		return []string{r.Client, ms(con.P50), ms(c1.P50), ms(c1.P99), ms(cn.P50), ms(cn.P99), fmt.Sprintf("%.0f", rate), mib(r.RSSBytes), mib(r.HeapBytes), errs}, c1, cn, rate
+		return peerLevel{}
 	}
-	var goC1, jsC1, goCN, jsCN Summary
-	var goRate, jsRate float64
-	if goRes != nil {
-		var r []string
-		r, goC1, goCN, goRate = row(goRes)
-		t.Rows = append(t.Rows, r)
-		if goRes.Note != "" {
-			s.note("Go client: %s", goRes.Note)
+	row := func(name string, r *peerResult, err error) {
+		if r == nil {
+			t.Rows = append(t.Rows, []string{name, "not measured: " + err.Error(), "", "", "", "", "", "", "", "", ""})
+			return
 		}
-	} else {
-		t.Rows = append(t.Rows, []string{"gradiopool gradio (Go)", "not measured: " + goErr.Error(), "", "", "", "", "", "", "", ""})
+		l1, l50 := level(r, 1), level(r, 50)
+		errs := fmt.Sprint(l1.Errors + l50.Errors + l1.Timeouts + l50.Timeouts)
+		for _, l := range []peerLevel{l1, l50} {
+			if l.FirstError != nil {
+				errs += " (" + *l.FirstError + ")"
+				break
+			}
+		}
+		t.Rows = append(t.Rows, []string{name, fmt.Sprintf("%.1f ms (%.1f ms)", r.Connect.P50, r.Connect.First),
+			fmt.Sprintf("%.3f ms", l1.P50), fmt.Sprintf("%.2f ms", l1.P99), fmt.Sprintf("%.0f", l1.CallsPerS),
+			fmt.Sprintf("%.2f ms", l50.P50), fmt.Sprintf("%.2f ms", l50.P99), fmt.Sprintf("%.0f", l50.CallsPerS),
+			fmt.Sprintf("%.1f MiB", r.Memory.RSS), fmt.Sprintf("%.1f MiB", r.Memory.HeapUsed), errs})
+		if r.Note != "" {
+			s.note("%s: %s", name, r.Note)
+		}
 	}
+	row("gradiopool gradio (Go)", goRes, goErr)
+	jsName := "@gradio/client (JS)"
 	if jsRes != nil {
-		var r []string
-		r, jsC1, jsCN, jsRate = row(jsRes)
-		t.Rows = append(t.Rows, r)
-	} else {
-		t.Rows = append(t.Rows, []string{"@gradio/client (JS)", "not measured: " + jsErr.Error(), "", "", "", "", "", "", "", ""})
+		jsName = fmt.Sprintf("@gradio/client %s (Node %s)", jsRes.ClientVersion, jsRes.Node)
 	}
+	row(jsName, jsRes, jsErr)
 	s.Tables = append(s.Tables, t)
-	if goRes != nil && jsRes != nil && goC1.P50 > 0 {
-		ratio := float64(jsC1.P50) / float64(goC1.P50)
+	if goRes == nil || jsRes == nil {
+		return nil
+	}
+	g1, j1, g50, j50 := level(goRes, 1), level(jsRes, 1), level(goRes, 50), level(jsRes, 50)
+	if g1.P50 > 0 && g50.P50 > 0 {
+		ratio := j1.P50 / g1.P50
 		s.Targets = append(s.Targets, Target{
-			Goal:     "our client's warm predict at least twice as fast as the JS client's (c=1 p50)",
-			Measured: fmt.Sprintf("JS/Go = %.1f× (%s vs %s); at c=50 p50 %.1f×, calls/s %.1f×", ratio, ms(jsC1.P50), ms(goC1.P50), float64(jsCN.P50)/float64(max(1, goCN.P50)), goRate/max(1, jsRate)),
-			Met:      ratio >= 2,
-			Why:      whyIf(ratio < 2, "both clients wait on the same server for most of a warm call; the client's own share of the round trip is what differs"),
-		})
-		e.addChart(s, "peers.png", "warm predict latency, Go client vs @gradio/client", func(dir, file string) error {
-			return barChart(dir, file, "Warm predict latency (lower is better)", "ms", []string{"c=1 p50", "c=1 p99", "c=50 p50", "c=50 p99"},
-				[]series{
-					{"Go client", []float64{msf(goC1.P50), msf(goC1.P99), msf(goCN.P50), msf(goCN.P99)}},
-					{"@gradio/client", []float64{msf(jsC1.P50), msf(jsC1.P99), msf(jsCN.P50), msf(jsCN.P99)}},
-				})
+			Goal: "our client's warm predict at least twice as fast as the JS client's (c=1 p50)",
+			Measured: fmt.Sprintf("JS/Go = %.1f× (%.3f ms vs %.3f ms); at c=50: p50 %.1f×, calls/s %.1f×; connect p50 %.1f×; RSS %.1f×",
+				ratio, j1.P50, g1.P50, j50.P50/g50.P50, g50.CallsPerS/max(0.001, j50.CallsPerS), jsRes.Connect.P50/max(0.001, goRes.Connect.P50), jsRes.Memory.RSS/max(0.001, goRes.Memory.RSS)),
+			Met: ratio >= 2,
+			Why: whyIf(ratio < 2, "both clients wait on the same server for most of a warm call; only the client's own share of the round trip differs"),
 		})
 	}
+	e.addChart(s, "peers.png", "warm predict latency, Go client vs @gradio/client", func(dir, file string) error {
+		return barChart(dir, file, "Warm predict latency (lower is better)", "ms", []string{"c=1 p50", "c=1 p99", "c=50 p50", "c=50 p99"},
+			[]series{
+				{"Go client", []float64{g1.P50, g1.P99, g50.P50, g50.P99}},
+				{"@gradio/client", []float64{j1.P50, j1.P99, j50.P50, j50.P99}},
+			})
+	})
 	return nil
 }

@@ -1,5 +1,3 @@
-//go:build benchwip
-
 package bench
 
 import (
@@ -22,7 +20,7 @@ func runThroughput(ctx context.Context, e *env, s *Section) error {
 // replicas with instant handlers: closed loop, enough workers to keep every
 // part busy.
 func throughputMax(ctx context.Context, e *env, s *Section) error {
-	dur := e.pick(5*time.Second, time.Second)
+	dur := e.pick(5*time.Second, 500*time.Millisecond)
 	sm, err := e.startSims(ctx, simSpec{Replicas: 3}, false)
 	if err != nil {
 		return err
@@ -66,7 +64,7 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 	maxConns := e.pickInt(10, 5)
 	queueTimeout := e.pick(time.Second, 500*time.Millisecond)
 	maxWaiters := 50
-	dur := e.pick(5*time.Second, 800*time.Millisecond)
+	dur := e.pick(5*time.Second, 500*time.Millisecond)
 	capacity := float64(3*maxConns) / work.Seconds()
 	s.Method = fmt.Sprintf("Capacity-bound run: three replicas, each call takes %s of work, the pool allows %d sessions per replica, so the system's capacity is "+
 		"3 × %d / %s = **%.0f calls/s**. Waiters time out after %s (`QueueTimeout`), and at most %d wait per replica (`MaxWaiters`). "+

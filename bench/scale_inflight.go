@@ -1,5 +1,3 @@
-//go:build benchwip
-
 package bench
 
 import (
