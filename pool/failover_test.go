@@ -204,12 +204,20 @@ func TestStalledReplica(t *testing.T) {
 		srvs[i] = gradiotest.NewServer(app)
 		t.Cleanup(srvs[i].Close)
 	}
-	p := newPool(t, pool.Config{Replicas: urls(srvs),
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: urls(srvs), OnEvent: rec.hook,
 		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(200 * time.Millisecond)}})
 	u0, _ := pinnedUsers(t, p, "echo")
 	srvs[0].SetStall(true)
 	defer srvs[0].SetStall(false)
 	res, err := p.Predict(ctxT(t), u0, "echo", "stalled")
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if e.Kind == pool.EventFailover {
+			t.Logf("failover: %s: %T %v", e.Replica, e.Err, e.Err)
+		}
+	}
+	rec.mu.Unlock()
 	t.Logf("stalled join: res %+v err %v", res, err)
 	if n := echo.runsOf("stalled"); n > 1 {
 		t.Errorf("the call ran %d times", n)
