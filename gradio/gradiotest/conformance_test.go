@@ -81,9 +81,7 @@ const (
 // waitingOnSim lists JS checks the simulator is known to fail, with the
 // reason; such a check is reported as skipped instead of failed so that main
 // stays green while the simulator catches up. Keep it empty when possible.
-var waitingOnSim = map[string]string{
-	"predict/upper_unicode": "the simulated upper uses Go's strings.ToUpper; the captured app is Python str.upper (ß -> SS, ﬁ -> FI)",
-}
+var waitingOnSim = map[string]string{}
 
 // conformanceTarget returns the base URL of the app under test: the real app
 // of GRADIOPOOL_CONFORMANCE_URL (srv nil), or a fresh simulator tuned to be
@@ -439,37 +437,32 @@ func skipOrFatal(t *testing.T, format string, args ...any) {
 	t.Skip(msg + " (set " + envRequireNode + "=1 to make this a failure)")
 }
 
-func TestJSClientConformance(t *testing.T) {
+// nodeSuite finds node and the installed client, or skips (fails under
+// GRADIOPOOL_REQUIRE_NODE=1).
+func nodeSuite(t *testing.T) (node, dir string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		skipOrFatal(t, "node not found in PATH: the JS client conformance suite needs Node 20+")
 	}
-	dir, err := filepath.Abs(jsClientDir)
+	dir, err = filepath.Abs(jsClientDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@gradio", "client", "package.json")); err != nil {
 		skipOrFatal(t, "@gradio/client is not installed: run `npm ci` in testdata/jsclient (make jsclient)")
 	}
+	return node, dir
+}
 
-	url, srv := conformanceTarget(t)
-	sim := srv != nil
-	wireFile := filepath.Join(t.TempDir(), "wire.json")
-	args := []string{"conformance.mjs", url, "--wire-out", wireFile}
-	if sim {
-		args = append(args, "--sim")
-		auth := gradiotest.NewUnstartedServer(nil)
-		auth.StepDelay = srv.StepDelay
-		auth.Username, auth.Password = "conformance", "s3cret:pass"
-		auth.Start()
-		t.Cleanup(auth.Close)
-		args = append(args, "--auth-url", auth.URL, "--auth", auth.Username+":"+auth.Password)
-	} else if u := os.Getenv(envConformanceAuthURL); u != "" {
-		args = append(args, "--auth-url", u, "--auth", os.Getenv(envConformanceAuth))
-	}
+// runJSSuite runs conformance.mjs with args and reports each check it prints
+// as a subtest. It returns the names of the checks that ran.
+func runJSSuite(t *testing.T, sim bool, args ...string) map[string]bool {
+	t.Helper()
+	node, dir := nodeSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), nodeSuiteTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, args...)
+	cmd := exec.CommandContext(ctx, node, append([]string{"conformance.mjs"}, args...)...)
 	cmd.Dir = dir
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
@@ -514,7 +507,7 @@ func TestJSClientConformance(t *testing.T) {
 		})
 		failed = failed || !ok
 	}
-	for _, name := range []string{"client_version", "connect", "view_api", "submit/count_generator", "cancel/running_job", "wire/record"} {
+	for _, name := range []string{"client_version", "connect", "view_api", "submit/count_generator", "cancel/running_job"} {
 		if !seen[name] {
 			t.Errorf("conformance.mjs reported no %q check", name)
 		}
@@ -528,8 +521,61 @@ func TestJSClientConformance(t *testing.T) {
 	if t.Failed() {
 		t.Logf("node stderr:\n%s", stderr.String())
 	}
-	if seen["wire/record"] {
-		t.Run("wire", func(t *testing.T) { checkRecordedWire(t, wireFile) })
+	return seen
+}
+
+func TestJSClientConformance(t *testing.T) {
+	nodeSuite(t)
+	url, srv := conformanceTarget(t)
+	sim := srv != nil
+	wireFile := filepath.Join(t.TempDir(), "wire.json")
+	args := []string{url, "--wire-out", wireFile}
+	if sim {
+		args = append(args, "--sim")
+		auth := gradiotest.NewUnstartedServer(nil)
+		auth.StepDelay = srv.StepDelay
+		auth.Username, auth.Password = "conformance", "s3cret:pass"
+		auth.Start()
+		t.Cleanup(auth.Close)
+		args = append(args, "--auth-url", auth.URL, "--auth", auth.Username+":"+auth.Password)
+	} else if u := os.Getenv(envConformanceAuthURL); u != "" {
+		args = append(args, "--auth-url", u, "--auth", os.Getenv(envConformanceAuth))
+	}
+	seen := runJSSuite(t, sim, args...)
+	if !seen["wire/record"] {
+		t.Error(`conformance.mjs reported no "wire/record" check`)
+		return
+	}
+	t.Run("wire", func(t *testing.T) { checkRecordedWire(t, wireFile) })
+}
+
+// TestJSClientConformanceModes runs the official client's checks against the
+// simulator's other generations that @gradio/client 2.7.0 supports: Gradio 6
+// and Gradio 4.22-4.44 (sse_v3 without the /gradio_api prefix). There are no
+// real captures of those, so only the client-visible behaviour is checked,
+// not the wire. (2.7.0 cannot finish calls on sse_v1/v2/v2.1 or sse v0; see
+// the transcripts' README.)
+func TestJSClientConformanceModes(t *testing.T) {
+	if os.Getenv(envConformanceURL) != "" {
+		t.Skip("runs against the simulator only")
+	}
+	nodeSuite(t)
+	for _, tc := range []struct {
+		mode      gradiotest.Mode
+		prefix    string
+		versionRe string
+	}{
+		{gradiotest.Gradio6, "/gradio_api", `^6\.`},
+		{gradiotest.Gradio4SSEv3, "", `^4\.`},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			srv := gradiotest.NewUnstartedServer(nil)
+			srv.Mode = tc.mode
+			srv.StepDelay = 5 * time.Millisecond
+			srv.Start()
+			t.Cleanup(srv.Close)
+			runJSSuite(t, true, srv.URL, "--sim", "--api-prefix", tc.prefix, "--version-re", tc.versionRe)
+		})
 	}
 }
 

@@ -6,6 +6,7 @@
 // Usage:
 //   node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N]
 //                            [--auth-url URL --auth USER:PASS]
+//                            [--api-prefix /gradio_api] [--version-re '^[56]\.']
 //   GRADIO_URL=URL node conformance.mjs
 //
 // Output: one JSON object per line on stdout, one per check:
@@ -21,6 +22,10 @@
 //
 // --auth-url names a second copy of the app launched with auth=(USER, PASS)
 // (Gradio's login); the auth/... checks log in to it with the official client.
+//
+// --api-prefix and --version-re say what the app's config must announce
+// (defaults: Gradio 5/6 under /gradio_api; use --api-prefix "" --version-re
+// '^4\.' for a Gradio 4.22-4.44 app).
 //
 // --sim says the app is the gradiotest simulator, which enables the checks
 // that read its /_sim/ control endpoints (for example that a cancelled job
@@ -45,13 +50,15 @@ const CLIENT_VERSION = JSON.parse(
 // ---------------------------------------------------------------- arguments
 
 function parseArgs(argv) {
-	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "" };
+	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\." };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		if (a === "--wire-out") o.wireOut = argv[++i];
 		else if (a === "--sim") o.sim = true;
 		else if (a === "--auth-url") o.authURL = argv[++i].replace(/\/+$/, "");
 		else if (a === "--auth") o.auth = argv[++i];
+		else if (a === "--api-prefix") o.apiPrefix = argv[++i];
+		else if (a === "--version-re") o.versionRe = argv[++i];
 		else if (a === "--only") o.only = new Set(argv[++i].split(","));
 		else if (a === "--timeout-ms") o.timeoutMs = Number(argv[++i]);
 		else if (a.startsWith("--")) usage(`unknown flag ${a}`);
@@ -184,8 +191,8 @@ async function main() {
 		const c = app.config;
 		assert(c, "no config after connect");
 		eq(c.protocol, "sse_v3", "config.protocol");
-		eq(app.api_prefix, "/gradio_api", "api_prefix");
-		assert(typeof c.version === "string" && /^[56]\./.test(c.version.trim()), `config.version ${JSON.stringify(c.version)} is not Gradio 5/6`);
+		eq(app.api_prefix, opts.apiPrefix, "api_prefix");
+		assert(typeof c.version === "string" && new RegExp(opts.versionRe).test(c.version.trim()), `config.version ${JSON.stringify(c.version)} does not match ${opts.versionRe}`);
 		assert(c.connect_heartbeat === true, "config.connect_heartbeat must be true (the app has a gr.State)");
 		assert(typeof c.root === "string" && c.root.startsWith("http"), `config.root ${JSON.stringify(c.root)}`);
 		assert(app.session_hash && typeof app.session_hash === "string", "no session_hash");
@@ -277,8 +284,8 @@ async function main() {
 	await check("reconnect/app_id", async () => {
 		// Client.reconnect() compares GET {prefix}/app_id with config.app_id.
 		eq(await app.reconnect(), "connected", "reconnect()");
-		const res = await fetch(`${opts.url}/gradio_api/app_id`);
-		eq(res.status, 200, "GET /gradio_api/app_id status");
+		const res = await fetch(`${opts.url}${app.api_prefix}/app_id`);
+		eq(res.status, 200, `GET ${app.api_prefix}/app_id status`);
 		const text = await res.text();
 		const cfgText = await (await fetch(opts.url + "/config")).text();
 		const want = cfgText.match(/"app_id":\s*(\d+)/)[1];
@@ -310,7 +317,7 @@ async function main() {
 		eq(fd.meta, { _type: "gradio.FileData" }, "FileData.meta");
 		eq(fd.is_stream, false, "FileData.is_stream");
 		eq(fd.size, payload.length, "FileData.size");
-		assert(typeof fd.url === "string" && fd.url.includes("/gradio_api/file="), `FileData.url ${fd.url}`);
+		assert(typeof fd.url === "string" && fd.url.includes(`${app.api_prefix}/file=`), `FileData.url ${fd.url}`);
 		const res = await fetch(fd.url);
 		eq(res.status, 200, `GET ${fd.url} status`);
 		const got = Buffer.from(await res.arrayBuffer());
