@@ -111,6 +111,7 @@ type Snapshot struct {
 	URL        string         `json:"url"`
 	Knobs      KnobsJSON      `json:"knobs"`
 	Executions map[string]int `json:"executions"`
+	Requests   map[string]int `json:"requests"`
 	Queued     int            `json:"queued"`
 	Running    int            `json:"running"`
 	Sessions   int            `json:"sessions"`
@@ -126,6 +127,7 @@ func (s *Server) Snapshot() Snapshot {
 	}
 	s.mu.Unlock()
 	st.Executions = s.execs.snapshot()
+	st.Requests = s.reqs.snapshot()
 	return st
 }
 
@@ -138,6 +140,8 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, s.Snapshot())
 	case route == "executions" && get:
 		writeJSON(w, 200, s.execs.snapshot())
+	case route == "requests" && get:
+		writeJSON(w, 200, s.reqs.snapshot())
 	case (route == "faults" || route == "knobs") && post:
 		var j KnobsJSON
 		raw, _ := readAllLimit(r, 1<<20)

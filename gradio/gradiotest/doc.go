@@ -100,15 +100,20 @@
 // random above 2^63, new on every Start and Restart), UploadDir, Logger,
 // Listener (to choose the address).
 //
-// [Server.Executions] counts handler starts per api_name.
+// [Server.Executions] counts handler starts per api_name (a call refused at
+// join, or cancelled while queued, never starts); [Server.Requests] counts
+// requests per route ("config", "info", "queue/join", "queue/data", "call",
+// "upload", ...) before faults apply, so tests can tell how many connects a
+// client made. [Server.Snapshot] returns both with the queue state.
 //
 // # Control over HTTP
 //
 // Every replica serves /_sim/ (never stalled, asleep or protected), so
 // black-box tests can steer a running process (for example `gradiopool sim`):
 //
-//	GET  /_sim/state        Snapshot: mode, version, app_id, knobs, executions, queued, running, sessions
+//	GET  /_sim/state        Snapshot: mode, version, app_id, knobs, executions, requests, queued, running, sessions
 //	GET  /_sim/executions   {"upper": 3, ...}
+//	GET  /_sim/requests     {"config": 2, "queue/join": 5, ...}
 //	POST /_sim/faults       KnobsJSON: any subset, e.g. {"fail_join":2,"latency":"250ms","stall":true}
 //	                        (durations as "250ms" or seconds); answers the new state. Alias /_sim/knobs.
 //	POST /_sim/reset        knobs back to their Start values, executions zeroed
@@ -128,8 +133,28 @@
 //
 //	hub := gradiotest.NewHub()
 //	defer hub.Close()
-//	hub.AddSpace("sim/replica-1", srv)
+//	hub.AddSpace("sim/replica-1", srv)       // public, RUNNING; host = srv.URL
+//	hub.SetPrivate("sim/replica-1", "hf_x")  // now 401 without "Authorization: Bearer hf_x"
+//	hub.SetStage("sim/replica-1", gradiotest.StageSleeping)
 //	// resolve "sim/replica-1" against hub.URL
+//
+// Other Hub methods: [Hub.AddSpaceURL] (a replica in another process),
+// [Hub.RemoveSpace], [Hub.SetWakeDelay] (default [DefaultHubWakeDelay]),
+// [Hub.SetConnectCost], [Hub.SetStageFor] (a stage that turns RUNNING after a
+// delay, e.g. a build), [Hub.Stage] and [Hub.Lookups]. Bodies follow the
+// shapes the official clients' test mocks use: /host gives
+// {"subdomain","host"}, /api/spaces/{id} gives {id, author, private, sdk,
+// host, subdomain, runtime{stage, hardware, storage, gcTimeout, replicas,
+// devMode, domains}}, /runtime the runtime object, /jwt {"token"}.
+//
+// # The sim command
+//
+// `gradiopool sim -replicas 3` runs replicas on loopback (consecutive ports
+// from -addr, else random), registers them as sim/replica-1..N (and the first
+// three also as dentsudigital/mugenAILP_1, _dev and _stage), starts a Hub,
+// prints their URLs and serves until interrupted. Its flags set the knobs
+// above (-connect-cost applies to each of the Hub look-up, /config and
+// /info); `gradiopool sim -h` lists them.
 //
 // # Deviations from real Gradio
 //

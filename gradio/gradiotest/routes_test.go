@@ -451,3 +451,23 @@ func TestHub(t *testing.T) {
 		t.Errorf("no look-ups counted")
 	}
 }
+
+func TestRequestCounters(t *testing.T) {
+	s := newServer(t, nil)
+	s.FailNextConfigs(1)
+	do(t, "GET", s.URL+"/config", "", nil)
+	do(t, "GET", s.URL+"/config/", "", nil)
+	do(t, "GET", api(s)+"/info", "", nil)
+	join(t, s, "rc", 0, "x")
+	stream(t, data(s, "rc"))
+	for route, want := range map[string]int{"config": 2, "info": 1, "queue/join": 1, "queue/data": 1, "upload": 0} {
+		if got := s.Requests(route); got != want {
+			t.Errorf("Requests(%q) = %d, want %d", route, got, want)
+		}
+	}
+	var reqs map[string]int
+	getJSON(t, s.URL+"/_sim/requests", &reqs)
+	if reqs["config"] != 2 {
+		t.Errorf("/_sim/requests %v", reqs)
+	}
+}

@@ -134,6 +134,7 @@ type Server struct {
 	wakeT    *time.Timer
 	wakeIn   time.Duration
 	execs    counters
+	reqs     counters
 	closed   bool
 }
 
@@ -260,6 +261,40 @@ func (s *Server) CloseClientConnections() {
 // Executions reports how many times the handler of apiName started running
 // (with or without a leading "/").
 func (s *Server) Executions(apiName string) int { return s.execs.get(apiName) }
+
+// Requests reports how many requests reached a route (counted before any
+// fault applies). Route names: "config", "login", "info", "app_id",
+// "queue/join", "queue/data", "heartbeat", "cancel", "reset", "call", "run",
+// "upload", "file"; anything else is "other".
+func (s *Server) Requests(route string) int { return s.reqs.get(route) }
+
+// routeName maps a path to the name Requests uses.
+func routeName(p, prefix string) string {
+	switch strings.TrimSuffix(p, "/") {
+	case "/config":
+		return "config"
+	case "/login":
+		return "login"
+	}
+	rest, ok := strings.CutPrefix(p, prefix+"/")
+	if !ok {
+		return "other"
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	switch {
+	case rest == "info", rest == "app_id", rest == "queue/join", rest == "queue/data", rest == "cancel", rest == "reset", rest == "upload":
+		return rest
+	case strings.HasPrefix(rest, "heartbeat/"):
+		return "heartbeat"
+	case strings.HasPrefix(rest, "call/"):
+		return "call"
+	case strings.HasPrefix(rest, "run/"), strings.HasPrefix(rest, "api/"):
+		return "run"
+	case strings.HasPrefix(rest, "file="):
+		return "file"
+	}
+	return "other"
+}
 
 // AllExecutions returns the execution counts of every endpoint that ran.
 func (s *Server) AllExecutions() map[string]int { return s.execs.snapshot() }
@@ -389,6 +424,7 @@ func (s *Server) ResetFaults() {
 	s.knobsChangedLocked(was)
 	s.mu.Unlock()
 	s.execs.reset()
+	s.reqs.reset()
 }
 
 func (s *Server) knobsNow() Knobs {
@@ -461,6 +497,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveControl(w, r)
 		return
 	}
+	s.reqs.inc(routeName(r.URL.Path, s.prefix()))
 	k := s.knobsNow()
 	if k.Stall {
 		s.mu.Lock()
