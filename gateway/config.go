@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -172,7 +173,7 @@ func (s Secrets) LogValue() slog.Value {
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("listen", c.Listen),
-		slog.Any("replicas", c.Replicas),
+		slog.Any("replicas", publicReplicas(c.Replicas)),
 		slog.String("hub_url", c.HubURL),
 		slog.Int("min_connections", c.Pool.MinConnections),
 		slog.Int("max_connections", c.Pool.MaxConnections),
@@ -194,7 +195,21 @@ func (c Config) LogValue() slog.Value {
 
 // String is the configuration in one line, secrets redacted.
 func (c Config) String() string {
-	return fmt.Sprintf("listen=%s replicas=%v pool=%+v %s", c.Listen, c.Replicas, c.Pool, c.Secrets)
+	return fmt.Sprintf("listen=%s replicas=%v pool=%+v %s", c.Listen, publicReplicas(c.Replicas), c.Pool, c.Secrets)
+}
+
+// publicReplicas drops credentials a replica URL may carry (user:pass@,
+// query strings) before it is logged.
+func publicReplicas(rs []string) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r
+		if u, err := url.Parse(r); err == nil && u.Host != "" && (u.User != nil || u.RawQuery != "") {
+			u.User, u.RawQuery = nil, ""
+			out[i] = u.String()
+		}
+	}
+	return out
 }
 
 // Normalize replaces zero values by their defaults.

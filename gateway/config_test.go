@@ -145,3 +145,14 @@ func load(yaml string, env map[string]string, flags []string) error {
 	c.Normalize()
 	return c.Validate()
 }
+
+func TestConfigRedactsReplicaCredentials(t *testing.T) {
+	c := gateway.Config{Replicas: []string{"https://user:pa55word@app.example/?token=t0k3n", "a/b"}}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c)
+	for _, s := range []string{c.String(), buf.String()} {
+		if strings.Contains(s, "pa55word") || strings.Contains(s, "t0k3n") {
+			t.Fatal(s)
+		}
+	}
+}

@@ -75,12 +75,6 @@ func (p *pendingCalls) remove(id string) {
 	delete(p.calls, id)
 }
 
-func (p *pendingCalls) len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.calls)
-}
-
 func (c *pendingCall) expired(now time.Time, ttl time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -480,3 +480,35 @@ func TestServeDrainTimeoutCancels(t *testing.T) {
 		t.Fatal("the call in flight was not cancelled after the drain timeout")
 	}
 }
+
+func TestLogsHideSecretsAndEmails(t *testing.T) {
+	f := newFake()
+	const email, key, admin = "Bob.Secret@Example.com", "key-abcdef-123", "admin-zyx-987"
+	g, srv, logs := newGateway(t, f, func(c *gateway.Config) {
+		c.Secrets = gateway.Secrets{HFToken: "hf_never_seen", APIKeys: []string{key}, AdminToken: admin, HashKey: "hk"}
+	})
+	var bodies strings.Builder
+	for _, r := range []struct{ method, path, body, auth string }{
+		{"POST", "/v1/predict/upper", `{"data":["x"]}`, key},
+		{"POST", "/v1/predict/fail", `{"data":[]}`, key},
+		{"POST", "/v1/submit/count", `{"data":[2]}`, key},
+		{"POST", "/v1/predict/upper", `{"data":["x"]}`, "wrong"},
+		{"GET", "/api/admin/pool-stats", "", admin},
+		{"GET", "/metrics", "", admin},
+	} {
+		a := do(t, r.method, srv.URL+r.path, r.body, "Authorization", "Bearer "+r.auth, gateway.UserHeader, email)
+		bodies.WriteString(a.body)
+	}
+	all := strings.ToLower(logs.String() + bodies.String())
+	for _, s := range []string{email, key, admin, "hf_never_seen"} {
+		if strings.Contains(all, strings.ToLower(s)) {
+			t.Errorf("%q leaked", s)
+		}
+	}
+	if !strings.Contains(logs.String(), g.HashUser(email)) {
+		t.Errorf("the access log lacks the user hash %s", g.HashUser(email))
+	}
+	if n := strings.Count(logs.String(), `"msg":"http request"`); n != 6 {
+		t.Errorf("%d access lines, want 6", n)
+	}
+}

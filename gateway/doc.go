@@ -1,0 +1,102 @@
+// Package gateway is the HTTP gateway of gradiopool: it serves a pool of
+// warm Gradio sessions (package pool) to callers in any language, with the
+// pool statistics, Prometheus metrics, health endpoints, API keys and a
+// graceful drain.
+//
+//	var cfg gateway.Config
+//	_ = cfg.LoadFile("gradiopool.yaml")    // optional; unknown keys are errors
+//	_ = cfg.ApplyEnv(os.LookupEnv)         // GRADIOPOOL_* and the secrets
+//	cfg.Normalize()
+//	if err := cfg.Validate(); err != nil { ... }
+//	metrics := gateway.NewMetrics(nil)
+//	p, _ := pool.New(cfg.PoolConfig(logger, metrics))
+//	backend := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+//	metrics.Register(backend)
+//	g := gateway.New(cfg, backend, logger, metrics)
+//	ln, _ := net.Listen("tcp", cfg.Listen)
+//	err := g.Serve(ctx, ln) // until ctx ends, then drains
+//
+// `gradiopool serve` is exactly this; `gradiopool demo` runs it in front of
+// simulated replicas.
+//
+// # HTTP API
+//
+//	POST /v1/predict/{api_name}            {"data":[...]} -> {"data":[...],"replica":"...","duration_ms":N}
+//	POST /v1/submit/{api_name}             {"data":[...]} -> text/event-stream
+//	POST /gradio_api/call/{api_name}       {"data":[...]} -> {"event_id":"..."}
+//	GET  /gradio_api/call/{api_name}/{id}  -> text/event-stream, Gradio's records
+//	GET  /api/admin/pool-stats             the seed's pool-stats JSON (pool.Stats)
+//	GET  /metrics                          Prometheus text format
+//	GET  /healthz                          liveness: 200 while the process serves
+//	GET  /readyz                           200 when a replica is usable, else 503 (also while draining)
+//
+// The caller's user is the X-Gradiopool-User header (an e-mail, trimmed and
+// lower-cased; the pool keys it by HMAC and never stores it) or nothing for
+// anonymous callers. X-Gradiopool-Timeout ("90s" or "90") sets the caller's
+// own deadline for the call; past it the answer is 504.
+//
+// POST /v1/submit answers these events, each "event: NAME\ndata: JSON":
+//
+//	accepted  {"replica":"mugenAILP_1"}                the app accepted the call
+//	queued    {"rank":0,"queue_size":2,"eta":1.5}      position in the app's own queue
+//	started   {}                                       the app began running it
+//	progress  {"progress":[{"index":..,"length":..,"unit":..,"progress":..,"desc":..}]}
+//	log       {"log":"...","level":"info"}             gr.Info / gr.Warning
+//	output    {"data":[...]}                           each partial (generator) output
+//	complete  {"data":[...],"replica":"...","duration_ms":N}
+//	error     {"error":{"code":"...","message":"..."}}
+//
+// and a ": keep-alive" comment every keepalive_interval (15 s) so that idle
+// proxies keep long streams open. A caller that disconnects cancels the
+// app's job; its session goes back to the pool.
+//
+// The Gradio REST shape keeps each call's records for pending_call_ttl after
+// it ended (at most max_pending_calls calls): "event: generating" per partial
+// output, then "event: complete" with the outputs or "event: error" with
+// {"error":"message","code":"...","title":"..."}; "event: heartbeat" while
+// waiting. An unknown or expired id gives `event: error` / `data: "404: Not Found"`
+// like Gradio.
+//
+// # Errors
+//
+// Errors are {"error":{"code":"...","message":"..."}}:
+//
+//	400 bad_json, bad_arguments (wrong arity), bad_user, bad_timeout
+//	401 unauthorized (no key or token)      403 forbidden (wrong key or token)
+//	404 unknown_endpoint, not_found (route)  413 body_too_large, upload_too_large
+//	422 app_error: the app raised gr.Error; "message" is its message, "title" its title
+//	502 all_replicas_failed (the message names each replica's cause), connection_lost,
+//	    upstream_error, upstream_unauthorized (the Space refused HF_TOKEN)
+//	503 queue_timeout, queue_full, app_queue_full, too_many_pending_calls,
+//	    replica_unavailable, draining, closed: all with Retry-After
+//	504 deadline_exceeded (the caller's own X-Gradiopool-Timeout passed)
+//
+// # Authentication
+//
+// When GRADIOPOOL_API_KEYS is set, /v1/* and /gradio_api/* need
+// "Authorization: Bearer <key>". When GRADIOPOOL_ADMIN_TOKEN is set,
+// /api/admin/* and /metrics need "Authorization: Bearer <token>" (Prometheus:
+// authorization.credentials). Either unset leaves those endpoints open.
+// /healthz and /readyz are always open. Keys are compared in constant time.
+//
+// # Time-outs and drain
+//
+// The server has a ReadHeaderTimeout but no WriteTimeout: a 10-minute call
+// is never cut by the gateway. Time-outs belong to phases: the pool's queue
+// timeout, its connect retries, the caller's own deadline. On SIGTERM
+// [Gateway.Serve] stops accepting, lets calls in flight finish for up to
+// drain_timeout, cancels the rest at their apps and returns nil.
+//
+// # Logs and metrics
+//
+// Logs are slog records (JSON, or text on a terminal): the pool's events
+// (initialisation, sessions created and removed, user assignments, queue
+// changes, health checks, errors, time-outs, failovers) and one "http
+// request" line per request with its route, status, duration and the
+// caller's user hash. E-mails appear only as keyed hashes; tokens and keys
+// never (Config and Secrets redact themselves).
+//
+// [Metrics] are on a registry of their own; labels are replica names, route
+// patterns, status codes, error codes and session states, never an e-mail, a
+// key or a session id.
+package gateway
