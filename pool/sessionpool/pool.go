@@ -282,20 +282,21 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
 		}
 		return nil, ctx.Err()
 	}
-	// The pool served w (under mu) while ctx was ending: the result is in
-	// the channel already.
+	// The pool served w while ctx was ending: its result is in the channel
+	// or about to be (a Release sends after unlocking mu).
+	p.mu.Unlock()
 	r := <-w.ch
 	waited := w.served - w.start
 	p.waiters.Put(w)
 	if r.err != nil {
-		p.mu.Unlock()
 		return nil, r.err
 	}
 	// A session: the caller gave up, so hand it on as if never acquired.
+	p.mu.Lock()
 	p.stat.AcquireCount--
 	p.stat.AcquireDuration -= time.Duration(waited)
-	p.canceledAcquires.Add(1)
 	p.mu.Unlock()
+	p.canceledAcquires.Add(1)
 	r.s.Release()
 	if p.hooks {
 		p.emit(Event{Kind: EventAcquireCanceled, Err: ctx.Err(), Duration: time.Duration(p.now() - now)})
@@ -395,8 +396,9 @@ func (p *Pool[T]) release(it *item[T]) {
 		return
 	}
 	if w := p.waitq.head; w != nil {
-		p.handOffLocked(it, w, now)
+		s := p.assignLocked(it, w, now)
 		p.mu.Unlock()
+		w.ch <- waitResult[T]{s: s} // outside mu: shorter critical section under contention
 		return
 	}
 	it.state = stateIdle
@@ -436,13 +438,22 @@ func (p *Pool[T]) putLocked(it *item[T], now int64) {
 // handOffLocked gives it to waiter w (the head of the queue).
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) handOffLocked(it *item[T], w *waiter[T], now int64) {
+	w.ch <- waitResult[T]{s: p.assignLocked(it, w, now)}
+}
+
+// assignLocked takes waiter w (the head of the queue) out of the queue and
+// returns the handle of it for w; the caller must then send it on w.ch,
+// under mu or after releasing it (w.ch has room, and w, being out of the
+// queue, waits for exactly that send).
+// WARNING: caller must hold p.mu.
+func (p *Pool[T]) assignLocked(it *item[T], w *waiter[T], now int64) *Session[T] {
 	p.waitq.remove(w)
 	it.state = stateInUse
 	p.inUse++
 	p.stat.AcquireCount++
 	p.stat.AcquireDuration += time.Duration(now - w.start)
 	w.served = now
-	w.ch <- waitResult[T]{s: it.handle()}
+	return it.handle()
 }
 
 // destroyInUse takes back an item by Session.Destroy.
