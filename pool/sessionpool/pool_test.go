@@ -68,3 +68,24 @@ func TestLazyMinServedByFirstReady(t *testing.T) {
 		b.verifyAllClosed(t)
 	})
 }
+
+// TestAcquireReleaseDoesNotAllocate: the uncontended path allocates
+// nothing per call (Session handles come 64 to an allocation, which
+// AllocsPerRun's integer average rounds away, as benchmem does).
+func TestAcquireReleaseDoesNotAllocate(t *testing.T) {
+	b := &backend{}
+	p := newPool(t, b.config())
+	defer closePool(t, p)
+	mustAcquire(t, p).Release()
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		s, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release()
+	})
+	if allocs != 0 {
+		t.Errorf("Acquire+Release allocates %v times per call", allocs)
+	}
+}
