@@ -30,6 +30,9 @@ package gradiotest_test
 //	GRADIOPOOL_CONFORMANCE_AUTH_URL=http://127.0.0.1:7861 GRADIOPOOL_CONFORMANCE_AUTH=user:pass
 //
 // (against the simulator they use a second simulator with Username/Password).
+// Against the simulator, the space_id/... checks also resolve Space ids
+// through the simulated Hub (conformance.mjs redirects the client's Hub
+// look-ups there); against a real app they are skipped.
 //
 // Node: the JS suite needs node (20+) and `npm ci` in testdata/jsclient
 // (`make jsclient`). Without them the test is skipped, unless
@@ -538,6 +541,13 @@ func TestJSClientConformance(t *testing.T) {
 		auth.Start()
 		t.Cleanup(auth.Close)
 		args = append(args, "--auth-url", auth.URL, "--auth", auth.Username+":"+auth.Password)
+		hub := gradiotest.NewHub()
+		t.Cleanup(hub.Close)
+		hub.AddSpace("gradiopool/conformance", srv)
+		hub.AddSpace("gradiopool/private", srv)
+		hub.SetPrivate("gradiopool/private", "hf_conformance")
+		args = append(args, "--hub-url", hub.URL, "--space", "gradiopool/conformance",
+			"--private-space", "gradiopool/private", "--hf-token", "hf_conformance")
 	} else if u := os.Getenv(envConformanceAuthURL); u != "" {
 		args = append(args, "--auth-url", u, "--auth", os.Getenv(envConformanceAuth))
 	}

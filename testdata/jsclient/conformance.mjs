@@ -7,6 +7,8 @@
 //   node conformance.mjs URL [--wire-out FILE] [--sim] [--only a,b] [--timeout-ms N]
 //                            [--auth-url URL --auth USER:PASS]
 //                            [--api-prefix /gradio_api] [--version-re '^[56]\.']
+//                            [--hub-url URL --space OWNER/NAME]
+//                            [--private-space OWNER/NAME --hf-token TOKEN]
 //   GRADIO_URL=URL node conformance.mjs
 //
 // Output: one JSON object per line on stdout, one per check:
@@ -26,6 +28,11 @@
 // --api-prefix and --version-re say what the app's config must announce
 // (defaults: Gradio 5/6 under /gradio_api; use --api-prefix "" --version-re
 // '^4\.' for a Gradio 4.22-4.44 app).
+//
+// --hub-url and --space test Space-id resolution: @gradio/client looks Space
+// ids up on its built-in Hub origin, so the script rewrites those fetches
+// (any non-loopback https://.../api/spaces/... URL) to --hub-url, the
+// simulator's Hub emulation, where --space maps to the app.
 //
 // --sim says the app is the gradiotest simulator, which enables the checks
 // that read its /_sim/ control endpoints (for example that a cancelled job
@@ -50,7 +57,7 @@ const CLIENT_VERSION = JSON.parse(
 // ---------------------------------------------------------------- arguments
 
 function parseArgs(argv) {
-	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\." };
+	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\.", hubURL: "", space: "", privateSpace: "", hfToken: "" };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		if (a === "--wire-out") o.wireOut = argv[++i];
@@ -59,6 +66,10 @@ function parseArgs(argv) {
 		else if (a === "--auth") o.auth = argv[++i];
 		else if (a === "--api-prefix") o.apiPrefix = argv[++i];
 		else if (a === "--version-re") o.versionRe = argv[++i];
+		else if (a === "--hub-url") o.hubURL = argv[++i].replace(/\/+$/, "");
+		else if (a === "--space") o.space = argv[++i];
+		else if (a === "--private-space") o.privateSpace = argv[++i];
+		else if (a === "--hf-token") o.hfToken = argv[++i];
 		else if (a === "--only") o.only = new Set(argv[++i].split(","));
 		else if (a === "--timeout-ms") o.timeoutMs = Number(argv[++i]);
 		else if (a.startsWith("--")) usage(`unknown flag ${a}`);
@@ -76,6 +87,22 @@ function usage(msg) {
 }
 
 const opts = parseArgs(process.argv.slice(2));
+
+// hubLookups records the Hub requests that were redirected to --hub-url.
+const hubLookups = [];
+if (opts.hubURL) {
+	const realFetch = globalThis.fetch;
+	globalThis.fetch = (input, init) => {
+		const u = new URL(typeof input === "string" || input instanceof URL ? input : input.url);
+		const loopback = u.hostname === "127.0.0.1" || u.hostname === "localhost" || u.hostname === "[::1]";
+		if (!loopback && u.protocol === "https:" && u.pathname.startsWith("/api/spaces/")) {
+			const to = opts.hubURL + u.pathname + u.search;
+			hubLookups.push(to);
+			return realFetch(to, init);
+		}
+		return realFetch(input, init);
+	};
+}
 
 // ---------------------------------------------------------------- reporting
 
@@ -530,11 +557,47 @@ async function main() {
 
 	await authChecks();
 
-	await check("space_id/hub", () => {
-		throw new Skip(
-			"@gradio/client resolves Space ids (owner/name) only through the hard-coded public Hub host; " +
-				"it has no option to point it at the simulator's Hub emulation, so this is covered by the Go client's tests"
-		);
+	await check("space_id/hub", async () => {
+		if (!opts.hubURL || !opts.space) throw new Skip("no Hub emulation given (--hub-url, --space)");
+		const c = await connect(opts.space);
+		try {
+			eq(hubLookups.filter((u) => u.endsWith(`/api/spaces/${opts.space}/host`)).length >= 1, true, "Hub host look-up made");
+			eq((await c.predict("/upper", ["via hub"])).data, ["VIA HUB"], "upper through the Space id");
+			return { lookups: hubLookups, root: c.config.root };
+		} finally {
+			c.close();
+		}
+	});
+
+	await check("space_id/private", async () => {
+		if (!opts.hubURL || !opts.privateSpace) throw new Skip("no private Space given (--private-space, --hf-token)");
+		let err = null;
+		try {
+			(await Client.connect(opts.privateSpace, EVENTS)).close();
+		} catch (e) {
+			err = e;
+		}
+		assert(err && /401/.test(err.message), `connect without a token: ${err ? err.message : "succeeded"}`);
+		const c = await connect(opts.privateSpace, { ...EVENTS, hf_token: opts.hfToken });
+		try {
+			eq((await c.predict("/upper", ["private"])).data, ["PRIVATE"], "upper with the token");
+			return { without_token: err.message.slice(0, 80) };
+		} finally {
+			c.close();
+		}
+	});
+
+	await check("space_id/not_found", async () => {
+		if (!opts.hubURL) throw new Skip("no Hub emulation given (--hub-url)");
+		let err = null;
+		try {
+			(await Client.connect("gradiopool-conformance/no-such-space", EVENTS)).close();
+		} catch (e) {
+			err = e;
+		}
+		assert(err, "connect to an unknown Space succeeded");
+		assert(/gradiopool-conformance\/no-such-space/.test(err.message) && /404/.test(err.message), `error ${err.message}`);
+		return err.message;
 	});
 
 	if (opts.wireOut) {
