@@ -123,7 +123,7 @@ func TestLegacyHeartbeat(t *testing.T) {
 	s := newServer(t, nil, func(s *gradiotest.Server) {
 		s.Mode = gradiotest.Gradio4SSEv2
 		s.HeartbeatInterval = 10 * time.Millisecond
-		s.TimeScale = 0.05
+		s.TimeScale = 0.3
 	})
 	join(t, s, "hb", 2, 1)
 	found := false

@@ -566,9 +566,9 @@ func TestEstimationRanks(t *testing.T) {
 func TestHeartbeats(t *testing.T) {
 	s := newServer(t, nil, func(s *gradiotest.Server) {
 		s.HeartbeatInterval = 10 * time.Millisecond
-		s.TimeScale = 0.05
+		s.TimeScale = 0.3 // slow runs 300 ms: many heartbeat periods
 	})
-	join(t, s, "hb", 2, 1) // slow: 1 s * 0.05
+	join(t, s, "hb", 2, 1)
 	recs := stream(t, data(s, "hb"))
 	n := 0
 	for _, r := range recs {
