@@ -106,8 +106,13 @@ func (g *Gateway) routes() {
 
 	api("POST /v1/predict/{api_name}", g.handlePredict)
 	api("POST /v1/submit/{api_name}", g.handleSubmit)
-	api("POST /gradio_api/call/{api_name}", g.handleCallPost)
-	api("GET /gradio_api/call/{api_name}/{event_id}", g.handleCallGet)
+	// Gradio's REST shape, with the trailing-slash form Gradio accepts and
+	// the unprefixed paths of Gradio 4 recipes.
+	for _, prefix := range []string{"/gradio_api", ""} {
+		api("POST "+prefix+"/call/{api_name}", g.handleCallPost)
+		api("POST "+prefix+"/call/{api_name}/{$}", g.handleCallPost)
+		api("GET "+prefix+"/call/{api_name}/{event_id}", g.handleCallGet)
+	}
 	admin("GET /api/admin/pool-stats", g.handleStats)
 	admin("GET /metrics", g.metrics.handler().ServeHTTP)
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -271,25 +271,20 @@ func TestSubmitStream(t *testing.T) {
 		}
 	})
 	t.Run("keep-alive", func(t *testing.T) {
-		done := make(chan struct{})
-		var comments int
-		go func() {
-			defer close(done)
-			resp, err := http.Post(srv.URL+"/v1/submit/slow", "application/json", strings.NewReader(`{"data":[]}`))
-			if err != nil {
-				return
-			}
-			defer resp.Body.Close()
-			_, _, comments = sseRecords(t, resp.Body)
-		}()
+		resp, err := http.Post(srv.URL+"/v1/submit/slow", "application/json", strings.NewReader(`{"data":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
 		<-f.started
-		// Keep-alive is every 20 ms here; wait until the stream had some
-		// by polling the fake's clock-free state: just give it a few ticks.
-		time.Sleep(100 * time.Millisecond)
+		// Read until the first keep-alive comment, then let the call end.
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() && sc.Text() != ": keep-alive" {
+		}
 		f.release <- struct{}{}
-		<-done
-		if comments == 0 {
-			t.Fatal("no keep-alive comment")
+		names, _, _ := sseRecords(t, resp.Body)
+		if len(names) == 0 || names[len(names)-1] != "complete" {
+			t.Fatal(names)
 		}
 	})
 }
@@ -510,5 +505,60 @@ func TestLogsHideSecretsAndEmails(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), `"msg":"http request"`); n != 6 {
 		t.Errorf("%d access lines, want 6", n)
+	}
+}
+
+func TestGradioRESTPaths(t *testing.T) {
+	f := newFake()
+	_, srv, _ := newGateway(t, f, nil)
+	for _, prefix := range []string{"/gradio_api", ""} {
+		for _, slash := range []string{"", "/"} {
+			t.Run(prefix+slash, func(t *testing.T) {
+				a := do(t, "POST", srv.URL+prefix+"/call/upper"+slash, `{"data":["a"]}`)
+				var ev struct {
+					EventID string `json:"event_id"`
+				}
+				if a.status != 200 || json.Unmarshal([]byte(a.body), &ev) != nil {
+					t.Fatal(a.status, a.body)
+				}
+				a = do(t, "GET", srv.URL+prefix+"/call/upper/"+ev.EventID, "")
+				if !strings.Contains(a.body, "event: complete\ndata: [\"A\"]") {
+					t.Fatal(a.body)
+				}
+			})
+		}
+	}
+}
+
+// TestServeDrainWaitsForRESTCalls: a /gradio_api/call job outlives its
+// POST, and a drain waits for it too.
+func TestServeDrainWaitsForRESTCalls(t *testing.T) {
+	f := newFake()
+	g := gateway.New(gateway.Config{DrainTimeout: 10 * time.Second}, f, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	a := do(t, "POST", "http://"+ln.Addr().String()+"/gradio_api/call/slow", `{"data":[]}`)
+	if a.status != 200 {
+		t.Fatal(a.status, a.body)
+	}
+	<-f.started
+	http.DefaultClient.CloseIdleConnections()
+	stop()
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned (%v) while a call was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(f.release)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if f.canceled.Load() != 0 {
+		t.Fatal("the call was cancelled instead of finishing")
 	}
 }
