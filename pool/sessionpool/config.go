@@ -38,6 +38,10 @@ const (
 	// is randomly lengthened or shortened, so that the pools of several
 	// replicas (or gateways) do not check in lock step.
 	HealthCheckJitter = 0.1
+	// LifetimeJitter is the largest fraction by which each session's
+	// MaxLifetime is randomly shortened, so that sessions connected together
+	// are not all replaced at the same moment.
+	LifetimeJitter = 0.1
 )
 
 // Config configures a [Pool]. The zero value of every field except Connect
@@ -111,9 +115,10 @@ type Config[T any] struct {
 	// (they are only counted as unhealthy in Stat).
 	UnhealthyAfter int
 
-	// MaxLifetime retires sessions older than this before they are handed
-	// out again (pre-emptive reconnection): an idle session past it is
-	// replaced in the background, one in use is destroyed on release.
+	// MaxLifetime retires sessions older than this (less a random 0-10 %,
+	// LifetimeJitter) before they are handed out again (pre-emptive
+	// reconnection): an idle session past it is replaced in the background,
+	// one in use is destroyed on release.
 	// 0 or negative: sessions live until idle removal, a failed check or
 	// Destroy.
 	MaxLifetime time.Duration

@@ -373,7 +373,7 @@ func (p *Pool[T]) eventLocked(k EventKind) Event {
 // expiredLocked reports whether it is past MaxLifetime at now.
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) expiredLocked(it *item[T], now int64) bool {
-	return p.cfg.MaxLifetime > 0 && now-it.created >= int64(p.cfg.MaxLifetime)
+	return it.expires > 0 && now >= it.expires
 }
 
 // release takes back an item acquired by Session.Release.
@@ -634,6 +634,11 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 		p.retryTimer.Stop()
 	}
 	it := &item[T]{pool: p, value: v, id: id, gen: gen, created: now, lastUsed: now}
+	if lt := p.cfg.MaxLifetime; lt > 0 {
+		// Shortened by up to LifetimeJitter so that sessions connected
+		// together (the MinSessions at start) are not all replaced at once.
+		it.expires = now + int64(lt) - rand.Int64N(int64(float64(lt)*LifetimeJitter)+1)
+	}
 	p.open++
 	p.putLocked(it, now)
 	p.growLocked()
@@ -768,9 +773,9 @@ func (p *Pool[T]) reap() {
 	if idle := int64(p.cfg.IdleTimeout); idle > 0 && len(p.idle) > 0 && p.open > p.cfg.MinSessions {
 		next = p.idle[0].lastUsed + idle - now
 	}
-	if lt := int64(p.cfg.MaxLifetime); lt > 0 {
+	if p.cfg.MaxLifetime > 0 {
 		for _, it := range p.idle {
-			if d := it.created + lt - now; next < 0 || d < next {
+			if d := it.expires - now; next < 0 || d < next {
 				next = d
 			}
 		}

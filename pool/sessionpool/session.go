@@ -35,6 +35,7 @@ type item[T any] struct {
 	id       uint64
 	gen      uint64 // pool.resetGen when connected; a Reset makes the item stale
 	created  int64  // pool clock (ns since pool.epoch) at creation
+	expires  int64  // pool clock when MaxLifetime retires it; 0: never
 	lastUsed int64  // pool clock at the last release (creation before that); checks don't touch it
 	failures int    // consecutive failed health checks
 	state    uint8
