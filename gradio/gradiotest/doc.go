@@ -97,8 +97,11 @@
 // Other Server fields: Mode, App, Username/Password (login mode: POST /login
 // sets the access-token cookies; protected routes answer 401
 // {"detail":{"error":"Not authenticated","auth_message":null}}), AppID (zero:
-// random above 2^63, new on every Start and Restart), UploadDir, Logger,
-// Listener (to choose the address).
+// random above 2^63, new on every Start and Restart), HFToken (a private
+// Space behind the HF proxy: requests need "Authorization: Bearer <token>",
+// "X-HF-Authorization: Bearer <token>" or a ?__sign= JWT from the Hub, else a
+// non-JSON 401; Hub.SetPrivate sets it), UploadDir, Logger, Listener (to
+// choose the address).
 //
 // [Server.Executions] counts handler starts per api_name (a call refused at
 // join, or cancelled while queued, never starts); [Server.Requests] counts

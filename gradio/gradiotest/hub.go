@@ -118,12 +118,16 @@ func (h *Hub) AddSpaceURL(id, url string) {
 }
 
 // SetPrivate makes a Space private: the Hub answers 401 unless the request
-// carries "Authorization: Bearer <token>".
+// carries "Authorization: Bearer <token>", and so does its replica (see
+// Server.HFToken), as behind the Hugging Face proxy.
 func (h *Hub) SetPrivate(id, token string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sp := h.spaces[id]; sp != nil {
 		sp.private, sp.token = true, token
+		if sp.srv != nil {
+			sp.srv.SetHFToken(token)
+		}
 	}
 }
 
@@ -273,7 +277,11 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 	case "runtime":
 		writeJSON(w, 200, h.runtime(sp, stage))
 	case "jwt":
-		writeJSON(w, 200, obj{{"token", "jwt_" + randHex(16)}})
+		tok := "jwt_" + randHex(16)
+		if sp.srv != nil {
+			sp.srv.addJWT(tok)
+		}
+		writeJSON(w, 200, obj{{"token", tok}})
 	case "discussions":
 		w.WriteHeader(200)
 	default:

@@ -384,7 +384,7 @@ func TestHub(t *testing.T) {
 	defer hub.Close()
 	s := newServer(t, nil)
 	hub.AddSpace("sim/replica-1", s)
-	hub.AddSpace("sim/secret", s)
+	hub.AddSpace("sim/secret", newServer(t, nil))
 	hub.SetPrivate("sim/secret", "hf_123")
 	hub.SetWakeDelay(5 * time.Millisecond)
 
@@ -469,5 +469,47 @@ func TestRequestCounters(t *testing.T) {
 	getJSON(t, s.URL+"/_sim/requests", &reqs)
 	if reqs["config"] != 2 {
 		t.Errorf("/_sim/requests %v", reqs)
+	}
+}
+
+func TestPrivateSpaceReplica(t *testing.T) {
+	hub := gradiotest.NewHub()
+	defer hub.Close()
+	s := newServer(t, nil)
+	hub.AddSpace("sim/private", s)
+	hub.SetPrivate("sim/private", "hf_abc")
+	if st, hdr, _ := do(t, "GET", s.URL+"/config", "", nil); st != 401 || strings.Contains(hdr.Get("Content-Type"), "json") {
+		t.Errorf("no token: %d %s", st, hdr.Get("Content-Type"))
+	}
+	for _, h := range []string{"Authorization", "X-HF-Authorization"} {
+		req, _ := http.NewRequest("GET", s.URL+"/config", nil)
+		req.Header.Set(h, "Bearer hf_abc")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", h, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest("GET", hub.URL+"/api/spaces/sim/private/jwt", nil)
+	req.Header.Set("Authorization", "Bearer hf_abc")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jwt struct{ Token string }
+	_ = json.NewDecoder(resp.Body).Decode(&jwt)
+	resp.Body.Close()
+	if st, _, _ := do(t, "GET", s.URL+"/config?__sign="+jwt.Token, "", nil); st != 200 {
+		t.Errorf("__sign: %d", st)
+	}
+	if st, _, _ := do(t, "GET", s.URL+"/_sim/state", "", nil); st != 200 {
+		t.Errorf("/_sim/ must stay open: %d", st)
+	}
+	s.SetHFToken("")
+	if st, _, _ := do(t, "GET", s.URL+"/config", "", nil); st != 200 {
+		t.Errorf("public again: %d", st)
 	}
 }

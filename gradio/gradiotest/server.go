@@ -103,6 +103,12 @@ type Server struct {
 	// UploadDir is where uploads and produced files live. Empty: a fresh
 	// temporary directory removed by Close.
 	UploadDir string
+	// HFToken, when set, makes the replica behave like a private Space behind
+	// the Hugging Face proxy: every request (except /_sim/) must carry
+	// "Authorization: Bearer <HFToken>" or "X-HF-Authorization: Bearer
+	// <HFToken>" (or a ?__sign= JWT the Hub issued for it), else 401 with a
+	// non-JSON body. Change it at run time with SetHFToken.
+	HFToken string
 	// Logger receives request and fault logs. Nil: no logging.
 	Logger *slog.Logger
 
@@ -133,6 +139,8 @@ type Server struct {
 	unstall  chan struct{}     // closed when Stall is cleared
 	wakeT    *time.Timer
 	wakeIn   time.Duration
+	hfToken  string
+	jwts     map[string]bool // __sign values issued by a Hub
 	execs    counters
 	reqs     counters
 	closed   bool
@@ -199,6 +207,8 @@ func (s *Server) Start() {
 		s.appID = newAppID()
 	}
 	s.knobs, s.start = s.Knobs, s.Knobs
+	s.hfToken = s.HFToken
+	s.jwts = map[string]bool{}
 	s.sessions = map[string]*session{}
 	s.events = map[string]*event{}
 	s.callSess = map[string]string{}
@@ -511,6 +521,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !s.tokenOK(r) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte("<!DOCTYPE html><html><body><h1>401</h1><p>Unauthorized: this Space is private.</p></body></html>\n"))
+		return
+	}
 	if k.Asleep {
 		s.poke()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -657,6 +673,34 @@ func (sw *slowWriter) Flush() {
 	if f, ok := sw.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// SetHFToken changes HFToken at run time ("" makes the replica public).
+func (s *Server) SetHFToken(token string) {
+	s.mu.Lock()
+	s.hfToken = token
+	s.mu.Unlock()
+}
+
+// addJWT records a __sign token issued for this replica by a Hub.
+func (s *Server) addJWT(tok string) {
+	s.mu.Lock()
+	if s.jwts != nil {
+		s.jwts[tok] = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) tokenOK(r *http.Request) bool {
+	s.mu.Lock()
+	tok := s.hfToken
+	signed := s.jwts[r.URL.Query().Get("__sign")]
+	s.mu.Unlock()
+	if tok == "" || signed {
+		return true
+	}
+	want := "Bearer " + tok
+	return r.Header.Get("Authorization") == want || r.Header.Get("X-HF-Authorization") == want
 }
 
 // --- login ---
