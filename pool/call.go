@@ -116,7 +116,9 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			p.goWatch(c, endpoint, start)
 			return c, nil
 		}
-		r.errs.Add(1)
+		if !callerError(err) {
+			r.errs.Add(1)
+		}
 		retry, broken, replicaFault := classifySubmitError(err)
 		if errors.Is(err, gradio.ErrAppChanged) {
 			r.appChanged(l.client)
@@ -160,10 +162,11 @@ func (p *Pool) goWatch(c *Call, endpoint string, start time.Time) {
 			c.lease.Release()
 		}
 		r := c.lease.r
-		if err != nil {
-			r.errs.Add(1)
-		} else {
+		switch {
+		case err == nil:
 			r.succeed()
+		case !callerError(err) && !errors.Is(err, gradio.ErrCanceled):
+			r.errs.Add(1)
 		}
 		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
 		close(c.released)
@@ -201,6 +204,18 @@ func classifySubmitError(err error) (retry, broken, replicaFault bool) {
 		return true, false, true // e.g. lazy /info fetch failed before the call
 	}
 	return false, false, false
+}
+
+// callerError reports errors caused by the call itself (unknown endpoint,
+// bad arguments, a file too large): they would fail on any replica and do not
+// count as the replica's errors.
+func callerError(err error) bool {
+	var (
+		arg *gradio.ArgumentError
+		big *gradio.UploadTooLargeError
+	)
+	return errors.Is(err, gradio.ErrUnknownEndpoint) || errors.As(err, &arg) || errors.As(err, &big) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // sessionLevel reports failures of one session, not of the replica: the

@@ -257,3 +257,40 @@ func TestEjectAndProbe(t *testing.T) {
 		t.Errorf("after probe: %+v", st)
 	}
 }
+
+func TestCallerErrorsNotRetried(t *testing.T) {
+	srvs := replicas(t, 2)
+	p := newPool(t, pool.Config{Replicas: urls(srvs)})
+	ctx := ctxT(t)
+	tests := []struct {
+		name     string
+		endpoint string
+		args     []any
+		check    func(error) bool
+	}{
+		{"unknown endpoint", "nope", []any{"x"}, func(err error) bool { return errors.Is(err, gradio.ErrUnknownEndpoint) }},
+		{"bad arguments", "upper", []any{"x", "y", "z"}, func(err error) bool {
+			var ae *gradio.ArgumentError
+			return errors.As(err, &ae)
+		}},
+		{"gr.Error", "fail", []any{"x"}, func(err error) bool {
+			var ae *gradio.AppError
+			return errors.As(err, &ae)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := p.Predict(ctx, "u@example.com", tt.endpoint, tt.args...)
+			if !tt.check(err) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+	if n, _ := executions(srvs, "fail"); n != 1 {
+		t.Errorf("fail ran %d times, want 1", n)
+	}
+	st := p.Stats()
+	if st.Failovers != 0 || st.Errors != 1 {
+		t.Errorf("failovers %d errors %d, want 0 and 1 (only the app error counts)", st.Failovers, st.Errors)
+	}
+}

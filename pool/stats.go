@@ -49,7 +49,7 @@ type ReplicaStats struct {
 	Connecting          int        `json:"connecting"`          // sessions being created
 	ReservedSessions    int        `json:"reservedSessions"`    // sticky users' own sessions
 	Calls               uint64     `json:"calls"`               // calls submitted (attempts)
-	Errors              uint64     `json:"errors"`              // calls that failed here
+	Errors              uint64     `json:"errors"`              // calls that failed here (not counting caller errors or cancellations)
 	Failovers           uint64     `json:"failovers"`           // calls moved away from this replica
 	Acquires            uint64     `json:"acquires"`            // sessions requested
 	QueueTimeouts       uint64     `json:"queueTimeouts"`       // waiters that gave up

@@ -442,3 +442,61 @@ func TestEventsNotUnderLock(t *testing.T) {
 		}
 	})
 }
+
+// TestLifetimeExpiredNotHandedToWaiter: a session past MaxLifetime
+// released while a caller waits is replaced, and the caller gets the new one.
+func TestLifetimeExpiredNotHandedToWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		cfg := b.config()
+		cfg.MinSessions, cfg.MaxSessions, cfg.MaxLifetime, cfg.QueueTimeout = 1, 1, time.Hour, -1
+		p := newPool(t, cfg)
+		s := mustAcquire(t, p)
+		got := make(chan *sessionpool.Session[*fakeConn])
+		time.Sleep(2 * time.Hour)
+		go func() { got <- mustAcquire(t, p) }()
+		synctest.Wait()
+		old := s.ID()
+		s.Release()
+		s2 := <-got
+		if s2.ID() == old {
+			t.Errorf("waiter got the expired session %d", old)
+		}
+		if st := p.Stat(); st.DestroyedLifetime != 1 || st.Created != 2 {
+			t.Errorf("stat = %+v", st)
+		}
+		s2.Release()
+		closePool(t, p)
+		b.verifyAllClosed(t)
+	})
+}
+
+// TestAbandonedConnectServesNextWaiter: the session connected for a caller
+// who gave up goes to the next waiter, not to idle.
+func TestAbandonedConnectServesNextWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{connectFn: func(ctx context.Context, n int) error {
+			time.Sleep(10 * time.Second)
+			return nil
+		}}
+		cfg := b.config()
+		cfg.MinSessions, cfg.MaxSessions = -1, 1
+		p := newPool(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := p.Acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("first Acquire = %v", err)
+		}
+		start := time.Now()
+		s := mustAcquire(t, p) // waits for the connect the first caller started
+		if d := time.Since(start); d != 9*time.Second {
+			t.Errorf("second caller served after %v, want 9s (the rest of that connect)", d)
+		}
+		if st := p.Stat(); st.Created != 1 || st.Connecting != 0 {
+			t.Errorf("stat = %+v", st)
+		}
+		s.Release()
+		closePool(t, p)
+		b.verifyAllClosed(t)
+	})
+}
