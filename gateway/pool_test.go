@@ -144,3 +144,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestRealPoolFailures(t *testing.T) {
+	t.Run("every replica failed", func(t *testing.T) {
+		srv, sims, _ := realGateway(t, 2, nil)
+		for _, s := range sims {
+			s.FailNextJoins(100)
+		}
+		a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["a"]}`)
+		if a.status != 502 || errorCode(t, a.body) != "all_replicas_failed" {
+			t.Fatal(a.status, a.body)
+		}
+		for _, s := range sims {
+			name := strings.TrimPrefix(s.URL, "http://")
+			if !strings.Contains(a.body, name) {
+				t.Errorf("the message does not name %s: %s", name, a.body)
+			}
+		}
+	})
+	t.Run("queue timeout", func(t *testing.T) {
+		srv, sims, p := realGateway(t, 1, func(c *gateway.Config) {
+			c.Pool.MaxConnections, c.Pool.MinConnections, c.Pool.QueueTimeout = 1, 1, 50*time.Millisecond
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/predict/slow", strings.NewReader(`{"data":[60]}`))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		waitFor(t, "the slow call to hold the only session", func() bool {
+			return sims[0].Executions("slow") == 1 && p.Stats().InUseConnections == 1
+		})
+		a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["a"]}`)
+		if a.status != 503 || a.header.Get("Retry-After") == "" {
+			t.Fatal(a.status, a.body)
+		}
+		if c := errorCode(t, a.body); c != "queue_timeout" && c != "queue_full" {
+			t.Fatal(c, a.body)
+		}
+		cancel()
+		<-done
+	})
+}
