@@ -1,0 +1,55 @@
+package gradio
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzMessage feeds queue/data records (seeded from the captured
+// transcripts) through decoding and a job's message handling: nothing may
+// panic, and a record either decodes or is rejected.
+func FuzzMessage(f *testing.F) {
+	files, _ := filepath.Glob("testdata/transcripts/*.txt")
+	for _, p := range files {
+		fh, err := os.Open(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "  | data: "); ok && strings.HasPrefix(d, "{") {
+				f.Add([]byte(d), []byte(`{"msg":"process_generating","event_id":"e","output":{"data":[[["append",[]," x"]]]},"success":true}`))
+			}
+		}
+		fh.Close()
+	}
+	cfg, err := ParseConfig([]byte(`{"version":"5.49.1","protocol":"sse_v3","api_prefix":"/gradio_api","app_id":1,
+	"components":[{"id":1,"type":"textbox"},{"id":2,"type":"state","skip_api":true},{"id":3,"type":"json"}],
+	"dependencies":[{"id":0,"api_name":"x","inputs":[1,2],"outputs":[3,2],"backend_fn":true,"types":{"generator":true}}]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		a := &app{cfg: cfg, set: defaultSettings()}
+		s := newSession(a)
+		defer s.close()
+		j := newJob(s, context.Background(), &cfg.Dependencies[0], "x")
+		j.id = "e"
+		s.pending["e"] = j
+		for _, b := range [][]byte{first, second} {
+			m, err := decodeMessage(b)
+			if err != nil {
+				continue
+			}
+			m.EventID = &j.id
+			s.mu.Lock()
+			j.handle(m)
+			s.mu.Unlock()
+		}
+	})
+}
