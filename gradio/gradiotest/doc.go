@@ -74,7 +74,9 @@
 // helpers ([Server.FailNextConfigs], [Server.FailNextJoins],
 // [Server.CutNextStreams], [Server.SetStall], [Server.SetQueueFull],
 // [Server.Sleep], [Server.Wake], [Server.Restart], [Server.ResetFaults]), or
-// use HTTP (below). All are safe for concurrent use. Zero means default:
+// use HTTP (below). [Server.CloseClientConnections] cuts every open
+// connection at once (the server keeps serving). All are safe for concurrent
+// use. Zero means default:
 //
 //	ConnectCost              delay on /config and /info                         0
 //	Latency                  delay after process_starts, before the handler     0

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -120,10 +119,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request, raw string) 
 		methodNotAllowed(w)
 		return
 	}
-	p, err := url.PathUnescape(raw)
-	if err != nil {
-		p = raw
-	}
+	p := raw // r.URL.Path is already unescaped
 	if !s.allowedFile(p) {
 		detail(w, http.StatusForbidden, "File not allowed: "+p+".")
 		return

@@ -139,6 +139,7 @@ type Server struct {
 	unstall  chan struct{}     // closed when Stall is cleared
 	wakeT    *time.Timer
 	wakeIn   time.Duration
+	conns    map[net.Conn]bool
 	hfToken  string
 	jwts     map[string]bool // __sign values issued by a Hub
 	execs    counters
@@ -222,7 +223,8 @@ func (s *Server) Start() {
 	}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.URL = "http://" + s.Listener.Addr().String()
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: time.Minute}
+	s.conns = map[net.Conn]bool{}
+	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: time.Minute, ConnState: s.trackConn}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -235,6 +237,9 @@ func (s *Server) Start() {
 // call more than once.
 func (s *Server) Close() {
 	if s.httpSrv == nil {
+		if s.Listener != nil {
+			_ = s.Listener.Close() // never started
+		}
 		return
 	}
 	s.closeOnce.Do(func() {
@@ -261,10 +266,28 @@ func (s *Server) Close() {
 	})
 }
 
-// CloseClientConnections closes every open connection (httptest-like).
+// CloseClientConnections abruptly closes every open client connection, as
+// a network failure would; the server keeps serving new ones.
 func (s *Server) CloseClientConnections() {
-	if s.httpSrv != nil {
-		_ = s.httpSrv.Close()
+	s.mu.Lock()
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		s.conns[c] = true
+	case http.StateClosed, http.StateHijacked:
+		delete(s.conns, c)
 	}
 }
 

@@ -684,3 +684,28 @@ func TestNewServerNil(t *testing.T) {
 		t.Errorf("mode %q", s.Mode)
 	}
 }
+
+func TestCloseClientConnections(t *testing.T) {
+	var started, cancelled atomic.Int32
+	s := newServer(t, blocking(&started, &cancelled))
+	join(t, s, "cc", 0, "x")
+	resp, err := http.Get(data(s, "cc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "start", func() bool { return started.Load() == 1 })
+	s.CloseClientConnections()
+	if _, err := readSSE(t, resp.Body); err == nil {
+		t.Errorf("stream survived CloseClientConnections")
+	}
+	resp.Body.Close()
+	waitFor(t, "events dropped", func() bool { return cancelled.Load() == 1 })
+	if st, _, _ := do(t, "GET", s.URL+"/config", "", nil); st != 200 {
+		t.Errorf("server stopped serving: %d", st)
+	}
+}
+
+func TestCloseUnstarted(t *testing.T) {
+	s := gradiotest.NewUnstartedServer(nil)
+	s.Close()
+}
