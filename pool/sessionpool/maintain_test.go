@@ -500,3 +500,33 @@ func TestAbandonedConnectServesNextWaiter(t *testing.T) {
 		b.verifyAllClosed(t)
 	})
 }
+
+// TestRefillAfterFailedGrowth: a failed connect above MinSessions does not
+// leave the pool unable to refill when it later drops below the minimum.
+func TestRefillAfterFailedGrowth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{connectFn: func(ctx context.Context, n int) error {
+			if n == 3 {
+				return errors.New("refused")
+			}
+			return nil
+		}}
+		cfg := b.config()
+		cfg.MinSessions, cfg.MaxSessions = 2, 5
+		p := newPool(t, cfg)
+		ss := acquireN(t, p, 2)
+		synctest.Wait()
+		var ce *sessionpool.ConnectError
+		if _, err := p.Acquire(context.Background()); !errors.As(err, &ce) {
+			t.Fatalf("third Acquire = %v, want *ConnectError", err)
+		}
+		ss[0].Destroy()
+		synctest.Wait()
+		if st := p.Stat(); st.Total != 2 || st.Created != 3 {
+			t.Errorf("after Destroy: %+v (want refilled to 2)", st)
+		}
+		ss[1].Release()
+		closePool(t, p)
+		b.verifyAllClosed(t)
+	})
+}

@@ -552,6 +552,9 @@ func (p *Pool[T]) growForLocked(vctx context.Context) {
 	if p.closed || !p.initialized {
 		return
 	}
+	if p.backoff && !p.retryArmed {
+		p.armRetryLocked()
+	}
 	for p.open+p.connecting < p.cfg.MaxSessions {
 		covered := p.connecting - p.stale
 		if p.waitq.n <= covered && (p.backoff || p.open+covered >= p.cfg.MinSessions) {
@@ -659,8 +662,11 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 // off exponentially with every round that fails.
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) armRetryLocked() {
-	covered := p.connecting - p.stale
-	if p.closed || p.retryArmed || covered > 0 || p.open >= p.cfg.MinSessions {
+	if p.closed || p.retryArmed || p.connecting-p.stale > 0 {
+		return
+	}
+	if p.open >= p.cfg.MinSessions {
+		p.backoff = false // nothing to refill: a later shortfall refills at once
 		return
 	}
 	d := p.cfg.RetryDelay
