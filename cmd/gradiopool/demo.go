@@ -554,14 +554,16 @@ func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Durat
 	}
 	fmt.Fprintf(w, "\n  sticky users: %d of %d registered users stayed on one replica", len(perUser)-moved, len(perUser))
 	if moved > 0 {
-		fmt.Fprintf(w, " (%d moved, after their replica failed)", moved)
+		fmt.Fprintf(w, " (%d moved to another replica)", moved)
 	}
 	fmt.Fprintln(w)
 	var st struct {
 		Failovers uint64 `json:"failovers"`
 		Pools     map[string]struct {
-			State string `json:"state"`
-			Calls uint64 `json:"calls"`
+			State     string `json:"state"`
+			Calls     uint64 `json:"calls"`
+			Errors    uint64 `json:"errors"`
+			Failovers uint64 `json:"failovers"`
 		} `json:"pools"`
 	}
 	_ = json.Unmarshal([]byte(stats), &st)
@@ -575,7 +577,8 @@ func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Durat
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  replica %-16s state %-9s calls %d\n", n, st.Pools[n].State, st.Pools[n].Calls)
+		r := st.Pools[n]
+		fmt.Fprintf(w, "  replica %-16s state %-9s calls %4d  errors %3d  failed over %3d\n", n, r.State, r.Calls, r.Errors, r.Failovers)
 	}
 
 	fmt.Fprintf(w, "\n  selected metrics (GET /metrics):\n")
