@@ -1,0 +1,226 @@
+package gradio_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+const echoConfig = `{"version":"5.49.1","protocol":"sse_v3","api_prefix":"/gradio_api","app_id":42,
+"components":[{"id":1,"type":"textbox"},{"id":2,"type":"textbox"}],
+"dependencies":[{"id":0,"api_name":"echo","inputs":[1],"outputs":[2],"backend_fn":true,"types":{"generator":false}}]}`
+
+// scriptedApp is a hand-driven sse_v3 server with one session: the test
+// decides what goes onto the data stream and when.
+type scriptedApp struct {
+	msgs    chan string // records for the data stream; "CLOSE" ends it with close_stream
+	written chan string // each record once written
+	gets    atomic.Int32
+	onJoin  func(id string) // runs before the join answers
+}
+
+func (a *scriptedApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/config":
+		w.Write([]byte(echoConfig))
+	case "/gradio_api/queue/join":
+		var body struct{ Data []string }
+		json.NewDecoder(r.Body).Decode(&body)
+		id := "ev-" + body.Data[0]
+		if a.onJoin != nil {
+			a.onJoin(id)
+		}
+		fmt.Fprintf(w, `{"event_id":%q}`, id)
+	case "/gradio_api/queue/data":
+		a.gets.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case m := <-a.msgs:
+				if m == "CLOSE" {
+					m = `{"msg":"close_stream","event_id":null}`
+				}
+				fmt.Fprintf(w, "data: %s\n\n", m)
+				w.(http.Flusher).Flush()
+				a.written <- m
+				if strings.Contains(m, "close_stream") {
+					return
+				}
+			case <-r.Context().Done():
+				return
+			}
+		}
+	case "/gradio_api/cancel", "/gradio_api/reset":
+		w.Write([]byte(`{"success":true}`))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func completed(id, out string) string {
+	return fmt.Sprintf(`{"msg":"process_completed","event_id":%q,"output":{"data":[%q]},"success":true}`, id, out)
+}
+
+func TestStreamEarlyMessagesAndReopen(t *testing.T) {
+	app := &scriptedApp{msgs: make(chan string, 100), written: make(chan string, 100)}
+	app.onJoin = func(id string) {
+		switch id {
+		case "ev-hold":
+			app.msgs <- `{"msg":"estimation","event_id":"ev-hold","rank":0,"queue_size":2,"rank_eta":null}`
+		case "ev-early":
+			// The whole event crosses the stream before its join answers.
+			for _, m := range []string{
+				`{"msg":"estimation","event_id":"ev-early","rank":1,"queue_size":2,"rank_eta":1.5}`,
+				`{"msg":"process_starts","event_id":"ev-early","eta":null}`,
+				completed("ev-early", "EARLY"),
+			} {
+				app.msgs <- m
+			}
+			for i := 0; i < 3; i++ {
+				<-app.written
+			}
+		}
+	}
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	c := connect(t, srv.URL, gradio.WithHeartbeat(false))
+	defer c.Close() // before srv.Close, which waits for the stream handler
+	ctx := testCtx(t)
+
+	hold, err := c.Submit(ctx, "echo", "hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdEvents := hold.Events()
+	if ev := <-holdEvents; ev.Kind != gradio.EventQueued || ev.QueueSize != 2 {
+		t.Fatalf("first hold event %+v", ev)
+	}
+	<-app.written
+	early, err := c.Submit(ctx, "echo", "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for ev := range early.Events() {
+		kinds = append(kinds, ev.Kind.String())
+		if ev.Kind == gradio.EventQueued && (ev.Rank != 1 || ev.ETA != 1500*time.Millisecond) {
+			t.Errorf("queued event %+v", ev)
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "queued,started,completed" {
+		t.Fatalf("early events %s", got)
+	}
+	if out, err := early.Wait(ctx); err != nil || str(t, out[0]) != "EARLY" {
+		t.Fatalf("early: %v", err)
+	}
+	// close_stream while hold is still pending: the client must reopen.
+	app.msgs <- "CLOSE"
+	app.msgs <- completed("ev-hold", "HOLD")
+	for range holdEvents {
+	}
+	if out, err := hold.Wait(ctx); err != nil || str(t, out[0]) != "HOLD" {
+		t.Fatalf("hold: %v", err)
+	}
+	if n := app.gets.Load(); n != 2 {
+		t.Errorf("%d GET queue/data, want 2 (one reopen)", n)
+	}
+}
+
+func TestUnexpectedErrorFailsAllPending(t *testing.T) {
+	app := &scriptedApp{msgs: make(chan string, 100), written: make(chan string, 100)}
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	c := connect(t, srv.URL)
+	defer c.Close()
+	ctx := testCtx(t)
+	a, _ := c.Submit(ctx, "echo", "a")
+	b, _ := c.Submit(ctx, "echo", "b")
+	app.msgs <- `{"msg":"heartbeat","event_id":null}`
+	app.msgs <- `{"msg":"unexpected_error","event_id":null,"message":"Server stopped unexpectedly.","success":false}`
+	for _, j := range []*gradio.Job{a, b} {
+		_, err := j.Wait(ctx)
+		var cl *gradio.ConnectionLostError
+		if !errors.As(err, &cl) || !cl.Accepted || !strings.Contains(err.Error(), "Server stopped") {
+			t.Fatalf("err %v", err)
+		}
+	}
+}
+
+func TestRestartDuringCall(t *testing.T) {
+	srv := startSim(t, gradiotest.Gradio5, nil, nil)
+	c := connect(t, srv.URL)
+	j, err := c.Submit(testCtx(t), "slow", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range j.Events() {
+		if ev.Kind == gradio.EventStarted {
+			srv.Restart()
+		}
+	}
+	_, err = j.Wait(testCtx(t))
+	var cl *gradio.ConnectionLostError
+	if !errors.As(err, &cl) || !cl.Accepted {
+		t.Fatalf("err %v", err)
+	}
+	if err := c.Ping(testCtx(t)); !errors.Is(err, gradio.ErrAppChanged) {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+func TestJoinNotAccepted(t *testing.T) {
+	srv := startSim(t, gradiotest.Gradio5, nil, nil)
+	c := connect(t, srv.URL, gradio.WithHeaderTimeout(200*time.Millisecond))
+	srv.SetStall(true)
+	_, err := c.Predict(testCtx(t), "upper", "x")
+	srv.SetStall(false)
+	var cl *gradio.ConnectionLostError
+	if !errors.As(err, &cl) || cl.Accepted {
+		t.Fatalf("err %v, want not accepted", err)
+	}
+}
+
+func TestGradio3Unsupported(t *testing.T) {
+	cfg := readFixture(t, "config_gradio-3.40.1_xray_no-protocol-field_ws.json")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(cfg) }))
+	defer srv.Close()
+	_, err := gradio.Connect(testCtx(t), srv.URL)
+	if !errors.Is(err, gradio.ErrUnsupportedProtocol) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestHeartbeatOption(t *testing.T) {
+	srv := startSim(t, gradiotest.Gradio5, nil, nil)
+	for _, tt := range []struct {
+		opts []gradio.Option
+		want int
+	}{{nil, 1}, {[]gradio.Option{gradio.WithHeartbeat(false)}, 0}} {
+		var px countingProxy
+		c := connect(t, px.start(t, srv.URL), tt.opts...)
+		if _, err := c.Predict(testCtx(t), "upper", "x"); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k, v := range px.snapshot() {
+			if strings.Contains(k, "/heartbeat/") {
+				n += v
+			}
+		}
+		if n != tt.want {
+			t.Errorf("opts %v: %d heartbeat streams, want %d", tt.opts, n, tt.want)
+		}
+		c.Close()
+	}
+}
