@@ -530,3 +530,30 @@ func TestRefillAfterFailedGrowth(t *testing.T) {
 		b.verifyAllClosed(t)
 	})
 }
+
+// TestCloseDuringCheck: Close cancels a running check and waits for it; the
+// cancelled check is not counted as a failure.
+func TestCloseDuringCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &backend{}
+		b.checkFn = func(ctx context.Context, c *fakeConn) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		cfg := b.config()
+		cfg.MinSessions, cfg.HealthCheckTimeout = 1, -1
+		p := newPool(t, cfg)
+		mustAcquire(t, p).Release()
+		for i := 0; p.Stat().Checking == 0; i++ {
+			if i > 400 {
+				t.Fatal("no health check within 6 min")
+			}
+			time.Sleep(time.Second)
+		}
+		closePool(t, p)
+		if st := p.Stat(); st.HealthCheckFailures != 0 || st.Checking != 0 || st.DestroyedClosed != 1 {
+			t.Errorf("stat = %+v", st)
+		}
+		b.verifyAllClosed(t)
+	})
+}

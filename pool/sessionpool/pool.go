@@ -834,6 +834,13 @@ func (p *Pool[T]) check(it *item[T]) {
 	p.mu.Lock()
 	p.checking--
 	p.checksInFlight--
+	if p.closed {
+		// Close cancelled the check: neither a pass nor a failure.
+		p.destroyLocked(it, ReasonClosed)
+		p.checkDrainedLocked()
+		p.mu.Unlock()
+		return
+	}
 	p.stat.HealthChecks++
 	if err != nil {
 		p.stat.HealthCheckFailures++
@@ -847,8 +854,6 @@ func (p *Pool[T]) check(it *item[T]) {
 	}
 	failures := it.failures
 	switch {
-	case p.closed:
-		p.destroyLocked(it, ReasonClosed)
 	case it.gen != p.resetGen:
 		p.destroyLocked(it, ReasonReset)
 		p.growLocked()
@@ -858,7 +863,7 @@ func (p *Pool[T]) check(it *item[T]) {
 	default:
 		p.putLocked(it, now) // lastUsed unchanged: a check is not a use
 	}
-	if p.checksInFlight == 0 && !p.closed {
+	if p.checksInFlight == 0 {
 		p.healthTimer.Reset(p.jitter(p.cfg.HealthCheckInterval))
 	}
 	var ev Event
