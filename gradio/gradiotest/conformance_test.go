@@ -544,10 +544,18 @@ func TestJSClientConformance(t *testing.T) {
 		hub := gradiotest.NewHub()
 		t.Cleanup(hub.Close)
 		hub.AddSpace("gradiopool/conformance", srv)
-		hub.AddSpace("gradiopool/private", srv)
+		private := gradiotest.NewServer(nil) // a private Space's replica checks the token too
+		t.Cleanup(private.Close)
+		hub.AddSpace("gradiopool/private", private)
 		hub.SetPrivate("gradiopool/private", "hf_conformance")
 		args = append(args, "--hub-url", hub.URL, "--space", "gradiopool/conformance",
 			"--private-space", "gradiopool/private", "--hf-token", "hf_conformance")
+		sleepy := gradiotest.NewServer(nil)
+		t.Cleanup(sleepy.Close)
+		hub.AddSpace("gradiopool/sleepy", sleepy)
+		hub.SetWakeDelay(300 * time.Millisecond) // usually still asleep at the first status poll
+		hub.SetStage("gradiopool/sleepy", gradiotest.StageSleeping)
+		args = append(args, "--sleeping-space", "gradiopool/sleepy")
 	} else if u := os.Getenv(envConformanceAuthURL); u != "" {
 		args = append(args, "--auth-url", u, "--auth", os.Getenv(envConformanceAuth))
 	}

@@ -9,6 +9,7 @@
 //                            [--api-prefix /gradio_api] [--version-re '^[56]\.']
 //                            [--hub-url URL --space OWNER/NAME]
 //                            [--private-space OWNER/NAME --hf-token TOKEN]
+//                            [--sleeping-space OWNER/NAME]
 //   GRADIO_URL=URL node conformance.mjs
 //
 // Output: one JSON object per line on stdout, one per check:
@@ -57,7 +58,7 @@ const CLIENT_VERSION = JSON.parse(
 // ---------------------------------------------------------------- arguments
 
 function parseArgs(argv) {
-	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\.", hubURL: "", space: "", privateSpace: "", hfToken: "" };
+	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\.", hubURL: "", space: "", privateSpace: "", hfToken: "", sleepingSpace: "" };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		if (a === "--wire-out") o.wireOut = argv[++i];
@@ -70,6 +71,7 @@ function parseArgs(argv) {
 		else if (a === "--space") o.space = argv[++i];
 		else if (a === "--private-space") o.privateSpace = argv[++i];
 		else if (a === "--hf-token") o.hfToken = argv[++i];
+		else if (a === "--sleeping-space") o.sleepingSpace = argv[++i];
 		else if (a === "--only") o.only = new Set(argv[++i].split(","));
 		else if (a === "--timeout-ms") o.timeoutMs = Number(argv[++i]);
 		else if (a.startsWith("--")) usage(`unknown flag ${a}`);
@@ -582,6 +584,24 @@ async function main() {
 		try {
 			eq((await c.predict("/upper", ["private"])).data, ["PRIVATE"], "upper with the token");
 			return { without_token: err.message.slice(0, 80) };
+		} finally {
+			c.close();
+		}
+	});
+
+	await check("space_id/wake_sleeping", async () => {
+		// With a status_callback, the client polls the Hub's
+		// /api/spaces/{id} (runtime.stage) until the Space runs, then connects.
+		if (!opts.hubURL || !opts.sleepingSpace) throw new Skip("no sleeping Space given (--sleeping-space)");
+		const statuses = [];
+		const c = await connect(opts.sleepingSpace, { ...EVENTS, status_callback: (st) => statuses.push(st.status) });
+		try {
+			// Whether "sleeping" shows up first depends on how fast the Space
+			// wakes after the host look-up; only the end state is asserted.
+			assert(statuses.length > 0, "status_callback never called (Hub /api/spaces/{id} unusable?)");
+			eq(statuses[statuses.length - 1], "running", "last status");
+			eq((await c.predict("/upper", ["awake"])).data, ["AWAKE"], "upper after the wake-up");
+			return { statuses };
 		} finally {
 			c.close();
 		}
