@@ -75,7 +75,11 @@
 //
 //   - connect time-out or transport failure (*gradio.ConnectError): retried
 //     ConnectRetries (3) times on the same replica with a growing delay, then
-//     the next replica;
+//     the next replica. Each attempt is bounded by the client's phase
+//     time-outs (dial 10 s, gradio.WithHeaderTimeout 30 s), so a replica that
+//     accepts connections but never answers delays its users by up to four of
+//     them; callers that share the connect wait for it within their own
+//     context;
 //   - the Space's metadata cannot be loaded (*gradio.MetadataError) or the
 //     Space is not running (*gradio.SpaceError): the next replica at once;
 //   - queue/join refused: the app's queue is full (gradio.ErrQueueFull), a 5xx

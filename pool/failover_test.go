@@ -10,10 +10,11 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-func TestFailoverConnectRefused(t *testing.T) {
+func TestFailoverConnectTimeout(t *testing.T) {
 	srvs := replicas(t, 1)
 	rec := &recorder{}
-	p := newPool(t, pool.Config{Replicas: []string{deadURL(t), srvs[0].URL}, OnEvent: rec.hook})
+	p := newPool(t, pool.Config{Replicas: []string{blackholeURL(t), srvs[0].URL}, OnEvent: rec.hook,
+		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(50 * time.Millisecond)}})
 	dead := p.Replicas()[0]
 	ctx := ctxT(t)
 	res, err := p.Predict(ctx, "new@example.com", "upper", "x") // round robin starts at the dead one

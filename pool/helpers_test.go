@@ -126,6 +126,18 @@ func deadURL(t *testing.T) string {
 	return u
 }
 
+// blackholeURL returns a loopback URL that accepts TCP connections (the
+// kernel's backlog) but never answers: every connect times out.
+func blackholeURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return "http://" + l.Addr().String()
+}
+
 // echoApp is an app whose "echo" endpoint counts executions per input, to
 // prove that no logical call runs twice.
 type echoApp struct {

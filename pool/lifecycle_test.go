@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -89,8 +90,8 @@ func TestLogsHideEmails(t *testing.T) {
 	srvs := replicas(t, 2)
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p := newPool(t, pool.Config{Replicas: append([]string{deadURL(t)}, urls(srvs)...), Logger: logger,
-		HashKey: []byte("test-key")})
+	p := newPool(t, pool.Config{Replicas: append([]string{blackholeURL(t)}, urls(srvs)...), Logger: logger,
+		HashKey: []byte("test-key"), ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(50 * time.Millisecond)}})
 	ctx := ctxT(t)
 	for _, u := range []string{"Secret.User@Example.com", "other.person@example.com", ""} {
 		if _, err := p.Predict(ctx, u, "upper", "x"); err != nil {

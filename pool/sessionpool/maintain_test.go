@@ -389,7 +389,7 @@ func TestCloseCancelsConnects(t *testing.T) {
 			t.Fatalf("stat = %+v", st)
 		}
 		closePool(t, p)
-		if st := p.Stat(); st.Connecting != 0 || !st.Closed {
+		if st := p.Stat(); st.Connecting != 0 || !st.Closed || st.ConnectFailures != 0 {
 			t.Errorf("stat = %+v", st)
 		}
 	})

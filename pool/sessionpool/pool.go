@@ -588,6 +588,12 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 		p.stale--
 	}
 	p.stat.ConnectDuration += time.Duration(now - start)
+	if err != nil && p.closed {
+		// Close cancelled the connect: not a failure of the replica.
+		p.checkDrainedLocked()
+		p.mu.Unlock()
+		return
+	}
 	if err != nil {
 		p.stat.ConnectFailures++
 		p.backoff = true
@@ -595,7 +601,7 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 		// A waiter left without a connect in flight for it gets this
 		// error (the oldest, as the queue serves everything in order)
 		// rather than waiting out its time-out on a failing replica.
-		if !p.closed && p.waitq.n > p.connecting-p.stale {
+		if p.waitq.n > p.connecting-p.stale {
 			w := p.waitq.head
 			p.waitq.remove(w)
 			w.ch <- waitResult[T]{err: cerr}
