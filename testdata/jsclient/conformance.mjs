@@ -760,7 +760,7 @@ async function recordWire() {
 				const isSSE = String(ures.headers["content-type"] || "").startsWith("text/event-stream");
 				let buf = "";
 				ures.on("data", (c) => {
-					res.write(c);
+					if (!res.destroyed) res.write(c);
 					if (isSSE) {
 						buf += c.toString("utf8");
 						let i;
@@ -789,7 +789,13 @@ async function recordWire() {
 			ex.req_body = body.toString("latin1").slice(0, 65536);
 			up.end(body);
 		});
-		res.on("close", () => up.destroy());
+		// The client aborts its data stream as soon as it reads close_stream;
+		// the server ends the response right after, so let that end arrive
+		// (it is what streams_end_with_close_stream checks). Any other client
+		// disconnect is passed on to the server.
+		res.on("close", () => {
+			if (!ex.ended && !ex.sse.some((m) => m.includes('"msg":"close_stream"'))) up.destroy();
+		});
 	});
 	await new Promise((r) => server.listen(0, "127.0.0.1", r));
 	const proxyURL = `http://127.0.0.1:${server.address().port}`;
