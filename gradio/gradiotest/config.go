@@ -291,7 +291,7 @@ func (s *Server) config(r *http.Request) obj {
 		set("fill_height", false)
 	if m.major() >= 5 {
 		c = c.set("fill_width", false).set("theme_hash", "2fa39f6df94156f7ef9d84370dbb2657d672827c75f082ac995879c32290c5ca").
-			set("pwa", false).set("pages", [][]any{{"", "Home", true}}).set("page", obj{{"", obj{{"layout", layout}, {"dependencies", indexes(len(deps))}, {"components", compIDs(comps)}}}}).
+			set("pwa", false).set("pages", [][]any{{"", "Home", true}}).set("page", obj{{"", obj{{"layout", layout}, {"components", compIDs(comps)}, {"dependencies", indexes(len(deps))}}}}).
 			set("mcp_server", false).set("i18n_translations", nil)
 	}
 	if s.authRequired() {
@@ -317,7 +317,7 @@ func compIDs(comps []obj) []any {
 	for _, c := range comps {
 		out = append(out, c[0].v)
 	}
-	return append([]any{0}, out...)
+	return out
 }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {

@@ -209,12 +209,16 @@ func (s *Server) dispatchLocked(g *group) {
 		s.wg.Add(1)
 		go s.runEvent(ev)
 	}
-	if startedAny {
+	// Gradio re-sends estimations to every waiting event; beyond a few hundred
+	// that is quadratic work for no test value, so the tail is skipped.
+	if startedAny && len(g.queue) <= maxRebroadcast {
 		for i, ev := range g.queue {
 			s.estimationLocked(ev, i)
 		}
 	}
 }
+
+const maxRebroadcast = 200
 
 // errJoin is a join refused with an HTTP status and detail.
 type errJoin struct {
