@@ -122,12 +122,12 @@ func TestMemorySweepShrinks(t *testing.T) {
 		ctx := context.Background()
 		s := assign.NewMemory(assign.MemoryConfig{SweepInterval: -1})
 		defer s.Close()
-		for i := range 100_000 {
+		for i := range 20_000 {
 			_ = s.Set(ctx, key(i), "r", time.Minute)
 		}
 		time.Sleep(2 * time.Minute)
-		if got := s.Sweep(); got != 100_000 {
-			t.Errorf("Sweep removed %d, want 100000", got)
+		if got := s.Sweep(); got != 20_000 {
+			t.Errorf("Sweep removed %d, want 20000", got)
 		}
 		if n, _ := s.Len(ctx); n != 0 {
 			t.Errorf("Len = %d, want 0", n)
@@ -142,7 +142,7 @@ func TestMemoryConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
-			for i := range 2000 {
+			for i := range 1000 {
 				k := key(g*10000 + i%100)
 				_ = s.Set(ctx, k, fmt.Sprint("r", i%3), time.Hour)
 				if _, ok, err := s.Get(ctx, k); !ok || err != nil {
@@ -195,10 +195,10 @@ func bytesPerAssignment(n int) float64 {
 
 func TestMemoryFootprint(t *testing.T) {
 	if testing.Short() {
-		t.Skip("allocates 100k assignments")
+		t.Skip("allocates 50k assignments")
 	}
 	const limit = 300 // bytes per assignment: 1M must fit well under 300 MB
-	if got := bytesPerAssignment(100_000); got > limit {
+	if got := bytesPerAssignment(50_000); got > limit {
 		t.Errorf("%.0f bytes per assignment, want < %d", got, limit)
 	}
 }

@@ -1,0 +1,180 @@
+// Package assigntest is a conformance suite for implementations of
+// [assign.Store], in the manner of testing/slogtest: a Redis (or other
+// shared) store runs the same cases as the in-memory one, so that package
+// pool can rely on the same behaviour.
+//
+//	func TestRedisStore(t *testing.T) {
+//		assigntest.Run(t, func(t *testing.T) assign.Store { return newRedisStore(t) }, assigntest.Options{})
+//	}
+package assigntest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool/assign"
+)
+
+// Options adapt the suite to a store. The zero value uses real time with a
+// TTL of DefaultTTL.
+type Options struct {
+	// TTL is the time to live used by the expiry cases. Zero: DefaultTTL.
+	TTL time.Duration
+	// Wrap runs each case; a store whose clock can be faked runs the case
+	// in a testing/synctest bubble here (synctest.Test), so that TTLs of an
+	// hour pass at once. Nil: the case runs directly.
+	Wrap func(t *testing.T, f func(t *testing.T))
+}
+
+// DefaultTTL is the TTL of the expiry cases under real time.
+const DefaultTTL = 300 * time.Millisecond
+
+// Run runs every case against stores made by newStore, one per case.
+// newStore should register the store's clean-up with t.Cleanup.
+func Run(t *testing.T, newStore func(t *testing.T) assign.Store, opts Options) {
+	ttl := opts.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	wrap := opts.Wrap
+	if wrap == nil {
+		wrap = func(t *testing.T, f func(t *testing.T)) { f(t) }
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wrap(t, func(t *testing.T) { c.run(t, newStore(t), ttl) })
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T, s assign.Store, ttl time.Duration)
+}
+
+// cases are the behaviours package pool relies on, each explained.
+var cases = []testCase{
+	{"a missing key is not found, without error", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		expectMissing(t, s, "missing")
+	}},
+	{"Set then Get returns the replica", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", ttl)
+		expect(t, s, "k1", "replica-a")
+	}},
+	{"Set replaces the replica (a user re-pinned after a failover)", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", ttl)
+		set(t, s, "k1", "replica-b", ttl)
+		expect(t, s, "k1", "replica-b")
+		expectLen(t, s, 1)
+	}},
+	{"Delete removes a key; deleting a missing key is no error", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", ttl)
+		set(t, s, "k2", "replica-b", ttl)
+		if err := s.Delete(context.Background(), "k1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(context.Background(), "never-set"); err != nil {
+			t.Errorf("Delete(missing) = %v", err)
+		}
+		expectMissing(t, s, "k1")
+		expect(t, s, "k2", "replica-b")
+		expectLen(t, s, 1)
+	}},
+	{"Len counts the assignments", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		expectLen(t, s, 0)
+		for i := range 10 {
+			set(t, s, fmt.Sprint("key-", i), fmt.Sprint("replica-", i%3), ttl)
+		}
+		expectLen(t, s, 10)
+	}},
+	{"an assignment expires after its TTL", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", ttl)
+		time.Sleep(ttl / 2)
+		expect(t, s, "k1", "replica-a")
+		time.Sleep(ttl)
+		expectMissing(t, s, "k1")
+	}},
+	{"Set refreshes the TTL (every call of a user extends the assignment)", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", ttl)
+		for range 3 {
+			time.Sleep(ttl * 3 / 4)
+			set(t, s, "k1", "replica-a", ttl)
+		}
+		expect(t, s, "k1", "replica-a")
+	}},
+	{"a TTL of zero means no expiry", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", 0)
+		time.Sleep(2 * ttl)
+		expect(t, s, "k1", "replica-a")
+	}},
+	{"Get does not extend the TTL", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		set(t, s, "k1", "replica-a", ttl)
+		time.Sleep(ttl / 2)
+		expect(t, s, "k1", "replica-a")
+		time.Sleep(ttl * 3 / 4)
+		expectMissing(t, s, "k1")
+	}},
+	{"keys are opaque: 32 hex digits and odd bytes alike", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		keys := []string{"0123456789abcdef0123456789abcdef", "a:b", "with space", "ünïcode", "x"}
+		for i, k := range keys {
+			set(t, s, k, fmt.Sprint("r", i), ttl)
+		}
+		for i, k := range keys {
+			expect(t, s, k, fmt.Sprint("r", i))
+		}
+	}},
+	{"concurrent use is safe", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 50 {
+					k := fmt.Sprint("g", g, "-", i%10)
+					if err := s.Set(context.Background(), k, "r", ttl); err != nil {
+						t.Error(err)
+						return
+					}
+					if _, ok, err := s.Get(context.Background(), k); err != nil || !ok {
+						t.Errorf("Get(%s) = %v, %v right after Set", k, ok, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		expectLen(t, s, 40)
+	}},
+}
+
+func set(t *testing.T, s assign.Store, key, replica string, ttl time.Duration) {
+	t.Helper()
+	if err := s.Set(context.Background(), key, replica, ttl); err != nil {
+		t.Fatalf("Set(%q): %v", key, err)
+	}
+}
+
+func expect(t *testing.T, s assign.Store, key, want string) {
+	t.Helper()
+	got, ok, err := s.Get(context.Background(), key)
+	if err != nil || !ok || got != want {
+		t.Errorf("Get(%q) = %q, %v, %v; want %q", key, got, ok, err, want)
+	}
+}
+
+func expectMissing(t *testing.T, s assign.Store, key string) {
+	t.Helper()
+	got, ok, err := s.Get(context.Background(), key)
+	if err != nil || ok {
+		t.Errorf("Get(%q) = %q, %v, %v; want not found", key, got, ok, err)
+	}
+}
+
+func expectLen(t *testing.T, s assign.Store, want int) {
+	t.Helper()
+	n, err := s.Len(context.Background())
+	if err != nil || n != want {
+		t.Errorf("Len = %d, %v; want %d", n, err, want)
+	}
+}
