@@ -82,7 +82,8 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
 
 // HashUser is the keyed hash the gateway logs instead of an e-mail: the
-// first 16 hex digits of HMAC-SHA256(hash key, normalised e-mail).
+// first 8 hex digits of HMAC-SHA256(hash key, normalised e-mail), the same
+// prefix the pool logs as "user", so both lines of one call match.
 func (g *Gateway) HashUser(user string) string { return HashUser(g.hashKey, user) }
 
 // HashUser hashes a normalised e-mail with key; "" stays "".
@@ -92,7 +93,7 @@ func HashUser(key []byte, user string) string {
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(NormalizeUser(user)))
-	return hex.EncodeToString(m.Sum(nil))[:16]
+	return hex.EncodeToString(m.Sum(nil))[:8]
 }
 
 // NormalizeUser trims and lower-cases an e-mail.
@@ -318,7 +319,7 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 		return "", nil, "", badRequest("bad_user", "the %s header must be one e-mail address", UserHeader)
 	}
 	if user != "" {
-		addLog(r, slog.String("user_hash", g.HashUser(user)))
+		addLog(r, slog.String("user", g.HashUser(user)))
 	}
 	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
 	b, rerr := io.ReadAll(body)

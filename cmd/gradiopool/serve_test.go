@@ -281,8 +281,8 @@ func TestServeEndToEnd(t *testing.T) {
 				t.Errorf("%q appears in a log line or an answer", s)
 			}
 		}
-		if !strings.Contains(g.stderr.String(), `"user_hash"`) {
-			t.Error("the access log has no user_hash")
+		if !strings.Contains(g.stderr.String(), `"msg":"http request"`) || !strings.Contains(g.stderr.String(), `"user":"`) {
+			t.Error("the access log has no user hash")
 		}
 	})
 
