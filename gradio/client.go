@@ -113,7 +113,7 @@ func Connect(ctx context.Context, src string, opts ...Option) (*Client, error) {
 			return fail(err)
 		}
 	}
-	cfg, err := a.fetchConfig(ctx)
+	cfg, err := a.fetchConfigWaking(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -341,6 +341,41 @@ func statusErr(code int) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// fetchConfigWaking fetches the config; with a wake timeout it keeps
+// retrying while the app answers 502/503/504 (a Space still booting, or a
+// sleeping *.hf.space URL being woken by the request itself).
+func (a *app) fetchConfigWaking(ctx context.Context) (*Config, error) {
+	deadline := time.Now().Add(a.set.wakeTimeout)
+	for {
+		cfg, err := a.fetchConfig(ctx)
+		var me *MetadataError
+		if err == nil || a.set.wakeTimeout <= 0 || !errors.As(err, &me) {
+			return cfg, err
+		}
+		switch me.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		default:
+			return nil, err
+		}
+		wait := a.set.wakePoll
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, err
+		}
+		if wait > left {
+			wait = left
+		}
+		a.log.Info("gradio: app not ready, retrying config", "src", a.src, "status", me.StatusCode)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 var gradioConfigRe = regexp.MustCompile(`window\.gradio_config = (.*?);[\s]*</script>`)

@@ -29,7 +29,9 @@ func TestParseConfigFixtures(t *testing.T) {
 		endpoint string // a callable endpoint
 		fnIndex  int
 	}{
-		{"3.40.1", func(t testing.TB) []byte { return readFixture(t, "config_gradio-3.40.1_xray_no-protocol-field_ws.json") }, "3.40.1", "ws", "", 0, 0, "#0", 0},
+		{"3.40.1", func(t testing.TB) []byte {
+			return readFixture(t, "config_gradio-3.40.1_xray_no-protocol-field_ws.json")
+		}, "3.40.1", "ws", "", 0, 0, "#0", 0},
 		{"4.0.0b15", func(t testing.TB) []byte { return readFixture(t, "config_gradio-4.0.0b15_xray_protocol-sse.json") }, "4.0.0-beta.15", "sse", "", 12713514255097080317, 0, "xray_model", 0},
 		{"4.27.0", func(t testing.TB) []byte { return readFixture(t, "config_gradio-4.27.0-jsmock_protocol-sse_v3.json") }, "4.27.0", "sse_v3", "", 123, 0, "/predict", 0},
 		{"5.49.1", fullConfig, "5.49.1", "sse_v3", "/gradio_api", 10130621209792454406, 6, "counter", 3},

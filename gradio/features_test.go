@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -627,5 +628,41 @@ func TestLogin(t *testing.T) {
 	out, err := s2.Predict(ctx, "upper", "in")
 	if err != nil || str(t, out[0]) != "IN" {
 		t.Fatalf("after login: %v", err)
+	}
+}
+
+func TestQueueFullAllModes(t *testing.T) {
+	for _, mode := range gradiotest.Modes {
+		t.Run(string(mode), func(t *testing.T) {
+			srv := startSim(t, mode, nil, func(s *gradiotest.Server) { s.QueueFull = true })
+			c := connect(t, srv.URL)
+			_, err := c.Predict(testCtx(t), "upper", "x")
+			if !errors.Is(err, gradio.ErrQueueFull) {
+				t.Fatalf("err %v", err)
+			}
+			if srv.Executions("upper") != 0 {
+				t.Fatal("ran")
+			}
+		})
+	}
+}
+
+func TestNoSecretsInLogs(t *testing.T) {
+	srv := startSim(t, gradiotest.Gradio5, nil, func(s *gradiotest.Server) { s.Username, s.Password = "u", "pw-top-secret" })
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := connect(t, srv.URL, gradio.WithHFToken("hf_top_secret"), gradio.WithLogin("u", "pw-top-secret"), gradio.WithLogger(logger))
+	logger.Info("client", "c", c)
+	if _, err := c.Predict(testCtx(t), "upper", "x"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for _, secret := range []string{"hf_top_secret", "pw-top-secret"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("log contains %s:\n%s", secret, buf.String())
+		}
+	}
+	if !strings.Contains(buf.String(), "session=") {
+		t.Errorf("LogValue not used: %s", buf.String())
 	}
 }

@@ -3,6 +3,7 @@ package gradio
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,4 +53,24 @@ func FuzzMessage(f *testing.F) {
 			s.mu.Unlock()
 		}
 	})
+}
+
+func TestPrepareArgsURLAndNested(t *testing.T) {
+	cfg, _ := ParseConfig([]byte(`{"version":"5.0.0","protocol":"sse_v3","components":[],"dependencies":[]}`))
+	s := newSession(&app{cfg: cfg, set: defaultSettings()})
+	defer s.close()
+	in := []any{FileURL("https://h/a/b.png?x=1"), map[string]any{"k": FileData{Path: "/tmp/x"}}, "plain"}
+	out, changed, err := s.prepareArgs(context.Background(), "ep", in)
+	if err != nil || !changed {
+		t.Fatalf("prepareArgs: %v %v", changed, err)
+	}
+	b, _ := json.Marshal(out)
+	want := `[{"path":"https://h/a/b.png?x=1","orig_name":"b.png","meta":{"_type":"gradio.FileData"}},{"k":{"path":"/tmp/x","meta":{"_type":"gradio.FileData"}}},"plain"]`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+	plain := []any{"a", map[string]any{"b": 1}}
+	if _, changed, _ := s.prepareArgs(context.Background(), "ep", plain); changed {
+		t.Error("plain values reported as changed")
+	}
 }

@@ -98,6 +98,7 @@ type Job struct {
 	id       string
 	events   []Event // not yet taken by the Events pump
 	notify   chan struct{}
+	evCh     <-chan Event // what Events returned
 	pumping  bool
 	done     chan struct{} // closed when finished
 	result   []json.RawMessage
@@ -143,24 +144,42 @@ func (j *Job) Wait(ctx context.Context) ([]json.RawMessage, error) {
 // until read, so a slow reader never stalls other jobs; stop reading only
 // after the channel closes or once the Submit ctx has ended (then
 // undelivered events are dropped and the channel closed), or the delivering
-// goroutine stays behind until Close.
+// goroutine stays behind until Close. Every call returns the same channel.
 func (j *Job) Events() <-chan Event {
-	ch := make(chan Event)
 	j.mu.Lock()
-	if j.pumping {
+	if j.evCh != nil {
+		ch := j.evCh
 		j.mu.Unlock()
-		panic("gradio: Job.Events called twice")
+		return ch // the same channel on every call
 	}
+	ch := make(chan Event)
+	j.evCh = ch
 	j.pumping = true
 	j.notify = make(chan struct{}, 1)
 	j.mu.Unlock()
-	j.s.wg.Add(1)
-	go j.pump(ch)
+	j.s.mu.Lock()
+	started := j.s.goLocked(func() { j.pump(ch) })
+	j.s.mu.Unlock()
+	if !started {
+		// Closed session: the job has finished; hand over what is left.
+		j.mu.Lock()
+		evs := j.events
+		j.events = nil
+		j.mu.Unlock()
+		buf := make(chan Event, len(evs))
+		for _, ev := range evs {
+			buf <- ev
+		}
+		close(buf)
+		j.mu.Lock()
+		j.evCh = buf
+		j.mu.Unlock()
+		return buf
+	}
 	return ch
 }
 
 func (j *Job) pump(ch chan<- Event) {
-	defer j.s.wg.Done()
 	defer close(ch)
 	for {
 		j.mu.Lock()
