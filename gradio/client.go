@@ -297,7 +297,7 @@ func (a *app) do(req *http.Request, headerTimeout bool) (*http.Response, error) 
 	}
 	if err != nil {
 		if cancel != nil {
-			if cause := context.Cause(req.Context()); cause != nil && req.Context().Err() != nil {
+			if cause := context.Cause(req.Context()); cause != nil && req.Context().Err() != nil && !strings.Contains(err.Error(), cause.Error()) {
 				err = fmt.Errorf("%w (%v)", err, cause)
 			}
 			cancel(nil)

@@ -587,7 +587,7 @@ func TestConnectErrors(t *testing.T) {
 	ctx := testCtx(t)
 	srv := startSim(t, gradiotest.Gradio5, nil, nil)
 	srv.SetStall(true)
-	_, err := gradio.Connect(ctx, srv.URL, gradio.WithHeaderTimeout(100*time.Millisecond))
+	_, err := gradio.Connect(ctx, srv.URL, gradio.WithHeaderTimeout(300*time.Millisecond))
 	var ce *gradio.ConnectError
 	if !errors.As(err, &ce) {
 		t.Fatalf("stall: %v", err)

@@ -181,7 +181,7 @@ func TestRestartDuringCall(t *testing.T) {
 
 func TestJoinNotAccepted(t *testing.T) {
 	srv := startSim(t, gradiotest.Gradio5, nil, nil)
-	c := connect(t, srv.URL, gradio.WithHeaderTimeout(200*time.Millisecond))
+	c := connect(t, srv.URL, gradio.WithHeaderTimeout(2*time.Second))
 	srv.SetStall(true)
 	_, err := c.Predict(testCtx(t), "upper", "x")
 	srv.SetStall(false)
