@@ -14,7 +14,7 @@ func TestFailoverConnectTimeout(t *testing.T) {
 	srvs := replicas(t, 1)
 	rec := &recorder{}
 	p := newPool(t, pool.Config{Replicas: []string{blackholeURL(t), srvs[0].URL}, OnEvent: rec.hook,
-		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(50 * time.Millisecond)}})
+		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(400 * time.Millisecond)}})
 	dead := p.Replicas()[0]
 	ctx := ctxT(t)
 	res, err := p.Predict(ctx, "new@example.com", "upper", "x") // round robin starts at the dead one
@@ -207,7 +207,7 @@ func TestStalledReplica(t *testing.T) {
 	}
 	rec := &recorder{}
 	p := newPool(t, pool.Config{Replicas: urls(srvs), OnEvent: rec.hook,
-		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(200 * time.Millisecond)}})
+		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(500 * time.Millisecond)}})
 	u0, _ := pinnedUsers(t, p, "echo")
 	srvs[0].SetStall(true)
 	defer srvs[0].SetStall(false)

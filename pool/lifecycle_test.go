@@ -91,7 +91,7 @@ func TestLogsHideEmails(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p := newPool(t, pool.Config{Replicas: append([]string{blackholeURL(t)}, urls(srvs)...), Logger: logger,
-		HashKey: []byte("test-key"), ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(50 * time.Millisecond)}})
+		HashKey: []byte("test-key"), ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(400 * time.Millisecond)}})
 	ctx := ctxT(t)
 	for _, u := range []string{"Secret.User@Example.com", "other.person@example.com", ""} {
 		if _, err := p.Predict(ctx, u, "upper", "x"); err != nil {
