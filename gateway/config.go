@@ -380,7 +380,17 @@ func clarifyYAML(m string) string {
 type setting struct {
 	key, env, flag, usage string
 	set                   func(c *Config, v string) error
+	kind                  flagKind // how the flag is typed in -h
 }
+
+type flagKind int
+
+const (
+	kindString flagKind = iota
+	kindInt
+	kindDuration
+	kindBool
+)
 
 func intSetter(f func(c *Config) *int) func(*Config, string) error {
 	return func(c *Config, v string) error {
@@ -420,31 +430,31 @@ func splitList(v string) []string {
 
 var settings = []setting{
 	{"listen", "GRADIOPOOL_LISTEN", "listen", "TCP address to listen on (default " + DefaultListen + ")",
-		strSetter(func(c *Config) *string { return &c.Listen })},
+		strSetter(func(c *Config) *string { return &c.Listen }), kindString},
 	{"replicas", "GRADIOPOOL_REPLICAS", "replicas", "comma-separated Space ids or URLs",
-		func(c *Config, v string) error { c.Replicas = splitList(v); return nil }},
+		func(c *Config, v string) error { c.Replicas = splitList(v); return nil }, kindString},
 	{"hub_url", "GRADIOPOOL_HUB_URL", "hub-url", "Hugging Face Hub API base URL (default: the client's)",
-		strSetter(func(c *Config) *string { return &c.HubURL })},
+		strSetter(func(c *Config) *string { return &c.HubURL }), kindString},
 	{"pool.min_connections", "GRADIOPOOL_POOL_MIN_CONNECTIONS", "min-connections", "warm sessions per replica (default 5, -1 none)",
-		intSetter(func(c *Config) *int { return &c.Pool.MinConnections })},
+		intSetter(func(c *Config) *int { return &c.Pool.MinConnections }), kindInt},
 	{"pool.max_connections", "GRADIOPOOL_POOL_MAX_CONNECTIONS", "max-connections", "max sessions per replica (default 50)",
-		intSetter(func(c *Config) *int { return &c.Pool.MaxConnections })},
+		intSetter(func(c *Config) *int { return &c.Pool.MaxConnections }), kindInt},
 	{"pool.idle_timeout", "GRADIOPOOL_POOL_IDLE_TIMEOUT", "idle-timeout", "idle session removed after (default 10m)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleTimeout })},
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleTimeout }), kindDuration},
 	{"pool.queue_timeout", "GRADIOPOOL_POOL_QUEUE_TIMEOUT", "queue-timeout", "max wait for a free session (default 30s)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.QueueTimeout })},
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.QueueTimeout }), kindDuration},
 	{"pool.health_check_interval", "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", "health-check-interval", "health check period (default 5m)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.HealthCheckInterval })},
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.HealthCheckInterval }), kindDuration},
 	{"pool.health_check_max_connections", "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", "health-check-max-connections", "sessions checked per round (default 5)",
-		intSetter(func(c *Config) *int { return &c.Pool.HealthCheckMaxConnections })},
+		intSetter(func(c *Config) *int { return &c.Pool.HealthCheckMaxConnections }), kindInt},
 	{"pool.unhealthy_after_failures", "GRADIOPOOL_POOL_UNHEALTHY_AFTER_FAILURES", "unhealthy-after-failures", "failed checks before a session is destroyed (default 3)",
-		intSetter(func(c *Config) *int { return &c.Pool.UnhealthyAfterFailures })},
+		intSetter(func(c *Config) *int { return &c.Pool.UnhealthyAfterFailures }), kindInt},
 	{"pool.connect_retries", "GRADIOPOOL_POOL_CONNECT_RETRIES", "connect-retries", "connect retries before the next replica (default 3)",
-		intSetter(func(c *Config) *int { return &c.Pool.ConnectRetries })},
+		intSetter(func(c *Config) *int { return &c.Pool.ConnectRetries }), kindInt},
 	{"pool.user_assignment_ttl", "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", "user-assignment-ttl", "user -> replica assignment kept for (default 1h)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.UserAssignmentTTL })},
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.UserAssignmentTTL }), kindDuration},
 	{"pool.max_waiters", "GRADIOPOOL_POOL_MAX_WAITERS", "max-waiters", "max callers waiting per replica (default 1000)",
-		intSetter(func(c *Config) *int { return &c.Pool.MaxWaiters })},
+		intSetter(func(c *Config) *int { return &c.Pool.MaxWaiters }), kindInt},
 	{"pool.sticky_sessions", "GRADIOPOOL_POOL_STICKY_SESSIONS", "sticky-sessions", "keep a user on one session (gr.State) (default false)",
 		func(c *Config, v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -453,7 +463,7 @@ var settings = []setting{
 			}
 			c.Pool.StickySessions = b
 			return nil
-		}},
+		}, kindBool},
 	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes (default 10 MiB)",
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -462,19 +472,19 @@ var settings = []setting{
 			}
 			c.MaxBodyBytes = n
 			return nil
-		}},
+		}, kindInt},
 	{"drain_timeout", "GRADIOPOOL_DRAIN_TIMEOUT", "drain-timeout", "on SIGTERM, time calls in flight may take (default 30s)",
-		durSetter(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+		durSetter(func(c *Config) *time.Duration { return &c.DrainTimeout }), kindDuration},
 	{"keepalive_interval", "GRADIOPOOL_KEEPALIVE_INTERVAL", "keepalive-interval", "keep-alive comment period on event streams (default 15s)",
-		durSetter(func(c *Config) *time.Duration { return &c.KeepAliveInterval })},
+		durSetter(func(c *Config) *time.Duration { return &c.KeepAliveInterval }), kindDuration},
 	{"pending_call_ttl", "GRADIOPOOL_PENDING_CALL_TTL", "pending-call-ttl", "how long /gradio_api/call results are kept (default 10m)",
-		durSetter(func(c *Config) *time.Duration { return &c.PendingCallTTL })},
+		durSetter(func(c *Config) *time.Duration { return &c.PendingCallTTL }), kindDuration},
 	{"max_pending_calls", "GRADIOPOOL_MAX_PENDING_CALLS", "max-pending-calls", "max /gradio_api/call results kept (default 2000)",
-		intSetter(func(c *Config) *int { return &c.MaxPendingCalls })},
+		intSetter(func(c *Config) *int { return &c.MaxPendingCalls }), kindInt},
 	{"log.format", "GRADIOPOOL_LOG_FORMAT", "log-format", "auto, json or text (default auto)",
-		strSetter(func(c *Config) *string { return &c.Log.Format })},
+		strSetter(func(c *Config) *string { return &c.Log.Format }), kindString},
 	{"log.level", "GRADIOPOOL_LOG_LEVEL", "log-level", "debug, info, warn or error (default info)",
-		strSetter(func(c *Config) *string { return &c.Log.Level })},
+		strSetter(func(c *Config) *string { return &c.Log.Level }), kindString},
 }
 
 // ConfigEnvFile is the environment variable naming the YAML file when no
@@ -502,19 +512,29 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	return errors.Join(errs...)
 }
 
-// Flags registers one flag per key on fs (strings, parsed when applied) and
-// returns a function that applies, after fs.Parse, the flags that were set.
+// Flags registers one typed flag per key on fs and returns a function that
+// applies, after fs.Parse, only the flags that were set (so that an unset
+// flag never overrides the environment or the file).
 func Flags(fs *flag.FlagSet) func(c *Config) error {
-	vals := make(map[string]*string, len(settings))
 	for _, s := range settings {
-		vals[s.flag] = fs.String(s.flag, "", s.usage+" [env "+s.env+"]")
+		usage := s.usage + " [env " + s.env + "]"
+		switch s.kind {
+		case kindInt:
+			fs.Int(s.flag, 0, usage)
+		case kindDuration:
+			fs.Duration(s.flag, 0, usage)
+		case kindBool:
+			fs.Bool(s.flag, false, usage)
+		default:
+			fs.String(s.flag, "", usage)
+		}
 	}
 	return func(c *Config) error {
 		var errs []error
 		fs.Visit(func(f *flag.Flag) {
 			for _, s := range settings {
 				if s.flag == f.Name {
-					if err := s.set(c, *vals[s.flag]); err != nil {
+					if err := s.set(c, f.Value.String()); err != nil {
 						errs = append(errs, fmt.Errorf("--%s: %w", s.flag, err))
 					}
 				}

@@ -107,7 +107,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad replica", "replicas: [justaname]\n", nil, nil, "neither a Space id"},
 		{"env bad int", "replicas: [a/b]\n", map[string]string{"GRADIOPOOL_POOL_MAX_CONNECTIONS": "many"}, nil, `GRADIOPOOL_POOL_MAX_CONNECTIONS (pool.max_connections): "many" is not an integer`},
 		{"env bad duration", "replicas: [a/b]\n", map[string]string{"GRADIOPOOL_POOL_QUEUE_TIMEOUT": "30"}, nil, `"30" is not a duration`},
-		{"flag bad duration", "replicas: [a/b]\n", nil, []string{"--drain-timeout=soon"}, `--drain-timeout: "soon" is not a duration`},
+		{"flag bad duration", "replicas: [a/b]\n", nil, []string{"--drain-timeout=soon"}, `invalid value "soon" for flag -drain-timeout`},
 		{"bad log format", "replicas: [a/b]\nlog:\n  format: xml\n", nil, nil, `log.format: "xml"`},
 		{"negative", "replicas: [a/b]\npool:\n  queue_timeout: -1s\n", nil, nil, "pool.queue_timeout: -1s, must not be negative"},
 	} {

@@ -342,7 +342,7 @@ func TestServeConfigErrors(t *testing.T) {
 	}{
 		{"unknown key", []string{"--config", bad}, nil, `line 3: unknown key "max_conections"`},
 		{"no replicas", nil, nil, "at least one replica"},
-		{"bad duration flag", []string{"--replicas", "a/b", "--queue-timeout", "soon"}, nil, `"soon" is not a duration`},
+		{"bad duration flag", []string{"--replicas", "a/b", "--queue-timeout", "soon"}, nil, `invalid value "soon" for flag -queue-timeout`},
 		{"min above max", nil, []string{"GRADIOPOOL_REPLICAS=a/b", "GRADIOPOOL_POOL_MIN_CONNECTIONS=9", "GRADIOPOOL_POOL_MAX_CONNECTIONS=2"}, "is above pool.max_connections"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
