@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,10 +34,14 @@ func TestQuickReport(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "BENCHMARKS.md")
 	var progress strings.Builder
+	var w io.Writer = &progress
+	if testing.Verbose() {
+		w = io.MultiWriter(&progress, os.Stderr)
+	}
 	err := bench.Run(t.Context(), bench.Options{
 		Quick:    true,
 		Out:      out,
-		Progress: &progress,
+		Progress: w,
 		Self:     []string{os.Args[0]},
 	})
 	if err != nil {

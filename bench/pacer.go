@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,33 @@ type OpenLoopResult struct {
 	Latency  Summary       // measured from each call's due time
 	MaxLag   time.Duration // worst delay between a call's due time and its start
 	Achieved float64       // successful calls per second over Elapsed
+
+	samples []time.Duration // the successful calls' latencies, for merging
+}
+
+// mergeOpenLoop combines runs at the same rate (slices of one measurement
+// interleaved with other modes) into one result over all their samples.
+func mergeOpenLoop(rs []OpenLoopResult) OpenLoopResult {
+	var m OpenLoopResult
+	errs := map[string]int{}
+	var all []time.Duration
+	for _, r := range rs {
+		m.Rate = r.Rate
+		m.Planned += r.Planned
+		m.Started += r.Started
+		m.Elapsed += r.Elapsed
+		m.MaxLag = max(m.MaxLag, r.MaxLag)
+		all = append(all, r.samples...)
+		for k, v := range r.Latency.Errors {
+			errs[k] += v
+		}
+	}
+	m.samples = all
+	m.Latency = Summarize(slices.Clone(all), errs)
+	if m.Elapsed > 0 {
+		m.Achieved = float64(m.Latency.N) / m.Elapsed.Seconds()
+	}
+	return m
 }
 
 // OpenLoop calls fn rate times per second for dur, each call in its own
@@ -79,6 +107,7 @@ func OpenLoop(ctx context.Context, rate float64, dur time.Duration, fn func(cont
 		Latency:  s,
 		MaxLag:   time.Duration(maxLag.Load()),
 		Achieved: float64(s.N) / elapsed.Seconds(),
+		samples:  rec.snapshot(),
 	}
 }
 

@@ -34,6 +34,13 @@ func (r *Recorder) Fail(class string) {
 	r.mu.Unlock()
 }
 
+// snapshot returns a copy of the samples recorded so far.
+func (r *Recorder) snapshot() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.samples)
+}
+
 // Summary returns the percentiles of the samples recorded so far.
 func (r *Recorder) Summary() Summary {
 	r.mu.Lock()

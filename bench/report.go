@@ -72,6 +72,9 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		map[bool]string{true: " --quick", false: ""}[r.Quick], r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "| machine | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| mode | %s |\n", mode)
+	if raceEnabled {
+		fmt.Fprintf(&b, "| build | with the race detector: every figure is several times slower than a normal build, and quick-mode durations are halved |\n")
+	}
 	fmt.Fprintf(&b, "| CPUs (`nproc`) | %d (GOMAXPROCS %d) |\n", r.Machine.NumCPU, r.Machine.GOMAXPROCS)
 	if r.Machine.CPUModel != "" {
 		fmt.Fprintf(&b, "| CPU | %s |\n", r.Machine.CPUModel)
