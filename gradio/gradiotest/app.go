@@ -213,6 +213,9 @@ type Endpoint struct {
 	// means the server's DefaultConcurrencyLimit (Gradio's default: 1);
 	// negative means unlimited.
 	ConcurrencyLimit int
+	// TabLabel and ButtonLabel only decorate the config's layout (the tab and
+	// the button that trigger the endpoint); "" means APIName.
+	TabLabel, ButtonLabel string
 	// Private hides the endpoint from /info (api_name false / api_visibility
 	// "private"); it can still be called by fn_index.
 	Private bool
@@ -264,15 +267,15 @@ func DefaultApp() *App {
 	a.Handle("slow", builtinSlow,
 		[]Component{{Type: "number", Label: "seconds", Default: 3, HasDefault: true}}, []Component{Textbox("result")}).
 		Description = "long-running: sleeps N seconds"
-	a.Handle("counter", builtinCounter,
+	counter := a.Handle("counter", builtinCounter,
 		[]Component{{Type: "textbox", Label: "item", ParameterName: "text"}, State([]any{})},
-		[]Component{Textbox("history"), State(nil)}).
-		Description = "uses gr.State: appends text to a per-session list"
+		[]Component{Textbox("history"), State(nil)})
+	counter.Description, counter.TabLabel, counter.ButtonLabel = "uses gr.State: appends text to a per-session list", "state", "add"
 	a.Handle("fail", builtinFail, []Component{Textbox("text")}, []Component{Textbox("never")}).
 		Description = "raises gr.Error"
-	a.Handle("reverse_file", builtinReverseFile,
-		[]Component{{Type: "file", Label: "in", ParameterName: "f"}}, []Component{File("out")}).
-		Description = "takes a file, returns a (new) file"
+	rev := a.Handle("reverse_file", builtinReverseFile,
+		[]Component{{Type: "file", Label: "in", ParameterName: "f"}}, []Component{File("out")})
+	rev.Description, rev.TabLabel, rev.ButtonLabel = "takes a file, returns a (new) file", "file", "reverse"
 	return a
 }
 

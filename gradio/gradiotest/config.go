@@ -3,6 +3,7 @@ package gradiotest
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -62,48 +63,87 @@ func kindOf(t string) componentKind {
 	return k
 }
 
-// buildComponents assigns component ids like a Blocks app with one tab per
-// endpoint (tabitem, inputs, outputs, button, form) and prepares the config.
+// tabLayout is the ids of one endpoint's tab.
+type tabLayout struct {
+	tab, button, form int // form is 0 when nothing needs one
+	states            []int
+	formed, loose     []int // non-state components inside and outside the form
+}
+
+// formable reports whether Gradio wraps a component in a form (textbox and
+// number do; file does not).
+func formable(t string) bool { return t == "textbox" || t == "number" }
+
+// buildComponents assigns component ids like the captured Blocks app: per
+// endpoint a tabitem, its States, its inputs, its outputs, a button and, if
+// any input or output is a form field, a form.
 func (s *Server) buildComponents() {
 	s.compIDs = make([][2][]int, len(s.app.Endpoints))
+	s.tabs = make([]tabLayout, len(s.app.Endpoints))
 	s.stateIDs = map[int]json.RawMessage{}
 	next := 1
+	alloc := func() int { next++; return next - 1 }
 	for i, ep := range s.app.Endpoints {
-		next++ // tabitem
-		var stateIn []int
+		tl := tabLayout{tab: alloc()}
 		in := make([]int, len(ep.Inputs))
-		for j, c := range ep.Inputs {
-			in[j] = next
-			if c.Type == "state" {
-				stateIn = append(stateIn, next)
-				s.stateIDs[next] = mustMarshal(c.Default)
-			}
-			next++
-		}
 		out := make([]int, len(ep.Outputs))
+		// States first: the k-th State input and the k-th State output share one.
+		var stateIn []int
+		for j, c := range ep.Inputs {
+			if c.Type == "state" {
+				in[j] = alloc()
+				stateIn = append(stateIn, in[j])
+				tl.states = append(tl.states, in[j])
+				s.stateIDs[in[j]] = mustMarshal(c.Default)
+			}
+		}
 		k := 0
 		for j, c := range ep.Outputs {
-			if c.Type == "state" && k < len(stateIn) {
+			if c.Type != "state" {
+				continue
+			}
+			if k < len(stateIn) {
 				out[j] = stateIn[k]
 				k++
 				continue
 			}
-			out[j] = next
-			if c.Type == "state" {
-				s.stateIDs[next] = mustMarshal(c.Default)
-			}
-			next++
+			out[j] = alloc()
+			tl.states = append(tl.states, out[j])
+			s.stateIDs[out[j]] = mustMarshal(c.Default)
 		}
-		next += 2 // button, form
+		place := func(id int, t string) {
+			if formable(t) {
+				tl.formed = append(tl.formed, id)
+			} else {
+				tl.loose = append(tl.loose, id)
+			}
+		}
+		for j, c := range ep.Inputs {
+			if c.Type != "state" {
+				in[j] = alloc()
+				place(in[j], c.Type)
+			}
+		}
+		for j, c := range ep.Outputs {
+			if c.Type != "state" {
+				out[j] = alloc()
+				place(out[j], c.Type)
+			}
+		}
+		tl.button = alloc()
+		if len(tl.formed) > 0 {
+			tl.form = alloc()
+		}
 		s.compIDs[i] = [2][]int{in, out}
+		s.tabs[i] = tl
 	}
+	s.tabsID = next
 }
 
 func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 	var comps []obj
 	var tabs []obj
 	var deps []obj
-	next := 1
 	v5 := s.Mode.major() >= 5
 	add := func(id int, typ string, props obj, skip bool, extra ...field) {
 		o := obj{{"id", id}, {"type", typ}, {"props", props}, {"skip_api", skip}, {"component_class_id", classIDFor(typ)}}
@@ -112,12 +152,11 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 		}
 		comps = append(comps, append(o, extra...))
 	}
-	seen := map[int]bool{}
 	for i, ep := range s.app.Endpoints {
-		tab := next
-		add(tab, "tabitem", obj{{"label", ep.APIName}, {"visible", true}, {"interactive", true}, {"name", "tab"}}, true)
+		tl := s.tabs[i]
 		ids := s.compIDs[i]
-		var children []obj
+		add(tl.tab, "tabitem", pk(v5, obj{{"label", or(ep.TabLabel, ep.APIName)}, {"visible", true}, {"interactive", true}}, nil).set("render_children", false).set("name", tabName(v5)), true)
+		seen := map[int]bool{}
 		for j, list := range [][]Component{ep.Inputs, ep.Outputs} {
 			for k, c := range list {
 				id := ids[j][k]
@@ -125,40 +164,38 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 					continue
 				}
 				seen[id] = true
-				children = append(children, obj{{"id", id}})
 				if c.Type == "state" {
 					add(id, "state", obj{{"time_to_live", nil}, {"delete_callback", "<function default_delete_callback at 0x7fdff99afd80>"}, {"name", "state"}, {"_selectable", false}}, true)
 					continue
 				}
 				kd := kindOf(c.Type)
-				props := obj{}
-				if c.Default != nil {
-					props = props.set("value", c.Default)
-				}
-				props = props.set("label", c.Label).set("show_label", true).set("container", true).set("min_width", 160).
-					set("visible", true).set("elem_classes", []any{}).set("name", c.Type).set("_selectable", false)
-				ai := kd.apiInfo()
-				extra := []field{{"api_info", ai}}
+				extra := []field{{"api_info", kd.apiInfo()}}
 				if v5 {
 					extra = append(extra, field{"api_info_as_input", kd.apiInfo()}, field{"api_info_as_output", kd.apiInfo()})
 				}
 				extra = append(extra, field{"example_inputs", kd.example})
-				add(id, c.Type, props, false, extra...)
+				add(id, c.Type, s.componentProps(c), false, extra...)
 			}
 		}
-		last := ids[1]
-		maxID := tab
-		for _, l := range ids {
-			for _, id := range l {
-				maxID = max(maxID, id)
-			}
+		add(tl.button, "button", pk(v5, obj{{"value", or(ep.ButtonLabel, ep.APIName)}, {"variant", "secondary"}, {"size", "lg"}, {"visible", true}, {"interactive", true}, {"elem_classes", []any{}}}, []string{"value"}).
+			set("name", "button").set("_selectable", false), true)
+		var children []obj
+		for _, id := range tl.states {
+			children = append(children, obj{{"id", id}})
 		}
-		_ = last
-		button, form := maxID+1, maxID+2
-		add(button, "button", obj{{"value", ep.APIName}, {"variant", "secondary"}, {"visible", true}, {"interactive", true}, {"elem_classes", []any{}}, {"name", "button"}, {"_selectable", false}}, true)
-		add(form, "form", obj{{"scale", 0}, {"min_width", 0}, {"name", "form"}}, true)
-		next = form + 1
-		tabs = append(tabs, obj{{"id", tab}, {"children", append(children, obj{{"id", button}})}})
+		if tl.form != 0 {
+			add(tl.form, "form", pk(v5, obj{{"scale", 0}, {"min_width", 0}}, nil).set("name", "form"), true)
+			var formed []obj
+			for _, id := range tl.formed {
+				formed = append(formed, obj{{"id", id}})
+			}
+			children = append(children, obj{{"id", tl.form}, {"children", formed}})
+		}
+		for _, id := range tl.loose {
+			children = append(children, obj{{"id", id}})
+		}
+		children = append(children, obj{{"id", tl.button}})
+		tabs = append(tabs, obj{{"id", tl.tab}, {"children", children}})
 
 		var apiName any = ep.APIName
 		if ep.Private && s.Mode.major() == 5 {
@@ -168,7 +205,7 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 		if s.Mode.atLeast(protoV3) {
 			dep = dep.set("id", i)
 		}
-		dep = dep.set("targets", [][]any{{button, "click"}}).set("inputs", ids[0]).set("outputs", ids[1]).
+		dep = dep.set("targets", [][]any{{tl.button, "click"}}).set("inputs", ids[0]).set("outputs", ids[1]).
 			set("backend_fn", true).set("js", nil).set("queue", true).set("api_name", apiName)
 		if v5 {
 			dep = dep.set("api_description", nil)
@@ -199,14 +236,78 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 		}
 		deps = append(deps, dep)
 	}
-	tabsID := next
-	tabsComp := obj{{"id", tabsID}, {"type", "tabs"}, {"props", obj{{"visible", true}, {"name", "tabs"}}}, {"skip_api", true}, {"component_class_id", classIDFor("tabs")}}
+	tabsComp := obj{{"id", s.tabsID}, {"type", "tabs"}, {"props", pk(v5, obj{{"visible", true}}, nil).set("name", "tabs")}, {"skip_api", true}, {"component_class_id", classIDFor("tabs")}}
 	if v5 {
 		tabsComp = tabsComp.set("key", nil)
 	}
 	comps = append(comps, tabsComp)
-	layout := obj{{"id", 0}, {"children", []obj{{{"id", tabsID}, {"children", tabs}}}}}
+	slices.SortStableFunc(comps, func(a, b obj) int { return a[0].v.(int) - b[0].v.(int) })
+	layout := obj{{"id", 0}, {"children", []obj{{{"id", s.tabsID}, {"children", tabs}}}}}
 	return comps, layout, deps
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// pk appends Gradio 5's preserved_by_key prop.
+func pk(v5 bool, o obj, keys []string) obj {
+	if !v5 {
+		return o
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	return o.set("preserved_by_key", keys)
+}
+
+func tabName(v5 bool) string {
+	if v5 {
+		return "tab"
+	}
+	return "tabitem"
+}
+
+// componentProps mirrors the props of the captured app's components.
+func (s *Server) componentProps(c Component) obj {
+	v5 := s.Mode.major() >= 5
+	o := obj{}
+	switch c.Type {
+	case "textbox":
+		if !v5 {
+			o = o.set("value", "")
+		}
+		o = o.set("type", "text").set("lines", 1)
+		if !v5 {
+			o = o.set("max_lines", 20)
+		}
+		o = o.set("label", c.Label).set("show_label", true).set("container", true).set("min_width", 160).
+			set("visible", true).set("autofocus", false).set("autoscroll", true).set("elem_classes", []any{})
+		o = pk(v5, o, []string{"value"}).set("rtl", false).set("show_copy_button", false)
+		if v5 {
+			o = o.set("submit_btn", false).set("stop_btn", false)
+		}
+	case "number":
+		if c.Default != nil {
+			o = o.set("value", c.Default)
+		}
+		o = pk(v5, o.set("label", c.Label).set("show_label", true).set("container", true).set("min_width", 160).
+			set("visible", true).set("elem_classes", []any{}), []string{"value"}).set("step", 1)
+	case "file":
+		o = pk(v5, o.set("file_count", "single").set("type", "filepath").set("label", c.Label).set("show_label", true).
+			set("container", true).set("min_width", 160).set("visible", true).set("elem_classes", []any{}), []string{"value"}).
+			set("allow_reordering", false)
+	default:
+		if c.Default != nil {
+			o = o.set("value", c.Default)
+		}
+		o = pk(v5, o.set("label", c.Label).set("show_label", true).set("container", true).set("min_width", 160).
+			set("visible", true).set("elem_classes", []any{}), []string{"value"})
+	}
+	return o.set("name", c.Type).set("_selectable", false)
 }
 
 func classIDFor(t string) string {

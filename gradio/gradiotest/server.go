@@ -125,6 +125,8 @@ type Server struct {
 	token     string
 	app       *App
 	compIDs   [][2][]int // per endpoint: input and output component ids
+	tabs      []tabLayout
+	tabsID    int
 	stateIDs  map[int]json.RawMessage
 	closeOnce sync.Once
 
