@@ -107,6 +107,7 @@ type Job struct {
 	last     []any // full values of the last generator output (diffs apply to it)
 	gotFirst bool
 	stopCtx  func() bool // unregisters the ctx watcher
+	quiet    bool        // Predict: nobody will ask for Events; keep none
 	v0key    string      // key in s.pending for v0 jobs (set before publication)
 	onFinish func()      // closes a v0 job's own stream (set before publication)
 }
@@ -218,6 +219,9 @@ func (j *Job) pump(ch chan<- Event) {
 
 // emit queues an event for the Events reader. Callers hold j.mu.
 func (j *Job) emitLocked(ev Event) {
+	if j.quiet {
+		return
+	}
 	if !j.pumping && ev.Kind != EventError && ev.Kind != EventCompleted {
 		// Nobody has asked for events yet: keep them, Events may still be
 		// called. Bound the backlog of an ignored stream.

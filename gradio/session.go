@@ -94,7 +94,7 @@ func (s *session) close() {
 // endpoint and args; State (and other skip_api) outputs are dropped, as
 // the Python client does, and each output is the raw JSON value.
 func (c *Client) Predict(ctx context.Context, endpoint string, args ...any) ([]json.RawMessage, error) {
-	j, err := c.Submit(ctx, endpoint, args...)
+	j, err := c.sess.submit(ctx, endpoint, args, true)
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +119,11 @@ func (c *Client) Predict(ctx context.Context, endpoint string, args ...any) ([]j
 // bounded by the header timeout, so that a call the app accepted is never
 // left running uncancelled.
 func (c *Client) Submit(ctx context.Context, endpoint string, args ...any) (*Job, error) {
-	return c.sess.submit(ctx, endpoint, args)
+	return c.sess.submit(ctx, endpoint, args, false)
 }
 
-func (s *session) submit(ctx context.Context, endpoint string, args []any) (*Job, error) {
+// submit starts a call; quiet jobs (Predict) keep no event history.
+func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet bool) (*Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -162,9 +163,9 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any) (*Job
 		return nil, ErrClosed
 	}
 	if cfg.Protocol == ProtocolSSE {
-		return s.submitV0(ctx, dep, endpoint, data)
+		return s.submitV0(ctx, dep, endpoint, data, quiet)
 	}
-	return s.submitQueued(ctx, dep, endpoint, data)
+	return s.submitQueued(ctx, dep, endpoint, data, quiet)
 }
 
 func needsInfo(cfg *Config, d *Dependency, args []any) bool {
@@ -192,7 +193,7 @@ type joinBody struct {
 	EventID     *string `json:"event_id,omitempty"`
 }
 
-func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any) (*Job, error) {
+func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
 	body, err := json.Marshal(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash})
 	if err != nil {
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
@@ -207,7 +208,7 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 	s.mu.Unlock()
 	eventID, err := s.join(ctx, body)
 	j := newJob(s, ctx, dep, endpoint)
-	j.id = eventID
+	j.id, j.quiet = eventID, quiet
 	s.mu.Lock()
 	s.joining--
 	if err == nil && s.closed {
@@ -217,9 +218,17 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 		if s.joining == 0 {
 			s.early, s.nEarly = nil, 0
 		}
+		closed := s.closed
 		s.mu.Unlock()
 		if eventID != "" {
-			s.cancelDetached(j)
+			if closed {
+				// Accepted while closing: cancel it before saying it was not.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.app.set.cancelTimeout)
+				_ = s.sendCancel(cctx, j)
+				cancel()
+			} else {
+				s.cancelDetached(j)
+			}
 		}
 		return nil, err
 	}
@@ -498,6 +507,7 @@ func (s *session) readStream() (int, error) {
 	wd := s.watchdog(cancel)
 	defer wd.stop()
 	r := sse.NewReader(resp.Body)
+	defer r.Release()
 	n := 0
 	for {
 		ev, err := r.Next()
@@ -703,7 +713,7 @@ func (s *session) readHeartbeat() {
 // submitV0 runs a call on an sse (v0, Gradio 4.0-4.8) app: one GET
 // queue/join stream per call; the inputs are POSTed to queue/data when the
 // server asks (send_data).
-func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any) (*Job, error) {
+func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
 	a := s.app
 	jctx, jcancel := context.WithCancel(s.ctx)
 	q := url.Values{"fn_index": {strconv.Itoa(dep.FnIndex)}, "session_hash": {s.hash}}
@@ -730,6 +740,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 	r := sse.NewReader(resp.Body)
 	first, err := readMessage(r)
 	if err != nil {
+		r.Release()
 		resp.Body.Close()
 		jcancel()
 		return nil, &ConnectionLostError{Err: fmt.Errorf("queue/join: %w", err)}
@@ -740,6 +751,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 		return nil, fmt.Errorf("%w: this application is currently busy", ErrQueueFull)
 	}
 	j := newJob(s, ctx, dep, endpoint)
+	j.quiet = quiet
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -755,6 +767,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 	pending := []*message{first}
 	s.mu.Lock()
 	ok := s.goLocked(func() {
+		defer r.Release()
 		defer resp.Body.Close()
 		defer jcancel()
 		s.runV0(jctx, j, r, pending, data)

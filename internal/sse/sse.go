@@ -27,6 +27,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 )
 
 // DefaultMaxLine is the longest line (in bytes) a Reader accepts when
@@ -69,12 +70,27 @@ type Reader struct {
 // NewReader returns a Reader with a line limit of DefaultMaxLine.
 func NewReader(r io.Reader) *Reader { return NewReaderSize(r, DefaultMaxLine) }
 
+// bufPool recycles the read buffers: a client opens a stream per call.
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
 // NewReaderSize returns a Reader whose lines may be at most maxLine bytes.
 func NewReaderSize(r io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10), max: maxLine}
+	br := bufPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &Reader{br: br, max: maxLine}
+}
+
+// Release returns the Reader's buffer for reuse; the Reader (and any
+// Event.Data it returned) must not be used afterwards. Optional.
+func (r *Reader) Release() {
+	if r.br != nil {
+		r.br.Reset(nil)
+		bufPool.Put(r.br)
+		r.br = nil
+	}
 }
 
 // Next returns the next event. At the end of the stream it returns io.EOF;
