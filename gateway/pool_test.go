@@ -79,6 +79,27 @@ func TestRealPoolEndpoints(t *testing.T) {
 			t.Fatal(data)
 		}
 	})
+	t.Run("metrics", func(t *testing.T) {
+		a := do(t, "GET", srv.URL+"/metrics", "")
+		for _, want := range []string{
+			`gradiopool_sessions_created_total{replica="127.0.0.1:`,
+			`gradiopool_session_create_seconds_count{replica="127.0.0.1:`,
+			`gradiopool_sessions{replica="127.0.0.1:`,
+			`gradiopool_sessions_max{replica="127.0.0.1:`,
+			`gradiopool_waiting_callers{replica="127.0.0.1:`,
+			`gradiopool_queue_timeouts_total{replica="127.0.0.1:`,
+			`gradiopool_session_use_seconds_count{replica="127.0.0.1:`,
+			`gradiopool_call_errors_total{code="app_error"} 1`,
+			`gradiopool_ready 1`,
+		} {
+			if !strings.Contains(a.body, want) {
+				t.Errorf("no %s", want)
+			}
+		}
+		if strings.Contains(strings.ToLower(a.body), "alice") {
+			t.Fatal("metrics contain the e-mail")
+		}
+	})
 	t.Run("stats", func(t *testing.T) {
 		a := do(t, "GET", srv.URL+"/api/admin/pool-stats", "")
 		var st map[string]any
