@@ -118,6 +118,9 @@ type expectations struct {
 	Dependencies    []expDependency            `json:"dependencies"`
 	Components      []expComponent             `json:"components"`
 	Info            json.RawMessage            `json:"info"`
+	FullComponents  []json.RawMessage          `json:"config_components"`
+	FullDeps        json.RawMessage            `json:"config_dependencies"`
+	FullLayout      json.RawMessage            `json:"config_layout"`
 	WireAll         []expExchange              `json:"wire_all_endpoints"`
 	CallsAll        []expCall                  `json:"calls_all_endpoints"`
 	CallsGenerator  []expCall                  `json:"calls_connect_predict_generator"`
@@ -879,10 +882,50 @@ func TestConformanceRawWire(t *testing.T) {
 	}
 	api := base + prefix
 
+	t.Run("config_exact", func(t *testing.T) {
+		// An app of the captured Gradio version serves the very same
+		// components, dependencies and layout as the capture (values too), but
+		// for the one prop that prints a Python object address.
+		if v := strings.TrimSpace(cfg.str("version")); v != exp.GradioVersion {
+			t.Skipf("version %s: exact comparison only against %s", v, exp.GradioVersion)
+		}
+		scrub := func(raw json.RawMessage) any {
+			var v any
+			_ = json.Unmarshal(raw, &v)
+			if m, ok := v.(map[string]any); ok {
+				if p, ok := m["props"].(map[string]any); ok {
+					delete(p, "delete_callback")
+				}
+			}
+			return v
+		}
+		var comps []json.RawMessage
+		_ = json.Unmarshal(cfg.m["components"], &comps)
+		if len(comps) != len(exp.FullComponents) {
+			t.Errorf("%d components, want %d", len(comps), len(exp.FullComponents))
+		}
+		for i := 0; i < len(comps) && i < len(exp.FullComponents); i++ {
+			if g, w := scrub(comps[i]), scrub(exp.FullComponents[i]); !reflect.DeepEqual(g, w) {
+				t.Errorf("component #%d\n got %s\nwant %s", i, compact(comps[i]), compact(exp.FullComponents[i]))
+			}
+		}
+		if !jsonEqual(cfg.m["dependencies"], exp.FullDeps) {
+			t.Errorf("dependencies\n got %s\nwant %s", compact(cfg.m["dependencies"]), compact(exp.FullDeps))
+		}
+		if !jsonEqual(cfg.m["layout"], exp.FullLayout) {
+			t.Errorf("layout\n got %s\nwant %s", compact(cfg.m["layout"]), compact(exp.FullLayout))
+		}
+	})
+
 	t.Run("info", func(t *testing.T) {
 		res, body := rawDo(t, hc, "GET", api+"/info", "", nil)
 		wantMediaType(t, res, "application/json")
 		checkInfo(t, exp.Info, body)
+		if v := strings.TrimSpace(cfg.str("version")); v == exp.GradioVersion && !jsonEqual(body, exp.Info) {
+			// same Gradio version: the whole document, descriptions and
+			// schemas included, is the capture's
+			t.Errorf("/info differs from the capture's (Gradio %s)\n got %s\nwant %s", v, compact(body), compact(exp.Info))
+		}
 	})
 
 	t.Run("unknown_session_stream", func(t *testing.T) {

@@ -94,6 +94,9 @@ out = {
   "layout_component_keys": list(cfg["components"][0].keys()),
   "dependencies": [{k: d[k] for k in ("id", "api_name", "inputs", "outputs", "backend_fn", "queue", "types", "show_api", "connection")} for d in cfg["dependencies"]],
   "components": [{"id": c["id"], "type": c["type"], "skip_api": c["skip_api"]} for c in cfg["components"]],
+  "config_components": cfg["components"],
+  "config_dependencies": cfg["dependencies"],
+  "config_layout": cfg["layout"],
   "info": info,
   "view_api_lines": [
     "/upper(text: str [Textbox]) -> [str]",
