@@ -121,7 +121,16 @@ func (c *Call) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // StepDelay is the server's generator step delay knob, already scaled.
-func (c *Call) StepDelay() time.Duration { return c.srv.scaled(c.srv.knobsNow().StepDelay) }
+func (c *Call) StepDelay() time.Duration {
+	d := c.srv.knobsNow().StepDelay
+	switch {
+	case d == 0:
+		d = DefaultStepDelay
+	case d < 0:
+		return 0
+	}
+	return c.srv.scaled(d)
+}
 
 // UploadDir is the directory from which the server serves files; handlers
 // that produce files write them below it.

@@ -83,7 +83,9 @@ type Knobs struct {
 }
 
 // Server is a simulated Gradio app served over HTTP on loopback, in the
-// manner of net/http/httptest.Server.
+// manner of net/http/httptest.Server. Set its fields before Start; they must
+// not change afterwards (the embedded Knobs are only start values: use the
+// methods to change knobs at run time).
 type Server struct {
 	// URL is the base URL, http://127.0.0.1:port, without a trailing slash.
 	URL string

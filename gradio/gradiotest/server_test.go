@@ -709,3 +709,13 @@ func TestCloseUnstarted(t *testing.T) {
 	s := gradiotest.NewUnstartedServer(nil)
 	s.Close()
 }
+
+func TestDefaultStepDelay(t *testing.T) {
+	s := gradiotest.NewServer(nil) // StepDelay zero: 300 ms, compressed by TimeScale
+	defer s.Close()
+	s.UpdateKnobs(func(k *gradiotest.Knobs) { k.TimeScale = 0.01 })
+	join(t, s, "d", 1, 2)
+	if got := msgs(stream(t, data(s, "d"))); len(got) != 6 {
+		t.Errorf("messages %v", got)
+	}
+}
