@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -664,5 +665,59 @@ func TestNoSecretsInLogs(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "session=") {
 		t.Errorf("LogValue not used: %s", buf.String())
+	}
+}
+
+// TestConnectionReuse checks that 50 parallel sessions of one app reuse
+// keep-alive connections: a second wave of parallel calls opens (almost)
+// no new TCP connections. Go's default of 2 idle connections per host
+// would open about a hundred.
+func TestConnectionReuse(t *testing.T) {
+	srv := startSim(t, gradiotest.Gradio5, nil, func(s *gradiotest.Server) { s.DefaultConcurrencyLimit = -1 })
+	u, _ := url.Parse(srv.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	var mu sync.Mutex
+	conns := 0
+	front := httptest.NewUnstartedServer(rp)
+	front.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	front.Start()
+	defer front.Close()
+	c := connect(t, front.URL, gradio.WithHeartbeat(false))
+	sessions := make([]*gradio.Client, 50)
+	for i := range sessions {
+		sessions[i] = c.NewSession()
+		defer sessions[i].Close()
+	}
+	wave := func() {
+		var wg sync.WaitGroup
+		for _, s := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.Predict(testCtx(t), "slow", 5); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	wave()
+	mu.Lock()
+	first := conns
+	mu.Unlock()
+	wave()
+	mu.Lock()
+	second := conns - first
+	mu.Unlock()
+	t.Logf("connections: first wave %d, second wave %d new", first, second)
+	if second > 20 {
+		t.Errorf("second wave opened %d new connections", second)
 	}
 }
