@@ -156,3 +156,35 @@ func TestConfigRedactsReplicaCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestPoolConfigMapping(t *testing.T) {
+	c := gateway.Config{
+		Replicas: []string{"a/b"},
+		HubURL:   "http://hub.local/",
+		Pool: gateway.PoolConfig{MinConnections: -1, MaxConnections: 7, QueueTimeout: 3 * time.Second,
+			ConnectRetries: 2, StickySessions: true, MaxWaiters: 9},
+		Secrets: gateway.Secrets{HFToken: "hf_x", HashKey: "k"},
+	}
+	pc := c.PoolConfig(nil, gateway.NewMetrics(nil))
+	for _, tc := range []struct {
+		name     string
+		got, exp any
+	}{
+		{"min none", pc.MinConnections, -1},
+		{"max", pc.MaxConnections, 7},
+		{"queue timeout", pc.QueueTimeout, 3 * time.Second},
+		{"default idle", pc.IdleTimeout, gateway.DefaultIdleTimeout},
+		{"retries", pc.ConnectRetries, 2},
+		{"waiters", pc.MaxWaiters, 9},
+		{"sticky", pc.StickySessions, true},
+		{"hash key", string(pc.HashKey), "k"},
+		{"client options (token, hub)", len(pc.ClientOptions), 2},
+		{"hook", pc.OnEvent != nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if fmt.Sprint(tc.got) != fmt.Sprint(tc.exp) {
+				t.Fatalf("got %v, want %v", tc.got, tc.exp)
+			}
+		})
+	}
+}
