@@ -660,7 +660,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 			ev.kill()
 		}
 	}
-	if sess := s.sessions[body.SessionHash]; sess != nil && sess.pending[body.EventID] {
+	if sess := s.sessions[body.SessionHash]; sess != nil && sess.pending[body.EventID] && !hasCompletion(sess, body.EventID) {
 		out := obj{{"output", obj{}}, {"success", true}}
 		if s.Mode.major() >= 5 {
 			out = out.set("title", nil)
@@ -672,6 +672,17 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	writeJSON(w, 200, obj{{"success", true}})
+}
+
+// hasCompletion reports whether a process_completed for id is buffered (the
+// job finished just before the cancel arrived).
+func hasCompletion(sess *session, id string) bool {
+	for _, m := range sess.msgs {
+		if m.kind == msgCompleted && m.eventID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, hash string) {
