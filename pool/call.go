@@ -139,7 +139,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			return nil, &ReplicaError{Replica: r.name, Err: err}
 		}
 		if replicaFault {
-			r.fail(err)
+			r.refused(err)
 		}
 		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
 		failed++

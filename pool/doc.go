@@ -92,9 +92,10 @@
 // (the pool replaces it). When every replica failed, the error is an
 // [*AllReplicasFailedError] naming each replica's cause.
 //
-// A replica that fails (connect, metadata, refused join other than queue
-// full) is ejected for a growing back-off (1 s, 2 s, 4 s, ... up to 1 min)
-// and skipped meanwhile; after the back-off, the next caller probes it (one
+// A replica that fails (a connect that failed after its retries, a metadata
+// error, or three refused joins in a row; a full queue does not count) is
+// ejected for a growing back-off (1 s, 2 s, 4 s, ... up to 1 min) and
+// skipped meanwhile; after the back-off, the next caller probes it (one
 // connect or Ping) before it takes traffic again. Stats shows the state.
 //
 // # Observability

@@ -117,11 +117,11 @@ func TestRefusedJoinRetried(t *testing.T) {
 		inject func(s *gradiotest.Server)
 		eject  bool
 	}{
-		{"5xx on join", func(s *gradiotest.Server) { s.FailNextJoins(1) }, true},
+		{"5xx on join", func(s *gradiotest.Server) { s.FailNextJoins(1) }, false},
 		{"502 on join", func(s *gradiotest.Server) {
 			s.UpdateKnobs(func(k *gradiotest.Knobs) { k.FaultStatus = 502 })
 			s.FailNextJoins(1)
-		}, true},
+		}, false},
 		{"queue full", func(s *gradiotest.Server) { s.SetQueueFull(true) }, false},
 	}
 	for _, tt := range tests {
@@ -152,7 +152,8 @@ func TestRefusedJoinRetried(t *testing.T) {
 			if ejected := st.State == pool.StateEjected; ejected != tt.eject {
 				t.Errorf("state = %s; ejected %v, want %v", st.State, ejected, tt.eject)
 			}
-			// The user now lives on replica 1.
+			// One refusal does not eject the replica, but the user now
+			// lives on replica 1.
 			res, err = p.Predict(ctxT(t), u0, "echo", "again")
 			if err != nil || res.Replica != p.Replicas()[1] {
 				t.Errorf("after failover: %+v, %v", res, err)
@@ -293,5 +294,29 @@ func TestCallerErrorsNotRetried(t *testing.T) {
 	st := p.Stats()
 	if st.Failovers != 0 || st.Errors != 1 {
 		t.Errorf("failovers %d errors %d, want 0 and 1 (only the app error counts)", st.Failovers, st.Errors)
+	}
+}
+
+// TestRepeatedRefusalsEject: three refused joins in a row eject the replica.
+func TestRepeatedRefusalsEject(t *testing.T) {
+	srvs := replicas(t, 2)
+	p := newPool(t, pool.Config{Replicas: urls(srvs)})
+	pinnedUsers(t, p, "upper")
+	name0 := p.Replicas()[0]
+	srvs[0].FailNextJoins(3)
+	ctx := ctxT(t)
+	for i := 0; srvs[0].CurrentKnobs().FailJoin > 0; i++ {
+		if i > 30 {
+			t.Fatal("replica 0 never got the calls")
+		}
+		if got := p.Stats().Pools[name0].State; got == pool.StateEjected {
+			t.Fatalf("ejected before the third refusal")
+		}
+		if _, err := p.Predict(ctx, user(i), "upper", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.Stats().Pools[name0].State; got != pool.StateEjected {
+		t.Errorf("after three refusals state = %s, want ejected", got)
 	}
 }

@@ -45,7 +45,8 @@ type replica struct {
 	gen        uint64 // bumped on every successful connect
 	baseURL    string
 	connecting bool
-	fails      int       // consecutive replica-level failures
+	fails      int       // consecutive replica-level failures (ejections)
+	callFails  int       // consecutive refused calls since the last success
 	ejectUntil time.Time // zero: not ejected
 	probing    bool      // a caller is probing after the back-off
 	lastErr    error
@@ -366,11 +367,31 @@ func (r *replica) fail(err error) {
 	r.p.emit(Event{Kind: EventEjected, Replica: r.name, Err: err, Until: until})
 }
 
+// ejectAfterRefusals is how many calls in a row a replica may refuse (5xx
+// or a transport failure on queue/join) before it is ejected: one refusal
+// alone moves only that call, so that a blip does not move every user of
+// the replica.
+const ejectAfterRefusals = 3
+
+// refused records a call the replica refused; the third in a row ejects it.
+func (r *replica) refused(err error) {
+	r.mu.Lock()
+	r.callFails++
+	eject := r.callFails >= ejectAfterRefusals
+	if eject {
+		r.callFails = 0
+	}
+	r.mu.Unlock()
+	if eject {
+		r.fail(err)
+	}
+}
+
 // succeed clears the failure state after a passed probe or a served call.
 func (r *replica) succeed() {
 	r.mu.Lock()
 	was := !r.ejectUntil.IsZero()
-	r.fails, r.ejectUntil, r.probing = 0, time.Time{}, false
+	r.fails, r.callFails, r.ejectUntil, r.probing = 0, 0, time.Time{}, false
 	r.mu.Unlock()
 	if was {
 		r.p.emit(Event{Kind: EventRecovered, Replica: r.name})
