@@ -66,6 +66,25 @@ type env struct {
 	chartDir string // absolute directory for PNGs
 	modDir   string // "" when the source tree was not found
 	progress io.Writer
+
+	// Results that parts of a section hand to the section's target.
+	inFlightPool, inFlightGateway *perCallMem
+}
+
+// perCallMem is the memory one call in flight holds, in bytes.
+type perCallMem struct {
+	Heap, Stack, Goroutines float64
+}
+
+func newPerCallMem(d MemDelta, calls int) *perCallMem {
+	n := float64(calls)
+	return &perCallMem{Heap: float64(d.Heap) / n, Stack: float64(d.Stack) / n, Goroutines: float64(d.Goroutines) / n}
+}
+
+func (m *perCallMem) Total() float64 { return m.Heap + m.Stack }
+
+func (m *perCallMem) String() string {
+	return fmt.Sprintf("%s per call: %s heap + %s stacks, %.1f goroutines", kib(m.Total()), kib(m.Heap), kib(m.Stack), m.Goroutines)
 }
 
 // pick returns full in a full run and quick in quick mode. Under the race

@@ -42,6 +42,8 @@ func RunChild(ctx context.Context, stdout io.Writer) (bool, error) {
 		return true, childSim(ctx, cfg, stdout)
 	case "goclient":
 		return true, childGoClient(ctx, cfg, stdout)
+	case "callers":
+		return true, childCallers(ctx, cfg, stdout)
 	}
 	return true, fmt.Errorf("bench: unknown child role %q", role)
 }

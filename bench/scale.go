@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gradiopool/gradiopool/pool/assign"
@@ -19,7 +20,8 @@ func runScale(ctx context.Context, e *env, s *Section) error {
 		run  func(context.Context, *env, *Section) error
 	}
 	parts := []part{
-		{"calls in flight", scaleInFlight},
+		{"calls in flight (pool library)", scaleInFlight},
+		{"calls in flight (gateway)", scaleInFlightGateway},
 		{"waiters", scaleWaiters},
 		{"user assignments", scaleAssignments},
 	}
@@ -34,6 +36,33 @@ func runScale(ctx context.Context, e *env, s *Section) error {
 	}
 	if failed == len(parts) {
 		return fmt.Errorf("no part of this section could run")
+	}
+	// The per-call target, on whichever of the two in-flight figures exist.
+	var got, over []string
+	for _, v := range []struct {
+		name string
+		m    *perCallMem
+	}{{"pool library", e.inFlightPool}, {"through the gateway", e.inFlightGateway}} {
+		if v.m == nil {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s: %s", v.name, v.m))
+		if v.m.Total() > 64*1024 {
+			over = append(over, fmt.Sprintf("%s, each call in flight holds %.1f goroutines (stacks: %s of the %s)", v.name, v.m.Goroutines, kib(v.m.Stack), kib(v.m.Total())))
+		}
+	}
+	if len(got) > 0 {
+		why := ""
+		if len(over) > 0 {
+			why = "over the budget " + strings.Join(over, "; ") +
+				"; through the gateway that includes the HTTP/1.1 server connection each concurrent caller needs (its goroutines and read/write buffers) and the handler relaying the event stream"
+		}
+		s.Targets = append(s.Targets, Target{
+			Goal:     "at most 64 KiB per call in flight",
+			Measured: strings.Join(got, "; "),
+			Met:      len(over) == 0,
+			Why:      why,
+		})
 	}
 	return nil
 }
