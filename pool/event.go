@@ -25,6 +25,7 @@ const (
 	EventRecovered                             // an ejected Replica passed its probe
 	EventFailover                              // a call moved from Replica to another (Err = cause)
 	EventCallDone                              // a call ended (Duration; Err on failure)
+	EventQueueFull                             // a caller was refused: the replica's waiter list was full
 )
 
 var kindNames = map[EventKind]string{
@@ -33,6 +34,7 @@ var kindNames = map[EventKind]string{
 	EventSessionDestroyed: "session_destroyed", EventAssigned: "assigned", EventQueued: "queued",
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
+	EventQueueFull: "queue_full",
 }
 
 func (k EventKind) String() string {
@@ -72,7 +74,7 @@ func (p *Pool) emit(e Event) {
 	}
 	level := slog.LevelInfo
 	switch e.Kind {
-	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventEjected, EventFailover:
+	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventQueueFull, EventEjected, EventFailover:
 		level = slog.LevelWarn
 	case EventQueued, EventSessionCreated, EventSessionDestroyed, EventAssigned:
 		level = slog.LevelDebug

@@ -163,6 +163,8 @@ func (r *replica) onPoolEvent(e sessionpool.Event) {
 		ev.Kind = EventQueued
 	case sessionpool.EventQueueTimeout:
 		ev.Kind = EventQueueTimeout
+	case sessionpool.EventQueueFull:
+		ev.Kind = EventQueueFull
 	case sessionpool.EventHealthCheck:
 		ev.Kind = EventHealthCheck
 	default:
