@@ -27,6 +27,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hubAddr := fs.String("hub-addr", "127.0.0.1:0", "HOST:PORT of the Hugging Face Hub emulation")
 	mode := fs.String("mode", string(gradiotest.Gradio5), "Gradio generation: gradio5, gradio6, gradio4-sse_v3, gradio4-sse_v2.1, gradio4-sse_v2, gradio4-sse_v1, gradio4-sse")
 	connectCost := fs.Duration("connect-cost", 0, "delay on /config, /info and the Hub look-up (the seed saw 2-5s)")
+	jitter := fs.Duration("connect-jitter", 0, "extra random connect delay in [0, D) (e.g. -connect-cost 2s -connect-jitter 3s)")
 	latency := fs.Duration("latency", 0, "extra latency of every call")
 	stepDelay := fs.Duration("step-delay", 0, "pause between generator yields (0: 300ms)")
 	timeScale := fs.Float64("time-scale", 0, "multiplier for built-in sleeps (0: 1)")
@@ -97,6 +98,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		s.Mode = m
 		s.Username, s.Password = *user, *pass
 		s.ConnectCost = *connectCost
+		s.ConnectJitter = *jitter
 		s.Latency = *latency
 		s.StepDelay = *stepDelay
 		s.TimeScale = *timeScale

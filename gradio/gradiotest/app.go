@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,9 @@ type Call struct {
 	APIName     string
 	SessionHash string
 	EventID     string
+	// Header holds the headers of the request that submitted the call (the
+	// queue join, /call or /run POST), e.g. x-gradio-user or x-ip-token.
+	Header http.Header
 
 	srv *Server
 	ev  *event

@@ -2,6 +2,7 @@ package gradiotest
 
 import (
 	"encoding/json"
+	mrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -330,7 +331,11 @@ func classIDFor(t string) string {
 }
 
 func (s *Server) connectDelay(r *http.Request) bool {
-	d := s.knobsNow().ConnectCost
+	k := s.knobsNow()
+	d := k.ConnectCost
+	if k.ConnectJitter > 0 {
+		d += time.Duration(mrand.Int64N(int64(k.ConnectJitter)))
+	}
 	if d <= 0 {
 		return true
 	}
@@ -483,5 +488,3 @@ func (s *Server) info() obj {
 	}
 	return obj{{"named_endpoints", named}, {"unnamed_endpoints", obj{}}}
 }
-
-var _ = time.Second

@@ -40,6 +40,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // In a POST every field is optional: absent fields are left unchanged.
 type KnobsJSON struct {
 	ConnectCost             *Duration `json:"connect_cost,omitempty"`
+	ConnectJitter           *Duration `json:"connect_jitter,omitempty"`
 	Latency                 *Duration `json:"latency,omitempty"`
 	StepDelay               *Duration `json:"step_delay,omitempty"`
 	TimeScale               *float64  `json:"time_scale,omitempty"`
@@ -59,7 +60,7 @@ type KnobsJSON struct {
 
 func knobsToJSON(k Knobs) KnobsJSON {
 	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
-	return KnobsJSON{d(k.ConnectCost), d(k.Latency), d(k.StepDelay), &k.TimeScale, d(k.HeartbeatInterval),
+	return KnobsJSON{d(k.ConnectCost), d(k.ConnectJitter), d(k.Latency), d(k.StepDelay), &k.TimeScale, d(k.HeartbeatInterval),
 		&k.MaxQueueSize, &k.DefaultConcurrencyLimit, &k.MaxFileSize, &k.FaultStatus, &k.FailConfig, &k.FailJoin,
 		&k.CutStream, &k.Stall, d(k.SlowBody), &k.QueueFull, &k.Asleep}
 }
@@ -72,6 +73,7 @@ func (j KnobsJSON) Apply(k *Knobs) {
 		}
 	}
 	setD(&k.ConnectCost, j.ConnectCost)
+	setD(&k.ConnectJitter, j.ConnectJitter)
 	setD(&k.Latency, j.Latency)
 	setD(&k.StepDelay, j.StepDelay)
 	setD(&k.HeartbeatInterval, j.HeartbeatInterval)

@@ -79,6 +79,7 @@
 // use. Zero means default:
 //
 //	ConnectCost              delay on /config and /info                         0
+//	ConnectJitter            extra random delay in [0, ConnectJitter) on each   0
 //	Latency                  delay after process_starts, before the handler     0
 //	StepDelay                count's pause between yields (negative: none)      300ms
 //	TimeScale                multiplies slow, StepDelay and Call.Sleep          1

@@ -72,6 +72,7 @@ type event struct {
 	q       *session // where its messages go (sess, or its own for v0 and /run)
 	data    []json.RawMessage
 	root    string
+	header  http.Header
 	simple  bool // /call: full values, never diffs
 	v0      bool // sse v0: data arrives after send_data
 	v0data  chan []json.RawMessage
@@ -275,7 +276,7 @@ func (s *Server) enqueue(r *http.Request, hash string, fn int, data []json.RawMe
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	ev := &event{id: id, fnIndex: fn, ep: g.ep, group: g, data: data, root: rootURL(r),
-		simple: o.simple, v0: o.v0, alive: true, ctx: ctx, cancel: cancel}
+		simple: o.simple, v0: o.v0, alive: true, ctx: ctx, cancel: cancel, header: r.Header.Clone()}
 	ev.sess = s.sessionLocked(hash)
 	if o.v0 || o.private {
 		ev.q = &session{hash: hash, wake: make(chan struct{}, 1), pending: map[string]bool{}, hasQueue: true}

@@ -513,3 +513,27 @@ func TestPrivateSpaceReplica(t *testing.T) {
 		t.Errorf("public again: %d", st)
 	}
 }
+
+func TestCallHeaderAndJitter(t *testing.T) {
+	app := gradiotest.NewApp()
+	app.Handle("hdr", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
+		return []any{c.Header.Get("X-Ip-Token") + "/" + c.Header.Get("X-Gradio-User")}, nil
+	}, nil, nil)
+	s := newServer(t, app, func(s *gradiotest.Server) { s.ConnectCost, s.ConnectJitter = time.Millisecond, time.Millisecond })
+	if st, _, _ := do(t, "GET", s.URL+"/config", "", nil); st != 200 {
+		t.Fatal(st)
+	}
+	req, _ := http.NewRequest("POST", api(s)+"/queue/join", strings.NewReader(`{"data":["x"],"fn_index":0,"session_hash":"h"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ip-Token", "ip123")
+	req.Header.Set("X-Gradio-User", "api")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	recs := stream(t, data(s, "h"))
+	if got := string(field(t, field(t, recs[2].data, "output"), "data")); got != `["ip123/api"]` {
+		t.Errorf("handler saw %s", got)
+	}
+}

@@ -49,7 +49,7 @@ func (s *Server) runEvent(ev *event) {
 		return
 	}
 	s.execs.inc(ev.ep.APIName)
-	call := &Call{Inputs: inputs, APIName: ev.ep.APIName, SessionHash: ev.sess.hash, EventID: ev.id, srv: s, ev: ev}
+	call := &Call{Inputs: inputs, APIName: ev.ep.APIName, SessionHash: ev.sess.hash, EventID: ev.id, Header: ev.header, srv: s, ev: ev}
 	ev.started = time.Now()
 	if ev.ep.Generator != nil {
 		s.runGenerator(ev, call)

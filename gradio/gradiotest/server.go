@@ -36,6 +36,9 @@ type Knobs struct {
 	// ConnectCost delays every answer to /config and /info (and, in sim, the
 	// Hub look-up) to play a slow connect. Zero: none.
 	ConnectCost time.Duration
+	// ConnectJitter adds a uniformly random extra delay in [0, ConnectJitter)
+	// to each ConnectCost wait (the seed saw 2-5 s: ConnectCost 2s, jitter 3s).
+	ConnectJitter time.Duration
 	// Latency is added to every call after process_starts, before the handler.
 	Latency time.Duration
 	// StepDelay is the pause between yields of the built-in count generator
