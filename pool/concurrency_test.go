@@ -180,3 +180,46 @@ func TestClosed(t *testing.T) {
 		t.Error("Ready after Close")
 	}
 }
+
+// TestWaiterListFullFailover: a caller beyond a replica's MaxWaiters goes to
+// another replica (and is re-pinned) instead of waiting.
+func TestWaiterListFullFailover(t *testing.T) {
+	srvs := replicas(t, 2)
+	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 1, MaxWaiters: 1})
+	ctx := ctxT(t)
+	u0, _ := pinnedUsers(t, p, "upper")
+	name0, name1 := p.Replicas()[0], p.Replicas()[1]
+	l, err := p.Acquire(ctx, u0) // replica 0's only session
+	if err != nil || l.Replica() != name0 {
+		t.Fatalf("Acquire: %v %v", l, err)
+	}
+	waiter := make(chan *pool.Lease)
+	go func() {
+		l2, err := p.Acquire(ctx, u0) // fills replica 0's waiter list
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- l2
+	}()
+	for i := 0; p.Stats().Pools[name0].QueueLength != 1; i++ {
+		if i > 10000 {
+			t.Fatal("the second caller never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	l3, err := p.Acquire(ctx, u0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l3.Replica() != name1 {
+		t.Errorf("third caller on %s, want %s (waiter list full)", l3.Replica(), name1)
+	}
+	l3.Release()
+	l.Release()
+	if l2 := <-waiter; l2 != nil {
+		l2.Release()
+	}
+	if st := p.Stats().Pools[name0]; st.Failovers != 1 {
+		t.Errorf("failovers = %d", st.Failovers)
+	}
+}
