@@ -30,7 +30,9 @@ type Backend interface {
 type Result struct {
 	Data    []json.RawMessage
 	Replica string
-	// Wait is how long the call waited for a session (0 when unknown).
+	// Wait is the time from the call's start until the app accepted it:
+	// waiting for a free session, connecting when none was warm, and the
+	// app's queue/join. 0 when unknown.
 	Wait time.Duration
 	// Failovers counts the replicas given up on before this one.
 	Failovers int

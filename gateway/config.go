@@ -36,6 +36,7 @@ const (
 	DefaultPendingCallTTL    = 10 * time.Minute
 	DefaultMaxPendingCalls   = 2000
 	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyReadTimeout   = 30 * time.Second // reading one request body
 )
 
 // Config is the gateway's whole configuration: what `gradiopool serve` reads

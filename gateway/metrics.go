@@ -53,7 +53,7 @@ func NewMetrics(b Backend) *Metrics {
 		}, []string{"replica"}),
 		use: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: MetricsNamespace, Name: "session_use_seconds",
-			Help:    "Time a call held its session (the call's run time), by replica.",
+			Help:    "Time a call held its session after the app accepted it (the call's run time), by replica.",
 			Buckets: DurationBuckets,
 		}, []string{"replica"}),
 		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -112,11 +112,6 @@ func (m *Metrics) ObserveCreate(replica string, d time.Duration, err error) {
 		result = "error"
 	}
 	m.connect.WithLabelValues(replica, result).Observe(d.Seconds())
-}
-
-// ObserveWait records one wait for a session on replica (a pool hook).
-func (m *Metrics) ObserveWait(replica string, d time.Duration) {
-	m.wait.WithLabelValues(replica).Observe(d.Seconds())
 }
 
 // ObserveFailover counts one failover (a pool hook).

@@ -122,6 +122,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 	}
 	done := g.track()
 	ctx, cancel := context.WithCancel(g.jobsCtx)
+	start := g.now()
 	call, err := g.backend.Submit(ctx, user, endpoint, args)
 	if err != nil {
 		cancel()
@@ -130,8 +131,8 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, endpoint, err)
 		return
 	}
+	wait := g.now().Sub(start)
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()), slog.String("event_id", id))
-	start := g.now()
 	go func() {
 		defer done()
 		defer cancel()
@@ -153,7 +154,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 			pc.push(record{"error", mustJSON(payload)}, true, g.now())
 			return
 		}
-		g.metrics.observeCall(call.Replica(), 0, g.now().Sub(start))
+		g.metrics.observeCall(call.Replica(), wait, g.now().Sub(start))
 		pc.push(record{"complete", mustJSON(nonNil(out))}, true, g.now())
 	}()
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})

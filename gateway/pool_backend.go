@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
@@ -24,12 +25,21 @@ type poolBackend struct {
 	max int
 }
 
+// Predict is pool.Predict spelled as Submit + Wait, so that the time until
+// the app accepted the call is known (Result.Wait).
 func (b *poolBackend) Predict(ctx context.Context, user, endpoint string, args []any) (*Result, error) {
-	res, err := b.p.Predict(ctx, user, endpoint, args...)
+	start := time.Now()
+	c, err := b.p.Submit(ctx, user, endpoint, args...)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Data: res.Data, Replica: res.Replica, Failovers: max(res.Attempts-1, 0)}, nil
+	wait := time.Since(start)
+	data, err := c.Wait(ctx)
+	<-c.Done() // the session is back in the pool before the answer
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Data: data, Replica: c.Replica(), Wait: wait, Failovers: max(c.Attempts()-1, 0)}, nil
 }
 
 func (b *poolBackend) Submit(ctx context.Context, user, endpoint string, args []any) (Call, error) {

@@ -89,6 +89,7 @@ func TestRealPoolEndpoints(t *testing.T) {
 			`gradiopool_waiting_callers{replica="127.0.0.1:`,
 			`gradiopool_queue_timeouts_total{replica="127.0.0.1:`,
 			`gradiopool_session_use_seconds_count{replica="127.0.0.1:`,
+			`gradiopool_session_wait_seconds_count{replica="127.0.0.1:`,
 			`gradiopool_call_errors_total{code="app_error"} 1`,
 			`gradiopool_ready 1`,
 		} {

@@ -321,8 +321,13 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	if user != "" {
 		addLog(r, slog.String("user", g.HashUser(user)))
 	}
+	// The body has a phase time-out of its own (the server has no
+	// ReadTimeout, which would also bound the call); cleared once read.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(g.now().Add(DefaultBodyReadTimeout))
 	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
 	b, rerr := io.ReadAll(body)
+	_ = rc.SetReadDeadline(time.Time{})
 	if rerr != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(rerr, &mbe) {
@@ -491,6 +496,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, endpoint, err)
 		return
 	}
+	wait := g.now().Sub(start)
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
 	s := startSSE(w)
 	_ = s.event("accepted", map[string]string{"replica": call.Replica()})
@@ -532,7 +538,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	g.metrics.observeCall(call.Replica(), 0, d)
+	g.metrics.observeCall(call.Replica(), wait, d)
 	if writeErr == nil {
 		_ = s.event("complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
 	}
