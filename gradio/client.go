@@ -119,8 +119,12 @@ func Connect(ctx context.Context, src string, opts ...Option) (*Client, error) {
 	}
 	switch cfg.Protocol {
 	case ProtocolSSEv3, ProtocolSSEv21, ProtocolSSEv2, ProtocolSSEv1, ProtocolSSE:
+	case ProtocolWS:
+		if !versionAtLeast(cfg.Version, "3.0") {
+			return fail(&MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: Gradio %s", ErrUnsupportedProtocol, cfg.Version)})
+		}
 	default:
-		return fail(&MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: %q (Gradio %s); this client speaks sse, sse_v1, sse_v2, sse_v2.1 and sse_v3 (Gradio 4.x-6.x)", ErrUnsupportedProtocol, cfg.Protocol, cfg.Version)})
+		return fail(&MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: %q (Gradio %s); this client speaks ws (3.x), sse, sse_v1, sse_v2, sse_v2.1 and sse_v3 (Gradio 4.x-6.x)", ErrUnsupportedProtocol, cfg.Protocol, cfg.Version)})
 	}
 	a.cfg = cfg
 	if set.eagerInfo {

@@ -162,8 +162,11 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	if closed {
 		return nil, ErrClosed
 	}
-	if cfg.Protocol == ProtocolSSE {
+	switch cfg.Protocol {
+	case ProtocolSSE:
 		return s.submitV0(ctx, dep, endpoint, data, quiet)
+	case ProtocolWS:
+		return s.submitWS(ctx, dep, endpoint, data, quiet)
 	}
 	return s.submitQueued(ctx, dep, endpoint, data, quiet)
 }

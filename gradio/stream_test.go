@@ -191,13 +191,17 @@ func TestJoinNotAccepted(t *testing.T) {
 	}
 }
 
-func TestGradio3Unsupported(t *testing.T) {
-	cfg := readFixture(t, "config_gradio-3.40.1_xray_no-protocol-field_ws.json")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(cfg) }))
-	defer srv.Close()
-	_, err := gradio.Connect(testCtx(t), srv.URL)
-	if !errors.Is(err, gradio.ErrUnsupportedProtocol) {
-		t.Fatalf("err %v", err)
+func TestUnsupportedProtocol(t *testing.T) {
+	for _, cfg := range []string{
+		`{"version":"7.0.0","protocol":"sse_v9","dependencies":[]}`,
+		`{"allow_flagging":"never","dependencies":[]}`, // Gradio 2.x
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(cfg)) }))
+		_, err := gradio.Connect(testCtx(t), srv.URL)
+		srv.Close()
+		if !errors.Is(err, gradio.ErrUnsupportedProtocol) {
+			t.Fatalf("config %s: err %v", cfg, err)
+		}
 	}
 }
 
