@@ -53,6 +53,7 @@ type session struct {
 	state    map[int]json.RawMessage
 	hasQueue bool // false after a dropped stream until the next join
 	stopped  bool // server restarted: streams say so and end
+	ended    bool // a v0 event gave up: its stream ends once drained
 }
 
 func (sess *session) signal() {
@@ -473,6 +474,10 @@ func (s *Server) nextMsg(ctx context.Context, sess *session, hb <-chan time.Time
 			s.mu.Unlock()
 			return m, nil
 		}
+		if sess.ended {
+			s.mu.Unlock()
+			return nil, errEnded
+		}
 		s.mu.Unlock()
 		select {
 		case <-sess.wake:
@@ -486,7 +491,10 @@ func (s *Server) nextMsg(ctx context.Context, sess *session, hb <-chan time.Time
 	}
 }
 
-var errStopped = errors.New("server stopped")
+var (
+	errStopped = errors.New("server stopped")
+	errEnded   = errors.New("stream ended")
+)
 
 // completedLocked removes a completed event from the session's pending set
 // and reports whether none remain.
@@ -548,6 +556,10 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWr
 		m, err := s.nextMsg(ctx, sess, hb.C)
 		if errors.Is(err, errStopped) {
 			s.writeMsg(sw, m, call)
+			clean = true
+			return
+		}
+		if errors.Is(err, errEnded) {
 			clean = true
 			return
 		}

@@ -23,8 +23,11 @@ func (s *Server) runEvent(ev *event) {
 			ev.data = d
 			s.mu.Unlock()
 		case <-t.C:
+			// Gradio 4.8 drops an event whose data does not arrive in time.
 			s.mu.Lock()
 			ev.kill()
+			ev.q.ended = true
+			ev.q.signal()
 			s.mu.Unlock()
 			return
 		case <-ev.ctx.Done():
