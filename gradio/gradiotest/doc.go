@@ -82,7 +82,8 @@
 //	ConnectJitter            extra random delay in [0, ConnectJitter) on each   0
 //	Latency                  delay after process_starts, before the handler     0
 //	StepDelay                count's pause between yields (negative: none)      300ms
-//	TimeScale                multiplies slow, StepDelay and Call.Sleep          1
+//	TimeScale                multiplies slow, StepDelay, Call.Sleep and the v0  1
+//	                         5 s send_data wait
 //	HeartbeatInterval        heartbeat messages and ALIVE period                15s
 //	MaxQueueSize             waiting events before 503 "Queue is full"          unlimited
 //	DefaultConcurrencyLimit  per endpoint unless Endpoint.ConcurrencyLimit       1 (negative: unlimited)

@@ -208,3 +208,17 @@ func TestSSEv0(t *testing.T) {
 		t.Errorf("v0 queue full: %v", msgs(recs))
 	}
 }
+
+func TestSSEv0SendDataTimeout(t *testing.T) {
+	s := newServer(t, nil, func(s *gradiotest.Server) {
+		s.Mode = gradiotest.Gradio4SSE
+		s.TimeScale = 0.01 // the 5 s wait for the data becomes 50 ms
+	})
+	recs := stream(t, s.URL+"/queue/join?fn_index=0&session_hash=late")
+	if got := msgs(recs); !slices.Equal(got, []string{"estimation", "send_data"}) {
+		t.Errorf("messages %v", got)
+	}
+	if s.Executions("upper") != 0 {
+		t.Errorf("the event ran without data")
+	}
+}

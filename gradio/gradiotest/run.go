@@ -15,7 +15,7 @@ func (s *Server) runEvent(ev *event) {
 	defer s.finishEvent(ev)
 	if ev.v0 {
 		s.emit(ev, msgSendData, nil)
-		t := time.NewTimer(v0SendDataTimeout)
+		t := time.NewTimer(s.scaled(v0SendDataTimeout)) // 5 s, scaled by TimeScale
 		select {
 		case d := <-ev.v0data:
 			t.Stop()
