@@ -75,7 +75,9 @@
 // [Server.CutNextStreams], [Server.SetStall], [Server.SetQueueFull],
 // [Server.Sleep], [Server.Wake], [Server.Restart], [Server.ResetFaults]), or
 // use HTTP (below). [Server.CloseClientConnections] cuts every open
-// connection at once (the server keeps serving). All are safe for concurrent
+// connection at once (the server keeps serving); [Server.Restart] keeps the
+// connections but gives a new app_id and forgets sessions, state and events
+// (call both for a hard process restart). All are safe for concurrent
 // use. Zero means default:
 //
 //	ConnectCost              delay on /config and /info                         0
