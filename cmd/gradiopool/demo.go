@@ -133,7 +133,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer d.http.CloseIdleConnections()
 
 	// What every call cost before pooling: a fresh client per call.
+	fmt.Fprintln(stderr, "measuring the baseline: one fresh client (Hub look-up, /config, call) per call ...")
 	baseline := d.measureBaseline(ctx)
+	fmt.Fprintln(stderr, "running the workload through the gateway ...")
 
 	start := time.Now()
 	stopProgress := d.progress()
