@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
@@ -573,6 +574,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch p {
+	case "/":
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			// The app page; clients never need it, health checks and browsers do.
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, "<!doctype html><html><head><title>%s</title></head><body><gradio-app>simulated Gradio %s app</gradio-app></body></html>\n",
+				html.EscapeString(s.app.Title), s.Mode.Version())
+			return
+		}
 	case "/config", "/config/":
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			s.handleConfig(w, r)
