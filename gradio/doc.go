@@ -74,6 +74,17 @@
 // sse_v3 with and without api_prefix (Gradio 4.22-6.x), sse_v2.1 and sse_v2
 // (diffs; the server hangs up instead of sending close_stream, so the
 // client tracks its pending calls), sse_v1 and sse (v0: one stream per
-// call, send_data). Gradio 3 apps ("ws") fail Connect with
-// ErrUnsupportedProtocol.
+// call, send_data), and Gradio 3 ("ws", config without protocol: one
+// WebSocket per queued call, POST /run/predict for unqueued ones; file
+// arguments are not supported there). Other protocols (Gradio 2, unknown
+// future ones) fail Connect with ErrUnsupportedProtocol.
+//
+// # Cancellation by protocol
+//
+// sse_v3 apps of Gradio 4.29+ get POST {prefix}/cancel (and /reset for
+// 4.x). sse v0 and ws calls are cancelled by closing their own stream or
+// socket. sse_v1/v2/v2.1 and sse_v3 before 4.29 have no cancel route: the
+// local job ends at once, and the app stops the work only when the
+// session's stream closes (the client closes an idle stream after a few
+// seconds).
 package gradio

@@ -106,10 +106,10 @@ type Job struct {
 	finished bool
 	last     []any // full values of the last generator output (diffs apply to it)
 	gotFirst bool
-	stopCtx  func() bool // unregisters the ctx watcher
-	quiet    bool        // Predict: nobody will ask for Events; keep none
-	v0key    string      // key in s.pending for v0 jobs (set before publication)
-	onFinish func()      // closes a v0 job's own stream (set before publication)
+	stopCtx  func() bool     // unregisters the ctx watcher
+	quiet    bool            // Predict: nobody will ask for Events; keep none
+	v0key    string          // key in s.pending for v0 jobs (set before publication)
+	onFinish func(err error) // releases a job's own stream or socket (set before publication)
 }
 
 func newJob(s *session, ctx context.Context, dep *Dependency, endpoint string) *Job {
@@ -264,7 +264,7 @@ func (j *Job) finish(result []json.RawMessage, err error) bool {
 		stop()
 	}
 	if j.onFinish != nil {
-		j.onFinish()
+		j.onFinish(err)
 	}
 	return true
 }

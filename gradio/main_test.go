@@ -20,6 +20,11 @@ func startSim(t testing.TB, mode gradiotest.Mode, app *gradiotest.App, tweak fun
 	s.Mode = mode
 	s.StepDelay = 5 * time.Millisecond
 	s.TimeScale = 0.01
+	if mode == gradiotest.Gradio4SSE {
+		// The sim scales v0's 5 s send_data deadline too; keep it real so
+		// loaded machines do not drop events.
+		s.TimeScale = 1
+	}
 	s.HeartbeatInterval = 200 * time.Millisecond
 	if tweak != nil {
 		tweak(s)

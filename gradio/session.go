@@ -764,7 +764,14 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 	}
 	s.v0seq++
 	j.v0key = "v0:" + strconv.Itoa(s.v0seq)
-	j.onFinish = jcancel
+	// A completed v0 stream is left for the server to end (runV0 drains
+	// it, keeping the connection reusable); anything else cuts it, which
+	// is also how v0 cancels.
+	j.onFinish = func(err error) {
+		if err != nil {
+			jcancel()
+		}
+	}
 	s.pending[j.v0key] = j
 	s.mu.Unlock()
 	pending := []*message{first}
@@ -773,7 +780,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 		defer r.Release()
 		defer resp.Body.Close()
 		defer jcancel()
-		s.runV0(jctx, j, r, pending, data)
+		s.runV0(jctx, jcancel, j, r, pending, data)
 	})
 	s.mu.Unlock()
 	if !ok {
@@ -801,7 +808,19 @@ func readMessage(r *sse.Reader) (*message, error) {
 	}
 }
 
-func (s *session) runV0(ctx context.Context, j *Job, r *sse.Reader, first []*message, data []any) {
+// drain reads what is left of a finished v0 stream (the server ends it
+// right after process_completed); after 2 s cancel cuts it.
+func drain(r *sse.Reader, cancel context.CancelFunc) {
+	t := time.AfterFunc(2*time.Second, cancel)
+	defer t.Stop()
+	for i := 0; i < 16; i++ {
+		if _, err := r.Next(); err != nil {
+			return
+		}
+	}
+}
+
+func (s *session) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, r *sse.Reader, first []*message, data []any) {
 	handle := func(m *message) {
 		switch m.Msg {
 		case "send_data":
@@ -833,6 +852,9 @@ func (s *session) runV0(ctx context.Context, j *Job, r *sse.Reader, first []*mes
 	for {
 		select {
 		case <-j.done:
+			if j.err == nil {
+				drain(r, cancel)
+			}
 			return
 		default:
 		}

@@ -195,7 +195,7 @@ func (s *session) submitWS(ctx context.Context, dep *Dependency, endpoint string
 	jctx, jcancel := context.WithCancel(s.ctx)
 	j := newJob(s, ctx, dep, endpoint)
 	j.quiet = quiet
-	j.onFinish = jcancel
+	j.onFinish = func(error) { jcancel() }
 	if skipQueue(a.cfg, dep) {
 		return s.startLocalJob(ctx, j, jcancel, func() { s.runPredict(jctx, j, data) })
 	}
@@ -218,6 +218,12 @@ func (s *session) submitWS(ctx context.Context, dep *Dependency, endpoint string
 			return nil, err
 		}
 		return nil, &ConnectionLostError{Err: fmt.Errorf("queue/join (ws): %w", err)}
+	}
+	// Ending the job (done, cancelled, Close) must unblock the reader:
+	// an upgraded connection does not follow its request's context.
+	j.onFinish = func(error) {
+		jcancel()
+		conn.Close()
 	}
 	fail := func(err error) (*Job, error) {
 		conn.Close()
