@@ -153,6 +153,7 @@ func Run(ctx context.Context, opts Options) error {
 		e.logf("[%d/%d] %s done in %s", i+1, len(sections), sec.id, time.Since(t0).Round(100*time.Millisecond))
 	}
 	r.Elapsed = time.Since(r.Started)
+	r.LoadAtEnd = readMachine(ctx).Load
 	var b strings.Builder
 	if err := r.WriteMarkdown(&b, "bench"); err != nil {
 		return err

@@ -10,11 +10,12 @@ import (
 // Report is the whole benchmark report: the machine, then one Section per
 // figure of the benchmark issue.
 type Report struct {
-	Quick    bool
-	Started  time.Time
-	Elapsed  time.Duration
-	Machine  Machine
-	Sections []*Section
+	Quick     bool
+	Started   time.Time
+	Elapsed   time.Duration
+	Machine   Machine
+	LoadAtEnd string
+	Sections  []*Section
 }
 
 // Section is one figure: what was measured and how, the tables, the charts,
@@ -84,7 +85,7 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		fmt.Fprintf(&b, "| Node.js | %s |\n", r.Machine.Node)
 	}
 	if r.Machine.Load != "" {
-		fmt.Fprintf(&b, "| load average at start | %s |\n", r.Machine.Load)
+		fmt.Fprintf(&b, "| load average (1, 5, 15 min) | %s at the start, %s at the end |\n", r.Machine.Load, r.LoadAtEnd)
 	}
 	fmt.Fprintf(&b, "| date | %s |\n\n", r.Started.UTC().Format(time.RFC3339))
 
@@ -154,7 +155,7 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 			b.WriteString("\n")
 		}
 	}
-	fmt.Fprintf(&b, "## How to rerun\n\n```sh\ngo run ./cmd/gradiopool bench                # full run, ~10 min, writes docs/BENCHMARKS.md and docs/bench/*.png\ngo run ./cmd/gradiopool bench --quick        # under a minute, scaled-down times\ngo run ./cmd/gradiopool bench --out /tmp/b.md\n```\n")
+	b.WriteString(rerun)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -250,3 +251,17 @@ func whyIf(cond bool, why string) string {
 	}
 	return ""
 }
+
+// rerun is the report's last section.
+const rerun = "## How to rerun\n\n```sh\n" +
+	"go run ./cmd/gradiopool bench                        # full run, about 4 minutes: docs/BENCHMARKS.md and docs/bench/*.png\n" +
+	"go run ./cmd/gradiopool bench --quick                # under a minute, times scaled down (CI smoke test)\n" +
+	"go run ./cmd/gradiopool bench --out /tmp/b.md        # elsewhere (the charts go to /tmp/bench/)\n" +
+	"go run ./cmd/gradiopool bench --only headline,peers  # some sections only\n" +
+	"go test ./bench/                                     # unit tests and the quick run into a temporary directory\n" +
+	"```\n\n" +
+	"The JS client peer needs Node.js and `npm ci` in `testdata/jsclient`; the pool micro-benchmark needs the Go toolchain and " +
+	"this source tree. Without them those sections say \"not measured\" and why. The harness is package `bench`: " +
+	"`recorder.go` (every sample kept, nearest-rank percentiles), `pacer.go` (open-loop pacer and closed loops), " +
+	"`mem.go` (MemStats after GC), one file per section, and `child.go` (the helper processes: simulated replicas, " +
+	"the Go client peer and HTTP callers, all re-runs of the same executable).\n"
