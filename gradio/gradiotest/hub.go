@@ -248,6 +248,11 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 		sp = h.spaces[id]
 	}
 	h.lookups[id]++
+	var private bool
+	var token, url string
+	if sp != nil {
+		private, token, url = sp.private, sp.token, sp.url
+	}
 	h.mu.Unlock()
 	if cost > 0 && sleepCtx(r.Context(), cost) != nil {
 		return
@@ -256,9 +261,9 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 404, obj{{"error", "Repository not found"}})
 		return
 	}
-	if sp.private {
+	if private {
 		auth := r.Header.Get("Authorization")
-		if auth != "Bearer "+sp.token {
+		if auth != "Bearer "+token {
 			writeJSON(w, 401, obj{{"error", "Invalid credentials in Authorization header"}})
 			return
 		}
@@ -269,10 +274,10 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 	stage := h.stageOf(sp)
 	switch what {
 	case "host":
-		writeJSON(w, 200, obj{{"subdomain", subdomainOf(sp.id)}, {"host", sp.url}})
+		writeJSON(w, 200, obj{{"subdomain", subdomainOf(sp.id)}, {"host", url}})
 	case "":
 		writeJSON(w, 200, obj{{"_id", randHex(12)}, {"id", sp.id}, {"author", strings.Split(sp.id, "/")[0]},
-			{"private", sp.private}, {"sdk", "gradio"}, {"host", sp.url}, {"subdomain", subdomainOf(sp.id)},
+			{"private", private}, {"sdk", "gradio"}, {"host", url}, {"subdomain", subdomainOf(sp.id)},
 			{"runtime", h.runtime(sp, stage)}})
 	case "runtime":
 		writeJSON(w, 200, h.runtime(sp, stage))
