@@ -15,6 +15,7 @@ type OpenLoopResult struct {
 	Started  int           // calls actually started (Planned unless ctx ended)
 	Elapsed  time.Duration // from the first due time until the last call returned
 	Latency  Summary       // measured from each call's due time
+	FailedIn Summary       // how long the failed calls took to fail, from their due time
 	MaxLag   time.Duration // worst delay between a call's due time and its start
 	Achieved float64       // successful calls per second over Elapsed
 
@@ -90,7 +91,7 @@ func OpenLoop(ctx context.Context, rate float64, dur time.Duration, fn func(cont
 			}
 			err := fn(ctx)
 			if err != nil {
-				rec.Fail(classOf(err, classify))
+				rec.FailAfter(classOf(err, classify), time.Since(due))
 				return
 			}
 			rec.Add(time.Since(due))
@@ -105,6 +106,7 @@ func OpenLoop(ctx context.Context, rate float64, dur time.Duration, fn func(cont
 		Started:  started,
 		Elapsed:  elapsed,
 		Latency:  s,
+		FailedIn: rec.FailTimes(),
 		MaxLag:   time.Duration(maxLag.Load()),
 		Achieved: float64(s.N) / elapsed.Seconds(),
 		samples:  rec.snapshot(),

@@ -11,9 +11,10 @@ import (
 // every sample: a benchmark run records at most a few hundred thousand, and
 // exact percentiles are easier to trust than a histogram's buckets.
 type Recorder struct {
-	mu      sync.Mutex // guards samples and errs
-	samples []time.Duration
-	errs    map[string]int
+	mu        sync.Mutex // guards samples, errs and failTimes
+	samples   []time.Duration
+	errs      map[string]int
+	failTimes []time.Duration
 }
 
 // NewRecorder returns an empty Recorder.
@@ -39,6 +40,23 @@ func (r *Recorder) snapshot() []time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.samples)
+}
+
+// FailAfter records one failed call and how long it took to fail.
+func (r *Recorder) FailAfter(class string, d time.Duration) {
+	r.mu.Lock()
+	r.errs[class]++
+	r.failTimes = append(r.failTimes, d)
+	r.mu.Unlock()
+}
+
+// FailTimes summarises how long the failed calls recorded with FailAfter
+// took to fail.
+func (r *Recorder) FailTimes() Summary {
+	r.mu.Lock()
+	f := slices.Clone(r.failTimes)
+	r.mu.Unlock()
+	return Summarize(f, nil)
 }
 
 // Summary returns the percentiles of the samples recorded so far.

@@ -91,7 +91,10 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 	ClosedLoopN(ctx, 3*maxConns, 6*maxConns, func(ctx context.Context, _ int) error { return gw.predict(ctx, "", "upper", body) }, nil)
 
 	fractions := []float64{0.5, 0.8, 1.0, 1.2, 1.5, 2.0}
-	t := Table{Header: []string{"offered", "of capacity", "ok calls/s", "p50 (ok)", "p99 (ok)", "failed", "failures"}}
+	t := Table{
+		Caption: "ok calls/s is the successful calls divided by the time from the first send to the last answer; latencies count from each call's scheduled start.",
+		Header:  []string{"offered", "of capacity", "ok calls/s", "p50 (ok)", "p99 (ok)", "failed", "failures", "failed after p50 / max"},
+	}
 	var xs []float64
 	okRate, failRate := series{Name: "ok calls/s"}, series{Name: "failed calls/s"}
 	offered := series{Name: "offered calls/s"}
@@ -102,7 +105,11 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 		e.logf("  throughput: saturation, %.0f calls/s (%.0f%% of capacity)", rate, 100*f)
 		r := OpenLoop(ctx, rate, dur, func(ctx context.Context) error { return gw.predict(ctx, "", "upper", body) }, classifyHTTP)
 		l := r.Latency
-		t.Rows = append(t.Rows, []string{fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("%.0f%%", 100*f), fmt.Sprintf("%.0f", r.Achieved), ms(l.P50), ms(l.P99), fmt.Sprint(l.Failed), errorsCell(l)})
+		failedIn := "–"
+		if r.FailedIn.N > 0 {
+			failedIn = ms(r.FailedIn.P50) + " / " + ms(r.FailedIn.Max)
+		}
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("%.0f%%", 100*f), fmt.Sprintf("%.0f", r.Achieved), ms(l.P50), ms(l.P99), fmt.Sprint(l.Failed), errorsCell(l), failedIn})
 		xs = append(xs, rate)
 		okRate.Values = append(okRate.Values, r.Achieved)
 		failRate.Values = append(failRate.Values, float64(l.Failed)/r.Elapsed.Seconds())
