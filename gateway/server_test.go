@@ -562,3 +562,41 @@ func TestServeDrainWaitsForRESTCalls(t *testing.T) {
 		t.Fatal("the call was cancelled instead of finishing")
 	}
 }
+
+func TestPendingCallsExpire(t *testing.T) {
+	f := newFake()
+	g, srv, _ := newGateway(t, f, func(c *gateway.Config) {
+		c.MaxPendingCalls, c.PendingCallTTL = 1, time.Minute
+	})
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	post := func() answer { return do(t, "POST", srv.URL+"/gradio_api/call/upper", `{"data":["a"]}`) }
+	a := post()
+	var ev struct {
+		EventID string `json:"event_id"`
+	}
+	if a.status != 200 || json.Unmarshal([]byte(a.body), &ev) != nil {
+		t.Fatal(a.status, a.body)
+	}
+	// Reading it waits for the call to end; it stays readable for the TTL.
+	if a := do(t, "GET", srv.URL+"/gradio_api/call/upper/"+ev.EventID, ""); !strings.Contains(a.body, "event: complete") {
+		t.Fatal(a.body)
+	}
+	if a := post(); a.status != 503 {
+		t.Fatalf("full map: %d %s", a.status, a.body)
+	}
+	advance(59 * time.Second)
+	if a := do(t, "GET", srv.URL+"/gradio_api/call/upper/"+ev.EventID, ""); !strings.Contains(a.body, "event: complete") {
+		t.Fatal("expired before its TTL:", a.body)
+	}
+	advance(2 * time.Second)
+	if a := post(); a.status != 200 {
+		t.Fatalf("after the TTL: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", srv.URL+"/gradio_api/call/upper/"+ev.EventID, ""); !strings.Contains(a.body, `"404: Not Found"`) {
+		t.Fatal("an expired call is still readable:", a.body)
+	}
+}
