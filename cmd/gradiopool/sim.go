@@ -92,10 +92,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("sim: replica %d: %w", i+1, err)
 		}
-		s := gradiotest.NewUnstartedServer(nil)
-		_ = s.Listener.Close()
-		s.Listener = l
-		s.Mode = m
+		s := &gradiotest.Server{Listener: l, Mode: m} // a zero Server is usable: Start fills the defaults
 		s.Username, s.Password = *user, *pass
 		s.ConnectCost = *connectCost
 		s.ConnectJitter = *jitter

@@ -87,7 +87,8 @@ type Knobs struct {
 }
 
 // Server is a simulated Gradio app served over HTTP on loopback, in the
-// manner of net/http/httptest.Server. Set its fields before Start; they must
+// manner of net/http/httptest.Server. A zero Server works: Start listens on
+// 127.0.0.1:0 and serves DefaultApp. Set its fields before Start; they must
 // not change afterwards (the embedded Knobs are only start values: use the
 // methods to change knobs at run time).
 type Server struct {
