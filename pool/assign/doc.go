@@ -8,8 +8,18 @@
 //
 // Keys are opaque strings chosen by the caller; package pool passes a keyed
 // hash of the user's e-mail, never the e-mail itself. Values are replica names:
-// short strings, so that a shared implementation (Redis: SET key value PX ttl,
-// GET, DEL, and a counter or DBSIZE for Len) stores a few dozen bytes per user.
+// short strings, so that a shared store keeps a few dozen bytes per user.
+//
+// Two implementations are provided: [Memory] (one process; the default of
+// package pool) and [Redis] (shared by several gateway instances, so that a
+// user stays on one replica whichever instance serves them):
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	store, err := assign.NewRedis(assign.RedisConfig{Client: rdb})
+//	p, err := pool.New(pool.Config{Replicas: replicas, Store: store, HashKey: sharedSecret})
+//
+// Instances sharing a store must share Config.HashKey too, or they compute
+// different keys for the same user.
 //
 // # Expiry
 //
