@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +213,47 @@ func TestRealPoolFailures(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestRealPoolNoLeakUnderChurn mixes successes, app errors, generator
+// streams and callers that leave early: afterwards no session is in use
+// and nobody waits.
+func TestRealPoolNoLeakUnderChurn(t *testing.T) {
+	srv, sims, p := realGateway(t, 2, func(c *gateway.Config) {
+		c.Pool.MaxConnections, c.Pool.MinConnections = 3, 1
+	})
+	for _, s := range sims {
+		s.UpdateKnobs(func(k *gradiotest.Knobs) { k.Latency = 5 * time.Millisecond; k.StepDelay = 5 * time.Millisecond })
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			path, body := "/v1/predict/upper", `{"data":["x"]}`
+			switch i % 4 {
+			case 1:
+				path, body = "/v1/predict/fail", `{"data":["x"]}`
+			case 2:
+				path, body = "/v1/submit/count", `{"data":[4]}`
+			case 3:
+				path, body = "/v1/submit/slow", `{"data":[30]}`
+				time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
+			}
+			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+path, strings.NewReader(body))
+			req.Header.Set(gateway.UserHeader, "user"+strconv.Itoa(i%7)+"@example.com")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, "every session to be back", func() bool {
+		st := p.Stats()
+		return st.InUseConnections == 0 && st.TotalQueued == 0
+	})
+	waitFor(t, "the apps to run nothing", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == 0 })
 }
