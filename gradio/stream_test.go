@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,5 +228,25 @@ func TestHeartbeatOption(t *testing.T) {
 			t.Errorf("opts %v: %d heartbeat streams, want %d", tt.opts, n, tt.want)
 		}
 		c.Close()
+	}
+}
+
+func TestSubPathMount(t *testing.T) {
+	sim := startSim(t, gradiotest.Gradio4SSEv3, nil, nil) // no api_prefix: Python's urljoin pitfall
+	u, _ := url.Parse(sim.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	mux := http.NewServeMux()
+	mux.Handle("/apps/demo/", http.StripPrefix("/apps/demo", rp))
+	front := httptest.NewServer(mux)
+	defer front.Close()
+	c := connect(t, front.URL+"/apps/demo/?__theme=dark")
+	defer c.Close()
+	if c.BaseURL() != front.URL+"/apps/demo" {
+		t.Fatalf("base %q", c.BaseURL())
+	}
+	out, err := c.Predict(testCtx(t), "upper", "mounted")
+	if err != nil || str(t, out[0]) != "MOUNTED" {
+		t.Fatalf("%s %v", out, err)
 	}
 }
