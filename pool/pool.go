@@ -166,6 +166,11 @@ func (p *Pool) Ready() bool {
 	return false
 }
 
+// storeTimeout bounds each assignment-store operation of a call, so that a
+// slow shared store delays routing by at most that much: a failed Get routes
+// the user as new, a failed Set is logged.
+const storeTimeout = 2 * time.Second
+
 // Lease is a session of one replica lent to one caller. Release it when the
 // call is done; MarkBroken it instead when the connection failed.
 type Lease struct {
@@ -239,7 +244,9 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 	}
 	var assigned *replica
 	if key != "" {
-		name, ok, err := p.store.Get(ctx, key)
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		name, ok, err := p.store.Get(sctx, key)
+		cancel()
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -315,7 +322,9 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 	if ttl < 0 {
 		ttl = 0 // never expires
 	}
-	err := p.store.Set(context.WithoutCancel(ctx), key, r.name, ttl)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	err := p.store.Set(sctx, key, r.name, ttl)
+	cancel()
 	if assigned != r || err != nil {
 		e := Event{Kind: EventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
 		if assigned != nil {
