@@ -1,9 +1,12 @@
 package pool_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -167,5 +170,41 @@ func TestReplicaNames(t *testing.T) {
 	}
 	if _, err := pool.New(pool.Config{Replicas: []string{"a/b", "a/b/"}}); err == nil {
 		t.Error("New with duplicate replicas succeeded")
+	}
+}
+
+// brokenStore fails every operation, like an unreachable Redis.
+type brokenStore struct{}
+
+var errStoreDown = errors.New("store down")
+
+func (brokenStore) Get(context.Context, string) (string, bool, error) { return "", false, errStoreDown }
+func (brokenStore) Set(context.Context, string, string, time.Duration) error {
+	return errStoreDown
+}
+func (brokenStore) Delete(context.Context, string) error { return errStoreDown }
+func (brokenStore) Len(context.Context) (int, error)     { return 0, errStoreDown }
+
+// TestStoreDown: when the assignment store fails, calls still work (users
+// are routed as new) and the failure is reported as an event.
+func TestStoreDown(t *testing.T) {
+	srvs := replicas(t, 2)
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: urls(srvs), Store: brokenStore{}, OnEvent: rec.hook})
+	for i := range 4 {
+		if _, err := p.Predict(ctxT(t), "u@example.com", "upper", "x"); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	storeErrs := 0
+	for _, e := range rec.events {
+		if e.Kind == pool.EventAssigned && errors.Is(e.Err, errStoreDown) {
+			storeErrs++
+		}
+	}
+	if storeErrs == 0 {
+		t.Error("store failures were not reported")
 	}
 }
