@@ -48,6 +48,7 @@ type KnobsJSON struct {
 	MaxQueueSize            *int      `json:"max_queue_size,omitempty"`
 	DefaultConcurrencyLimit *int      `json:"default_concurrency_limit,omitempty"`
 	MaxFileSize             *int64    `json:"max_file_size,omitempty"`
+	StateTTL                *Duration `json:"state_ttl,omitempty"`
 	FaultStatus             *int      `json:"fault_status,omitempty"`
 	FailConfig              *int      `json:"fail_config,omitempty"`
 	FailJoin                *int      `json:"fail_join,omitempty"`
@@ -61,7 +62,7 @@ type KnobsJSON struct {
 func knobsToJSON(k Knobs) KnobsJSON {
 	d := func(v time.Duration) *Duration { x := Duration(v); return &x }
 	return KnobsJSON{d(k.ConnectCost), d(k.ConnectJitter), d(k.Latency), d(k.StepDelay), &k.TimeScale, d(k.HeartbeatInterval),
-		&k.MaxQueueSize, &k.DefaultConcurrencyLimit, &k.MaxFileSize, &k.FaultStatus, &k.FailConfig, &k.FailJoin,
+		&k.MaxQueueSize, &k.DefaultConcurrencyLimit, &k.MaxFileSize, d(k.StateTTL), &k.FaultStatus, &k.FailConfig, &k.FailJoin,
 		&k.CutStream, &k.Stall, d(k.SlowBody), &k.QueueFull, &k.Asleep}
 }
 
@@ -78,6 +79,7 @@ func (j KnobsJSON) Apply(k *Knobs) {
 	setD(&k.StepDelay, j.StepDelay)
 	setD(&k.HeartbeatInterval, j.HeartbeatInterval)
 	setD(&k.SlowBody, j.SlowBody)
+	setD(&k.StateTTL, j.StateTTL)
 	if j.TimeScale != nil {
 		k.TimeScale = *j.TimeScale
 	}

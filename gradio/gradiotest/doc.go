@@ -90,6 +90,7 @@
 //	MaxQueueSize             waiting events before 503 "Queue is full"          unlimited
 //	DefaultConcurrencyLimit  per endpoint unless Endpoint.ConcurrencyLimit       1 (negative: unlimited)
 //	MaxFileSize              upload limit in bytes (413), config max_file_size  unlimited
+//	StateTTL                 gr.State lifetime after /heartbeat closes          1h (negative: forever)
 //	FaultStatus              status of FailConfig/FailJoin answers              500
 //	FailConfig               the next N GET /config fail
 //	FailJoin                 the next N joins (queue/join, /call, v0 join) fail
@@ -170,8 +171,8 @@
 // Durations and ETAs are measured, not Gradio's; /run returns the final value
 // of a generator (Gradio 4+ returns the first yield); /call "error" data is
 // the error payload dict in Gradio 5 mode too (real 5.x sends null; 6.13+ the
-// dict); State is kept for the server's lifetime (no 1 h expiry after the
-// heartbeat closes); progress updates are not coalesced; estimations are
+// dict); expired State is dropped when the session is next used rather than
+// by a sweeper; progress updates are not coalesced; estimations are
 // re-sent to waiting events when a job starts, not on a timer; upload_progress,
 // component_server, stream/ routes and URL file inputs are not implemented.
 package gradiotest

@@ -54,6 +54,8 @@ type session struct {
 	hasQueue bool // false after a dropped stream until the next join
 	stopped  bool // server restarted: streams say so and end
 	ended    bool // a v0 event gave up: its stream ends once drained
+	beats    int       // open /heartbeat connections
+	closedAt time.Time // when the last heartbeat closed (zero: open or never)
 }
 
 func (sess *session) signal() {
@@ -699,6 +701,18 @@ func hasCompletion(sess *session, id string) bool {
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, hash string) {
+	s.mu.Lock()
+	sess := s.sessionLocked(hash)
+	sess.beats++
+	sess.closedAt = time.Time{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if sess.beats--; sess.beats == 0 {
+			sess.closedAt = time.Now() // gr.State now expires after StateTTL
+		}
+		s.mu.Unlock()
+	}()
 	sw := startSSE(w)
 	t := time.NewTicker(s.heartbeatInterval())
 	defer t.Stop()

@@ -537,3 +537,29 @@ func TestCallHeaderAndJitter(t *testing.T) {
 		t.Errorf("handler saw %s", got)
 	}
 }
+
+func TestStateTTLAfterHeartbeatCloses(t *testing.T) {
+	s := newServer(t, nil, func(s *gradiotest.Server) { s.StateTTL = 20 * time.Millisecond })
+	counter := func(item string) string {
+		join(t, s, "ttl", 3, item, nil)
+		recs := stream(t, data(s, "ttl"))
+		return string(field(t, field(t, recs[2].data, "output"), "data"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", api(s)+"/heartbeat/ttl", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter("a")
+	time.Sleep(40 * time.Millisecond) // heartbeat open: state kept
+	if got := counter("b"); got != `["2 items: a, b",null]` {
+		t.Errorf("with heartbeat open: %s", got)
+	}
+	cancel()
+	resp.Body.Close()
+	time.Sleep(80 * time.Millisecond) // the server notices the close, then the TTL passes
+	if got := counter("c"); got != `["1 items: c",null]` {
+		t.Errorf("after the TTL: %s", got)
+	}
+}

@@ -175,6 +175,7 @@ func (s *Server) prepareInputs(ev *event) ([]json.RawMessage, error) {
 	in := make([]json.RawMessage, len(ep.Inputs))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStateLocked(ev.sess)
 	for i, c := range ep.Inputs {
 		v := ev.data[i]
 		if len(v) == 0 {
@@ -190,6 +191,20 @@ func (s *Server) prepareInputs(ev *event) ([]json.RawMessage, error) {
 		in[i] = v
 	}
 	return in, nil
+}
+
+// expireStateLocked drops a session's gr.State values when its heartbeat
+// closed more than StateTTL ago (Gradio deletes them 1 h after the tab closes).
+func (s *Server) expireStateLocked(sess *session) {
+	ttl := s.knobs.StateTTL
+	if ttl == 0 {
+		ttl = DefaultStateTTL
+	}
+	if ttl < 0 || sess.closedAt.IsZero() || time.Since(sess.closedAt) < ttl {
+		return
+	}
+	sess.state = map[int]json.RawMessage{}
+	sess.closedAt = time.Time{}
 }
 
 // storeOutputs turns handler outputs into JSON, storing State outputs in the

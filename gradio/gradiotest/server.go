@@ -26,6 +26,7 @@ const (
 	DefaultConcurrencyLimit  = 1                      // Gradio's default per event listener
 	DefaultFaultStatus       = http.StatusInternalServerError
 	DefaultSlowBodyChunk     = 64 // bytes written per SlowBody delay
+	DefaultStateTTL          = time.Hour
 	v0SendDataTimeout        = 5 * time.Second
 )
 
@@ -60,6 +61,10 @@ type Knobs struct {
 	// MaxFileSize is max_file_size in bytes: larger uploads get 413. Zero:
 	// unlimited (config says null).
 	MaxFileSize int64
+	// StateTTL is how long a session's gr.State values survive after its
+	// /heartbeat connection closes (Gradio: 1 h); a new heartbeat or call
+	// within it keeps them. Zero: DefaultStateTTL; negative: forever.
+	StateTTL time.Duration
 
 	// FaultStatus is the status code of FailConfig and FailJoin answers.
 	// Zero: 500.
