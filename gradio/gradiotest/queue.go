@@ -51,9 +51,9 @@ type session struct {
 	wake     chan struct{} // capacity 1; signalled when msgs grows
 	pending  map[string]bool
 	state    map[int]json.RawMessage
-	hasQueue bool // false after a dropped stream until the next join
-	stopped  bool // server restarted: streams say so and end
-	ended    bool // a v0 event gave up: its stream ends once drained
+	hasQueue bool      // false after a dropped stream until the next join
+	stopped  bool      // server restarted: streams say so and end
+	ended    bool      // a v0 event gave up: its stream ends once drained
 	beats    int       // open /heartbeat connections
 	closedAt time.Time // when the last heartbeat closed (zero: open or never)
 }
