@@ -93,7 +93,10 @@ type Config struct {
 	// (session hash) on their replica for UserAssignmentTTL, so that gr.State
 	// survives between calls of a stateful app. A user's calls then run one
 	// at a time: a call waits (up to QueueTimeout) while the same user's
-	// previous call still runs. Anonymous users are never sticky.
+	// previous call still runs, and then, like any call, for a slot of the
+	// replica's pool (up to QueueTimeout again). Each reserved session is a
+	// session hash without network cost, but its app-side state lives until
+	// the reservation ends. Anonymous users are never sticky.
 	StickySessions bool
 	// ClientOptions are passed to gradio.Connect for every replica (token,
 	// Hub URL, headers, wake time-out, ...).
