@@ -94,7 +94,7 @@
 //	FaultStatus              status of FailConfig/FailJoin answers              500
 //	FailConfig               the next N GET /config fail
 //	FailJoin                 the next N joins (queue/join, /call, v0 join) fail
-//	CutStream                the next N data streams are aborted right after a process_starts;
+//	CutStream                data streams are aborted right after each of the next N process_starts;
 //	                         the session's events are dropped as on a disconnect
 //	Stall                    every request hangs (until cleared, client gone or Close)
 //	SlowBody                 responses trickle 64 bytes per SlowBody

@@ -541,7 +541,6 @@ func (s *Server) handleData(w http.ResponseWriter, r *http.Request) {
 // streamSession runs a /queue/data (or /call, or v0) stream of sess. When
 // call is true, messages are translated to the /call event format.
 func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWriter, sess *session, call bool) {
-	cut, _ := s.takeFault(func(k *Knobs) *int { return &k.CutStream })
 	ctx := r.Context()
 	interval := s.heartbeatInterval()
 	hb := time.NewTimer(interval)
@@ -587,7 +586,7 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWr
 		if sw.err != nil {
 			return
 		}
-		if cut && m.kind == msgStarts {
+		if m.kind == msgStarts && s.takeCut() {
 			s.logf("gradiotest: cutting the data stream of session %s", sess.hash)
 			panic(http.ErrAbortHandler) // deferred clean-up drops the events
 		}
@@ -608,6 +607,12 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWr
 			return
 		}
 	}
+}
+
+// takeCut consumes one CutStream fault.
+func (s *Server) takeCut() bool {
+	cut, _ := s.takeFault(func(k *Knobs) *int { return &k.CutStream })
+	return cut
 }
 
 // writeMsg writes one message; for /call streams it translates and reports

@@ -73,9 +73,10 @@ type Knobs struct {
 	FailConfig int
 	// FailJoin makes the next N queue joins (and /call POSTs) answer FaultStatus.
 	FailJoin int
-	// CutStream makes the next N data streams break (connection aborted
-	// without a proper end) right after they carried a process_starts; the
-	// server then drops that session's events as Gradio does on disconnect.
+	// CutStream breaks the data stream (connection aborted without a proper
+	// end) right after each of the next N process_starts messages it carries;
+	// the server then drops that session's events as Gradio does on a
+	// disconnect.
 	CutStream int
 	// Stall makes every request (except /_sim/) hang without an answer until
 	// Stall is cleared, the client gives up, or the server closes.
