@@ -187,6 +187,7 @@ func TestServeEndToEnd(t *testing.T) {
 		"GRADIOPOOL_LOG_FORMAT=json",
 		"GRADIOPOOL_LOG_LEVEL=debug",
 		"GRADIOPOOL_DRAIN_TIMEOUT=30s",
+		"GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL=200ms",
 		"HF_TOKEN=" + e2eHFToken,
 		"GRADIOPOOL_API_KEYS=other-key," + e2eAPIKey,
 		"GRADIOPOOL_ADMIN_TOKEN=" + e2eAdminToken,
@@ -274,6 +275,13 @@ func TestServeEndToEnd(t *testing.T) {
 		})
 	})
 
+	t.Run("seed logging list", func(t *testing.T) {
+		// §7.2: initialisation, session creation, user assignment, health
+		// checks, errors; plus one access line per request.
+		for _, msg := range []string{"pool: initialized", "pool: connected", "pool: session_created", "pool: assigned", "pool: health_check", "pool: call_done", "http request"} {
+			e2eWait(t, "a "+msg+" log line", func() bool { return strings.Contains(g.stderr.String(), `"msg":"`+msg+`"`) })
+		}
+	})
 	t.Run("no secret or e-mail leaks", func(t *testing.T) {
 		all := g.stderr.String() + seen.String()
 		for _, s := range []string{e2eHFToken, e2eAPIKey, e2eAdminToken, strings.ToLower(e2eEmail), "e2e-hash-key"} {
