@@ -399,7 +399,7 @@ func (a *app) fetchConfig(ctx context.Context) (*Config, error) {
 		}
 		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: fmt.Errorf("%w: %s", ErrUnauthorized, msg)}
 	case code == http.StatusTooManyRequests:
-		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: errors.New("too many requests, try again later")}
+		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: fmt.Errorf("%w: too many requests, try again later", ErrRateLimited)}
 	case code != http.StatusOK:
 		// Old apps (and some proxies) only embed the config in the page.
 		page, pcode, perr := a.getMeta(ctx, a.base+"/")

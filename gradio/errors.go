@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Test with errors.Is; the typed errors below wrap them
@@ -33,6 +34,9 @@ var (
 	ErrUnauthorized = errors.New("gradio: unauthorized")
 	// ErrLoginFailed: POST /login rejected the credentials.
 	ErrLoginFailed = errors.New("gradio: login failed")
+	// ErrRateLimited: HTTP 429 (the Hugging Face proxy's rate limit) on
+	// the config or on queue/join; the call was NOT accepted.
+	ErrRateLimited = errors.New("gradio: rate limited (HTTP 429)")
 )
 
 // AppError is an error raised by the app's function (gr.Error, or any
@@ -44,6 +48,11 @@ type AppError struct {
 	// Hidden is true when the app sent {"error": null}: it raised an
 	// exception but does not show error details (show_error=False).
 	Hidden bool
+	// Duration is how long the UI shows the message (gr.Error duration,
+	// default 10 s); 0 when not sent.
+	Duration time.Duration
+	// Visible is gr.Error's visible flag (true when not sent).
+	Visible bool
 }
 
 // hiddenErrorMsg is what the Python client says for {"error": null}.

@@ -257,7 +257,7 @@ func TestAppErrors(t *testing.T) {
 	srv2 := startSim(t, gradiotest.Gradio5, nil, nil)
 	c2 := connect(t, srv2.URL)
 	_, err = c2.Predict(testCtx(t), "fail", "boom")
-	if !errors.As(err, &ae) || ae.Message != "deliberate failure for input 'boom'" || ae.Title != "Error" {
+	if !errors.As(err, &ae) || ae.Message != "deliberate failure for input 'boom'" || ae.Title != "Error" || ae.Duration != 10*time.Second || !ae.Visible {
 		t.Fatalf("err %#v", err)
 	}
 }

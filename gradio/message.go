@@ -40,6 +40,8 @@ type output struct {
 	Data     []json.RawMessage `json:"data"`
 	Error    json.RawMessage   `json:"error"`
 	Title    *string           `json:"title"`
+	Duration *float64          `json:"duration"`
+	Visible  *bool             `json:"visible"`
 	hasError bool
 }
 
@@ -68,6 +70,14 @@ func parseOutput(raw json.RawMessage) (*output, error) {
 	if t, ok := keys["title"]; ok {
 		_ = json.Unmarshal(t, &o.Title)
 	}
+	if o.hasError {
+		if d, ok := keys["duration"]; ok {
+			_ = json.Unmarshal(d, &o.Duration)
+		}
+		if v, ok := keys["visible"]; ok {
+			_ = json.Unmarshal(v, &o.Visible)
+		}
+	}
 	return &o, nil
 }
 
@@ -76,7 +86,7 @@ func (o *output) isError() bool { return o.hasError }
 // appError builds the *AppError of a failed output; msgTitle is the
 // message's top-level title.
 func (o *output) appError(msgTitle *string) error {
-	e := &AppError{}
+	e := &AppError{Visible: o.Visible == nil || *o.Visible, Duration: seconds(o.Duration)}
 	switch {
 	case o.Title != nil:
 		e.Title = *o.Title

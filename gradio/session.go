@@ -285,6 +285,8 @@ func (s *session) join(ctx context.Context, body []byte) (string, error) {
 		return v.EventID, nil
 	case http.StatusServiceUnavailable:
 		return "", fmt.Errorf("%w: %s", ErrQueueFull, detail(rb))
+	case http.StatusTooManyRequests:
+		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: ErrRateLimited}
 	case http.StatusUnprocessableEntity:
 		return "", &ArgumentError{Endpoint: "queue/join", Msg: "the app rejected the arguments: " + detail(rb)}
 	case http.StatusUnauthorized, http.StatusForbidden:
