@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -561,5 +562,51 @@ func TestStateTTLAfterHeartbeatCloses(t *testing.T) {
 	time.Sleep(80 * time.Millisecond) // the server notices the close, then the TTL passes
 	if got := counter("c"); got != `["1 items: c",null]` {
 		t.Errorf("after the TTL: %s", got)
+	}
+}
+
+func TestPrivateEndpointAndPerEndpointLimit(t *testing.T) {
+	var started, cancelled atomic.Int32
+	app := blocking(&started, &cancelled)
+	app.Endpoints[0].ConcurrencyLimit = -1 // unlimited, whatever the server default
+	app.Endpoints[1].Private = true
+	for _, mode := range []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio6} {
+		t.Run(string(mode), func(t *testing.T) {
+			started.Store(0)
+			cancelled.Store(0)
+			s := newServer(t, app, func(s *gradiotest.Server) { s.Mode = mode })
+			var info struct {
+				Named map[string]map[string]any `json:"named_endpoints"`
+			}
+			getJSON(t, api(s)+"/info", &info)
+			if _, ok := info.Named["/echo"]; ok || len(info.Named) != 1 {
+				t.Errorf("private endpoint listed: %v", info.Named)
+			}
+			if mode == gradiotest.Gradio6 && info.Named["/block"]["api_visibility"] != "public" {
+				t.Errorf("6.x info %v", info.Named["/block"])
+			}
+			var cfg struct {
+				Deps []map[string]any `json:"dependencies"`
+			}
+			getJSON(t, s.URL+"/config", &cfg)
+			if mode == gradiotest.Gradio5 && cfg.Deps[1]["api_name"] != false {
+				t.Errorf("5.x private api_name %v", cfg.Deps[1]["api_name"])
+			}
+			if mode == gradiotest.Gradio6 && cfg.Deps[1]["api_visibility"] != "private" {
+				t.Errorf("6.x private visibility %v", cfg.Deps[1]["api_visibility"])
+			}
+			join(t, s, "p", 1, "still callable by fn_index")
+			if got := string(field(t, field(t, stream(t, data(s, "p"))[2].data, "output"), "data")); got != `["still callable by fn_index"]` {
+				t.Errorf("private call %s", got)
+			}
+			for i := 0; i < 3; i++ {
+				join(t, s, fmt.Sprint("u", i), 0, "x")
+			}
+			waitFor(t, "three at once", func() bool { return started.Load() == 3 })
+			for i := 0; i < 3; i++ {
+				postJSON(t, api(s)+"/cancel", map[string]any{"session_hash": fmt.Sprint("u", i), "fn_index": 0, "event_id": "x"}, nil)
+			}
+			waitFor(t, "cancelled", func() bool { return cancelled.Load() == 3 })
+		})
 	}
 }
