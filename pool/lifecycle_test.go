@@ -109,3 +109,23 @@ func TestLogsHideEmails(t *testing.T) {
 		}
 	}
 }
+
+func TestAcquireFunc(t *testing.T) {
+	srvs := replicas(t, 1)
+	p := newPool(t, pool.Config{Replicas: urls(srvs)})
+	ctx := ctxT(t)
+	var got string
+	err := p.AcquireFunc(ctx, "a@example.com", func(c *gradio.Client) error {
+		out, err := c.Predict(ctx, "upper", "in func")
+		if err == nil {
+			got = str(t, out[0])
+		}
+		return err
+	})
+	if err != nil || got != "IN FUNC" {
+		t.Fatalf("AcquireFunc: %q %v", got, err)
+	}
+	if st := p.Stats(); st.InUseConnections != 0 {
+		t.Errorf("session not released: %+v", st)
+	}
+}

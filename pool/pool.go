@@ -233,6 +233,25 @@ func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
 	return p.acquire(ctx, userKey(p.hashKey, user), nil, nil, nil)
 }
 
+// AcquireFunc acquires a session for user, calls f with its client and
+// releases it whatever f returns; when f's error shows a lost connection
+// (*gradio.ConnectionLostError, gradio.ErrClosed) the session is destroyed
+// instead. It returns Acquire's error or f's.
+func (p *Pool) AcquireFunc(ctx context.Context, user string, f func(*gradio.Client) error) error {
+	l, err := p.Acquire(ctx, user)
+	if err != nil {
+		return err
+	}
+	err = f(l.Client())
+	var lost *gradio.ConnectionLostError
+	if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {
+		l.MarkBroken()
+	} else {
+		l.Release()
+	}
+	return err
+}
+
 // acquire routes key to a replica not in exclude. causes are failures of
 // earlier attempts of the same call, reported if no replica serves. failed,
 // if not nil, is incremented for every replica tried in vain.
