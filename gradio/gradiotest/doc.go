@@ -26,6 +26,9 @@
 //	4   fail          text                       text         gr.Error "deliberate failure for input '<text>'"
 //	5   reverse_file  file                       file         new file with the bytes reversed
 //
+// [ChatApp] streams an OpenAI-style message list (nested JSON diffs such as
+// ["append",[1,"content"]," word"]) and keeps the history in gr.State.
+//
 // Build your own with [NewApp], [App.Handle] and [App.HandleGenerator]:
 //
 //	app := gradiotest.NewApp()
