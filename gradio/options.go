@@ -60,6 +60,7 @@ type settings struct {
 	idleTimeout   time.Duration
 	cancelTimeout time.Duration
 	heartbeat     int // 0 follow config.connect_heartbeat, 1 always, -1 never
+	oauthToken    secret
 	eagerInfo     bool
 }
 
@@ -149,6 +150,11 @@ func WithHeartbeat(on bool) Option {
 		}
 	}
 }
+
+// WithOAuthToken sends tok as the "oauth_token" of calls to endpoints
+// whose /info says they take a gr.OAuthToken (Gradio 6.x; as the Python
+// client's oauth_token). Setting it makes the first call fetch /info.
+func WithOAuthToken(tok string) Option { return func(s *settings) { s.oauthToken = secret(tok) } }
 
 // WithEagerInfo makes Connect also fetch /info (one more round trip). By
 // default /info is fetched lazily, the first time a call needs it (keyword

@@ -133,7 +133,7 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 		return nil, err
 	}
 	var info *EndpointInfo
-	if needsInfo(cfg, dep, args) {
+	if needsInfo(cfg, dep, args) || s.app.set.oauthToken != "" {
 		ai, err := s.app.apiInfo(ctx)
 		if err != nil {
 			return nil, err
@@ -143,6 +143,11 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	data, err := buildData(cfg, dep, endpoint, info, args)
 	if err != nil {
 		return nil, err
+	}
+	var oauth *string
+	if tok := s.app.set.oauthToken; tok != "" && info != nil && info.OAuthToken != "" {
+		t := tok.reveal()
+		oauth = &t
 	}
 	for i, v := range data {
 		if v == nil {
@@ -164,11 +169,11 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	}
 	switch cfg.Protocol {
 	case ProtocolSSE:
-		return s.submitV0(ctx, dep, endpoint, data, quiet)
+		return s.submitV0(ctx, dep, endpoint, data, oauth, quiet)
 	case ProtocolWS:
 		return s.submitWS(ctx, dep, endpoint, data, quiet)
 	}
-	return s.submitQueued(ctx, dep, endpoint, data, quiet)
+	return s.submitQueued(ctx, dep, endpoint, data, oauth, quiet)
 }
 
 func needsInfo(cfg *Config, d *Dependency, args []any) bool {
@@ -194,10 +199,11 @@ type joinBody struct {
 	TriggerID   any     `json:"trigger_id"`
 	SessionHash string  `json:"session_hash"`
 	EventID     *string `json:"event_id,omitempty"`
+	OAuthToken  *string `json:"oauth_token,omitempty"`
 }
 
-func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
-	body, err := json.Marshal(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash})
+func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
+	body, err := json.Marshal(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash, OAuthToken: oauth})
 	if err != nil {
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
 	}
@@ -718,7 +724,7 @@ func (s *session) readHeartbeat() {
 // submitV0 runs a call on an sse (v0, Gradio 4.0-4.8) app: one GET
 // queue/join stream per call; the inputs are POSTed to queue/data when the
 // server asks (send_data).
-func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
+func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
 	a := s.app
 	jctx, jcancel := context.WithCancel(s.ctx)
 	q := url.Values{"fn_index": {strconv.Itoa(dep.FnIndex)}, "session_hash": {s.hash}}
@@ -782,7 +788,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 		defer r.Release()
 		defer resp.Body.Close()
 		defer jcancel()
-		s.runV0(jctx, jcancel, j, r, pending, data)
+		s.runV0(jctx, jcancel, j, r, pending, data, oauth)
 	})
 	s.mu.Unlock()
 	if !ok {
@@ -822,7 +828,7 @@ func drain(r *sse.Reader, cancel context.CancelFunc) {
 	}
 }
 
-func (s *session) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, r *sse.Reader, first []*message, data []any) {
+func (s *session) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, r *sse.Reader, first []*message, data []any, oauth *string) {
 	handle := func(m *message) {
 		switch m.Msg {
 		case "send_data":
@@ -833,7 +839,7 @@ func (s *session) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, 
 			j.mu.Lock()
 			j.id = id
 			j.mu.Unlock()
-			body, _ := json.Marshal(joinBody{Data: data, FnIndex: j.dep.FnIndex, SessionHash: s.hash, EventID: &id})
+			body, _ := json.Marshal(joinBody{Data: data, FnIndex: j.dep.FnIndex, SessionHash: s.hash, EventID: &id, OAuthToken: oauth})
 			if err := s.app.postJSON(ctx, "queue/data", body); err != nil {
 				s.fail(j, &ConnectionLostError{EventID: id, Accepted: true, Err: err})
 			}

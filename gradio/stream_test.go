@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,5 +250,52 @@ func TestSubPathMount(t *testing.T) {
 	out, err := c.Predict(testCtx(t), "upper", "mounted")
 	if err != nil || str(t, out[0]) != "MOUNTED" {
 		t.Fatalf("%s %v", out, err)
+	}
+}
+
+func TestOAuthToken(t *testing.T) {
+	cfg := `{"version":"6.25.0","protocol":"sse_v3","api_prefix":"/gradio_api","app_id":1,
+"components":[{"id":1,"type":"textbox"},{"id":2,"type":"textbox"}],
+"dependencies":[{"id":0,"api_name":"me","inputs":[1],"outputs":[2],"backend_fn":true},
+{"id":1,"api_name":"plain","inputs":[1],"outputs":[2],"backend_fn":true}]}`
+	info := `{"named_endpoints":{"/me":{"parameters":[{"label":"x","parameter_name":"x","parameter_has_default":false}],"returns":[],"oauth_token":"required"},
+"/plain":{"parameters":[{"label":"x","parameter_name":"x","parameter_has_default":false}],"returns":[]}},"unnamed_endpoints":{}}`
+	var mu sync.Mutex
+	tokens := map[string]any{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/config":
+			io.WriteString(w, cfg)
+		case "/gradio_api/info":
+			io.WriteString(w, info)
+		case "/gradio_api/queue/join":
+			var b map[string]any
+			json.NewDecoder(r.Body).Decode(&b)
+			mu.Lock()
+			tokens[fmt.Sprint(b["fn_index"])] = b["oauth_token"]
+			mu.Unlock()
+			fmt.Fprintf(w, `{"event_id":"e%v"}`, b["fn_index"])
+		case "/gradio_api/queue/data":
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, id := range []string{"e0", "e1"} {
+				fmt.Fprintf(w, "data: %s\n\n", completed(id, "ok"))
+			}
+			io.WriteString(w, "data: {\"msg\":\"close_stream\",\"event_id\":null}\n\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	c := connect(t, srv.URL, gradio.WithOAuthToken("oauth-tok"))
+	defer c.Close()
+	for _, ep := range []string{"me", "plain"} {
+		if _, err := c.Predict(testCtx(t), ep, "x"); err != nil {
+			t.Fatalf("%s: %v", ep, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tokens["0"] != "oauth-tok" || tokens["1"] != nil {
+		t.Fatalf("oauth tokens sent: %v", tokens)
 	}
 }
