@@ -721,3 +721,26 @@ func TestConnectionReuse(t *testing.T) {
 		t.Errorf("second wave opened %d new connections", second)
 	}
 }
+
+func TestOptionsHTTPClientEagerInfo(t *testing.T) {
+	srv := startSim(t, gradiotest.Gradio6, nil, nil)
+	var px countingProxy
+	base := px.start(t, srv.URL)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	defer hc.CloseIdleConnections()
+	c := connect(t, base, gradio.WithHTTPClient(hc), gradio.WithEagerInfo())
+	got := px.snapshot()
+	if got["GET /config"] != 1 || got["GET /gradio_api/info"] != 1 {
+		t.Fatalf("connect requests %v", got)
+	}
+	info, err := c.APIInfo(testCtx(t))
+	if err != nil || info.Named["/count"] == nil || !info.Named["/count"].Parameters[0].HasDefault {
+		t.Fatalf("info %v %v", info, err)
+	}
+	if _, err := c.Predict(testCtx(t), "count"); err != nil { // default from the cached info
+		t.Fatal(err)
+	}
+	if n := px.snapshot()["GET /gradio_api/info"]; n != 1 {
+		t.Errorf("/info fetched %d times", n)
+	}
+}
