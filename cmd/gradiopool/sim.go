@@ -38,6 +38,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	token := fs.String("private", "", "make the Spaces private, readable with this HF token")
 	user := fs.String("username", "", "protect the apps with Gradio login (with -password)")
 	pass := fs.String("password", "", "password for -username")
+	appName := fs.String("app", "default", "simulated app: default (upper, count, slow, counter, fail, reverse_file) or chat")
 	seedNames := fs.Bool("seed-names", true, "also register the first replicas as "+seedSpaces[0]+", _dev and _stage")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -54,6 +55,15 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	m, err := gradiotest.ParseMode(*mode)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var newApp func() *gradiotest.App
+	switch *appName {
+	case "default":
+		newApp = gradiotest.DefaultApp
+	case "chat":
+		newApp = gradiotest.ChatApp
+	default:
+		return fmt.Errorf("%w: unknown -app %q (default or chat)", errUsage, *appName)
 	}
 	host, port := "127.0.0.1", 0
 	if *addr != "" {
@@ -92,7 +102,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("sim: replica %d: %w", i+1, err)
 		}
-		s := &gradiotest.Server{Listener: l, Mode: m} // a zero Server is usable: Start fills the defaults
+		s := &gradiotest.Server{Listener: l, Mode: m, App: newApp()} // Start fills the other defaults
 		s.Username, s.Password = *user, *pass
 		s.ConnectCost = *connectCost
 		s.ConnectJitter = *jitter

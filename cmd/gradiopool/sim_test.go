@@ -80,7 +80,7 @@ func TestSimCommand(t *testing.T) {
 }
 
 func TestSimUsage(t *testing.T) {
-	for _, args := range [][]string{{"-replicas", "0"}, {"-mode", "gradio3"}, {"-addr", "nonsense"}, {"extra"}, {"-bogus"}} {
+	for _, args := range [][]string{{"-replicas", "0"}, {"-mode", "gradio3"}, {"-addr", "nonsense"}, {"extra"}, {"-bogus"}, {"-app", "nope"}} {
 		err := runSim(context.Background(), args, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
 			t.Errorf("%v: %v, want a usage error", args, err)
