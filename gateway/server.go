@@ -204,7 +204,10 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := g.now()
 		sw := &statusWriter{ResponseWriter: w}
-		reqID := newID()[:16]
+		reqID := r.Header.Get("X-Request-Id")
+		if !validRequestID(reqID) {
+			reqID = newID()[:16]
+		}
 		sw.Header().Set("X-Request-Id", reqID)
 		la := &logAttrs{}
 		ctx := context.WithValue(r.Context(), keyLogAttrs, la)
@@ -237,6 +240,20 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 		}
 		g.log.LogAttrs(r.Context(), level, "http request", attrs...)
 	})
+}
+
+// validRequestID accepts a caller's X-Request-Id for correlation when it
+// is short and plain (so it cannot smuggle anything into the logs).
+func validRequestID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func remoteHost(addr string) string {

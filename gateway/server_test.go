@@ -600,3 +600,19 @@ func TestPendingCallsExpire(t *testing.T) {
 		t.Fatal("an expired call is still readable:", a.body)
 	}
 }
+
+func TestRequestID(t *testing.T) {
+	_, srv, logs := newGateway(t, newFake(), nil)
+	for _, tc := range []struct{ name, in string }{{"caller's", "next-js-123"}, {"invalid replaced", "bad id with spaces"}, {"none", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, "GET", srv.URL+"/healthz", "", "X-Request-Id", tc.in)
+			got := a.header.Get("X-Request-Id")
+			if got == "" || (tc.name == "caller's") != (got == tc.in) {
+				t.Fatalf("X-Request-Id %q for %q", got, tc.in)
+			}
+			if !strings.Contains(logs.String(), `"request_id":"`+got+`"`) {
+				t.Fatal("the access line lacks the request id")
+			}
+		})
+	}
+}
