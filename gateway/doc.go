@@ -63,7 +63,8 @@
 //
 //	400 bad_json, bad_arguments (wrong arity), bad_user, bad_timeout
 //	401 unauthorized (no key or token)      403 forbidden (wrong key or token)
-//	404 unknown_endpoint, not_found (route)  413 body_too_large, upload_too_large
+//	404 unknown_endpoint, not_found (route)  405 method_not_allowed (with Allow)
+//	413 body_too_large, upload_too_large
 //	422 app_error: the app raised gr.Error; "message" is its message, "title" its title
 //	502 all_replicas_failed (the message names each replica's cause), connection_lost,
 //	    upstream_error, upstream_unauthorized (the Space refused HF_TOKEN)

@@ -120,10 +120,31 @@ func (g *Gateway) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	open("GET /readyz", g.handleReady)
-	open("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.Method + " " + r.URL.Path})
-	})
+	open("/", g.handleNoRoute)
 	g.mux = m
+}
+
+// handleNoRoute answers 405 when the path exists for another method, else
+// 404, both as JSON errors.
+func (g *Gateway) handleNoRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if m == r.Method {
+			continue
+		}
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, pattern := g.mux.Handler(r2); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: r.Method + " " + r.URL.Path + ": use " + strings.Join(allow, " or ")})
+		return
+	}
+	writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.Method + " " + r.URL.Path})
 }
 
 // ServeHTTP implements http.Handler.

@@ -148,6 +148,12 @@ func TestPredictAnswers(t *testing.T) {
 			t.Fatal(a.status, a.body)
 		}
 	})
+	t.Run("wrong method", func(t *testing.T) {
+		a := do(t, "GET", srv.URL+"/v1/predict/upper", "")
+		if a.status != 405 || errorCode(t, a.body) != "method_not_allowed" || a.header.Get("Allow") != "POST" {
+			t.Fatal(a.status, a.header, a.body)
+		}
+	})
 	t.Run("unknown route", func(t *testing.T) {
 		a := do(t, "GET", srv.URL+"/nope", "")
 		if a.status != 404 || errorCode(t, a.body) != "not_found" {
