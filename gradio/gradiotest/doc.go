@@ -172,11 +172,22 @@
 //
 // # Deviations from real Gradio
 //
-// Durations and ETAs are measured, not Gradio's; /run returns the final value
-// of a generator (Gradio 4+ returns the first yield); /call "error" data is
-// the error payload dict in Gradio 5 mode too (real 5.x sends null; 6.13+ the
-// dict); expired State is dropped when the session is next used rather than
-// by a sweeper; progress updates are not coalesced; estimations are
-// re-sent to waiting events when a job starts, not on a timer; upload_progress,
-// component_server, stream/ routes and URL file inputs are not implemented.
+//   - Durations and ETAs are measured on the simulator, not Gradio's.
+//   - /run returns the final value of a generator (Gradio 4+ returns the
+//     first yield).
+//   - /call "error" data is the error payload dict in Gradio 5 mode too (real
+//     4.20-6.12 send null, 6.13+ the dict); 4.x modes send null.
+//   - Expired gr.State is dropped when the session is next used, not by a
+//     sweeper; the session table keeps at most 10000 sessions (idle ones are
+//     forgotten first), like Gradio's LRUs.
+//   - Progress updates are not coalesced; estimations are re-sent to waiting
+//     events when a job starts (not on a timer), and not at all when more
+//     than 200 wait.
+//   - /cancel stops every running job of that session and fn_index, as
+//     Gradio does, but only the named event gets the synthetic completion.
+//   - The 4.x shapes follow the 4.8, 4.16 and 4.20 captures; 4.21 and 4.44
+//     details not captured (e.g. log fields) use the nearest known shape.
+//   - Not implemented: upload_progress, component_server, queue/status,
+//     stream/ routes (connection "stream", process_streaming), URL file
+//     inputs, unload events, the ws protocol of Gradio 3.
 package gradiotest
