@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -343,7 +344,7 @@ func newID() string {
 
 // callRequest is the body of every call endpoint (Gradio's shape).
 type callRequest struct {
-	Data []json.RawMessage `json:"data"`
+	Data json.RawMessage `json:"data"` // a list; absent is an error, null is []
 }
 
 // readCall decodes the body, the user and the optional deadline.
@@ -375,20 +376,22 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 		return "", nil, "", badRequest("bad_request", "reading the body: %v", rerr)
 	}
 	var req callRequest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	if derr := dec.Decode(&req); derr != nil {
 		return "", nil, "", badRequest("bad_json", `the body must be JSON {"data":[...]}: %v`, derr)
 	}
 	if dec.More() {
 		return "", nil, "", badRequest("bad_json", `the body must be one JSON object {"data":[...]}`)
 	}
-	if req.Data == nil {
-		if !strings.Contains(string(b), `"data"`) {
-			return "", nil, "", badRequest("bad_json", `the body must have a "data" list: {"data":[...]}`)
-		}
+	if len(req.Data) == 0 {
+		return "", nil, "", badRequest("bad_json", `the body must have a "data" list: {"data":[...]}`)
 	}
-	args = make([]any, len(req.Data))
-	for i, d := range req.Data {
+	var data []json.RawMessage
+	if err := json.Unmarshal(req.Data, &data); err != nil {
+		return "", nil, "", badRequest("bad_json", `"data" must be a list of the endpoint's inputs: {"data":[...]}`)
+	}
+	args = make([]any, len(data))
+	for i, d := range data {
 		args[i] = d
 	}
 	return user, args, apiName, nil
