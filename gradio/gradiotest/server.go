@@ -529,9 +529,13 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// ServeHTTP routes a request. It is exported so a Server can also be mounted
-// in another mux, but normally it runs behind Start.
+// ServeHTTP routes a request. It is exported so a started Server can also be
+// mounted in another mux; before Start it answers 503.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.baseCtx == nil {
+		http.Error(w, "gradiotest: Server not started", http.StatusServiceUnavailable)
+		return
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
