@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/gradiopool/gradiopool/pool"
@@ -100,6 +101,7 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 	offered := series{Name: "offered calls/s"}
 	belowOK := true
 	var pastClasses []string
+	var failedQuick, failedLate int // rejected at once vs after waiting
 	for _, f := range fractions {
 		rate := math.Round(f * capacity)
 		e.logf("  throughput: saturation, %.0f calls/s (%.0f%% of capacity)", rate, 100*f)
@@ -119,6 +121,13 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 		}
 		if f > 1 {
 			pastClasses = append(pastClasses, sortedKeys(l.Errors)...)
+			if r.FailedIn.N > 0 {
+				if r.FailedIn.P50 < queueTimeout/2 {
+					failedQuick++
+				} else {
+					failedLate++
+				}
+			}
 		}
 		// Let the queues drain between steps.
 		waitIdle(ctx, p, 2*queueTimeout)
@@ -130,7 +139,15 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 		s.note("**some calls failed below capacity** (see the table): the open-loop arrivals are bursty at the scale of the %s work time, and the machine's CPUs are shared with the replicas", work)
 	}
 	if len(pastClasses) > 0 {
-		s.note("past capacity, the failures were: %v.", dedupe(pastClasses))
+		s.note("past capacity, the failures were: %s.", strings.Join(dedupe(pastClasses), ", "))
+	}
+	switch {
+	case failedQuick > 0 && failedLate == 0:
+		s.note("past capacity most rejected callers were turned away at once (median well under the %s `QueueTimeout`): the bounded waiter lists (`MaxWaiters`) filled first, so the callers that were admitted waited at most about one queue's worth, and the rest got an immediate answer to retry.", queueTimeout)
+	case failedLate > 0 && failedQuick == 0:
+		s.note("past capacity the rejected callers mostly waited out the %s `QueueTimeout` before their answer.", queueTimeout)
+	case failedLate > 0:
+		s.note("past capacity some steps rejected callers at once (waiter lists full) and others after the %s `QueueTimeout`.", queueTimeout)
 	}
 	e.addChart(s, "saturation.png", "offered vs ok vs failed calls per second", func(dir, file string) error {
 		return lineChart(dir, file, "Offered load vs served (gateway, 3 replicas)", "offered calls/s", "calls/s", xs,
