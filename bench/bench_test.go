@@ -86,6 +86,15 @@ func TestQuickReport(t *testing.T) {
 			t.Errorf("chart %s is not a PNG", name)
 		}
 	}
+	// CI installs Node and the pinned JS client: then the peer comparison
+	// must have run.
+	if os.Getenv("GRADIOPOOL_REQUIRE_NODE") == "1" {
+		_, peers, _ := strings.Cut(report, `<a id="peers">`)
+		peers, _, _ = strings.Cut(peers, "<a id=")
+		if strings.Contains(peers, "not measured") || strings.Contains(peers, "Not measured") {
+			t.Errorf("GRADIOPOOL_REQUIRE_NODE=1 but the JS client peer was not measured")
+		}
+	}
 	if t.Failed() {
 		t.Logf("report:\n%s\nprogress:\n%s", report, progress.String())
 	}
