@@ -625,3 +625,19 @@ func TestRequestID(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCallBody: whatever the body, the gateway answers JSON with a 2xx or
+// 4xx status, never a panic or a 5xx.
+func FuzzCallBody(f *testing.F) {
+	for _, s := range []string{`{"data":["a"]}`, `{"data":[`, `{}`, `null`, `[]`, `{"data":null}`, `{"data":[1,2,3]}`, `{"data":"x"}`, "\x00", `{"data":["a"]} x`} {
+		f.Add(s)
+	}
+	g := gateway.New(gateway.Config{MaxBodyBytes: 256}, newFake(), nil, nil)
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/predict/upper", strings.NewReader(body)))
+		if rec.Code >= 500 || !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("%q -> %d %s", body, rec.Code, rec.Body.String())
+		}
+	})
+}
