@@ -109,8 +109,8 @@ func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 		Caption: fmt.Sprintf("Calls in flight: %d long calls (`slow`, %s each, time-compressed from the seed's 5-10 minutes; each is a `Submit` whose event stream stays open) through `pool.Pool` to three replicas at 50 sessions each. The replicas ran %s.", calls, hold, where),
 		Header:  []string{"what", "heap", "stacks", "goroutines", "per unit (heap + stacks)"},
 		Rows: [][]string{
-			{fmt.Sprintf("%.0f idle warm sessions (vs empty)", total), kib(float64(sess.Heap)), kib(float64(sess.Stack)), fmt.Sprint(sess.Goroutines), kib(float64(sess.Total())/max(1, total)) + " per session"},
-			{fmt.Sprintf("%d calls in flight (vs idle warm pool)", calls), kib(float64(d.Heap)), kib(float64(d.Stack)), fmt.Sprint(d.Goroutines), kib(perCall) + " per call"},
+			{fmt.Sprintf("%.0f idle warm sessions (vs empty)", total), kib(float64(sess.Heap)), kib(float64(sess.Stack)), fmt.Sprint(sess.Goroutines), fmt.Sprintf("%s per session, %.1f goroutines", kib(float64(sess.Total())/max(1, total)), float64(sess.Goroutines)/max(1, total))},
+			{fmt.Sprintf("%d calls in flight (vs idle warm pool)", calls), kib(float64(d.Heap)), kib(float64(d.Stack)), fmt.Sprint(d.Goroutines), fmt.Sprintf("%s per call, %.1f goroutines", kib(perCall), float64(d.Goroutines)/calls)},
 		},
 	})
 	if failed > 0 {
