@@ -35,6 +35,9 @@ type app struct {
 	jar     http.CookieJar
 	log     *slog.Logger
 	refs    atomic.Int64 // open sessions; the last Close releases idle conns
+	// noPreopen is set once the app answered a stream opened ahead of a
+	// join with session_not_found (see submitQueued).
+	noPreopen atomic.Bool
 
 	infoMu sync.Mutex // guards info; held while /info is fetched
 	info   *APIInfo

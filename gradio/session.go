@@ -42,8 +42,12 @@ type session struct {
 	joining  int  // queue/join requests in flight
 	streamOn bool // a runStream goroutine exists
 	hbOn     bool // the heartbeat goroutine exists
-	closed   bool
-	v0seq    int
+	// knownQueue: the server holds a message queue for this session (a
+	// join succeeded and no session_not_found since), so an sse_v3 stream
+	// may be opened before the next join returns.
+	knownQueue bool
+	closed     bool
+	v0seq      int
 }
 
 func newSession(a *app) *session {
@@ -214,6 +218,12 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 	}
 	s.joining++
 	s.startHeartbeatLocked()
+	if s.knownQueue && s.app.cfg.Protocol == ProtocolSSEv3 && !s.streamOn && !s.app.noPreopen.Load() {
+		// Open the stream while the join is in flight: it saves a round
+		// trip per call. Messages that beat the join's answer are buffered
+		// (s.early); the server keeps a known session's queue waiting.
+		s.streamOn = s.goLocked(s.runStream)
+	}
 	s.mu.Unlock()
 	eventID, err := s.join(ctx, body)
 	j := newJob(s, ctx, dep, endpoint)
@@ -242,6 +252,7 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 		return nil, err
 	}
 	s.pending[eventID] = j
+	s.knownQueue = true
 	if msgs := s.early[eventID]; msgs != nil {
 		delete(s.early, eventID)
 		s.nEarly -= len(msgs)
@@ -456,7 +467,10 @@ func (s *session) ensureStreamLocked() {
 func (s *session) runStream() {
 	empty := 0
 	for {
-		n, err := s.readStream()
+		s.mu.Lock()
+		pre := len(s.pending) == 0 // opened ahead of a join (see submitQueued)
+		s.mu.Unlock()
+		n, err := s.readStream(pre)
 		s.mu.Lock()
 		if s.closed || len(s.pending) == 0 {
 			s.streamOn = false
@@ -472,6 +486,8 @@ func (s *session) runStream() {
 			empty = 0
 		}
 		if err != nil {
+			// The server drops a session's queue when its stream breaks.
+			s.knownQueue = false
 			for _, j := range s.pending {
 				s.failLocked(j, &ConnectionLostError{EventID: j.id, Accepted: true, Err: err})
 			}
@@ -494,7 +510,11 @@ func (s *session) runStream() {
 // readStream reads one queue/data response. It returns the number of
 // messages read and nil at a clean end (close_stream or EOF), or the error
 // that broke it.
-func (s *session) readStream() (int, error) {
+//
+// pre marks a stream opened ahead of a join: a session_not_found on it only
+// means the server had forgotten the session, so it ends the stream (to be
+// reopened once the join has recreated the queue) instead of failing calls.
+func (s *session) readStream(pre bool) (int, error) {
 	a := s.app
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -546,14 +566,14 @@ func (s *session) readStream() (int, error) {
 			return n, &ProtocolError{Op: "queue/data", Body: excerpt(ev.Data), Err: err}
 		}
 		n++
-		if s.dispatch(m) {
+		if s.dispatch(m, pre) {
 			return n, nil
 		}
 	}
 }
 
 // dispatch routes one message; it reports whether the stream ends.
-func (s *session) dispatch(m *message) bool {
+func (s *session) dispatch(m *message, pre bool) bool {
 	switch m.Msg {
 	case "close_stream":
 		return true
@@ -563,6 +583,15 @@ func (s *session) dispatch(m *message) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.EventID == nil || *m.EventID == "" {
+		if m.Msg == "unexpected_error" && m.SessionNotFound {
+			s.knownQueue = false
+			if pre {
+				// This server forgets sessions between calls: stop opening
+				// streams ahead of joins for the whole app.
+				s.app.noPreopen.Store(true)
+				return true
+			}
+		}
 		if m.Msg == "unexpected_error" {
 			err := unexpectedErr(m)
 			for _, j := range s.pending {
@@ -631,7 +660,7 @@ func (s *session) watchdog(cancel context.CancelFunc) *watchdog {
 			case <-t.C:
 			}
 			s.mu.Lock()
-			none := len(s.pending) == 0
+			none := len(s.pending) == 0 && s.joining == 0
 			s.mu.Unlock()
 			limit := idle
 			if none {

@@ -299,3 +299,82 @@ func TestOAuthToken(t *testing.T) {
 		t.Fatalf("oauth tokens sent: %v", tokens)
 	}
 }
+
+// TestStreamOpenedAheadOfJoin checks that on a known session the data
+// stream is opened while the join is still in flight (one round trip less
+// per call), and that a server which forgets sessions between calls still
+// works (the client then stops doing it).
+func TestStreamOpenedAheadOfJoin(t *testing.T) {
+	for _, forget := range []bool{false, true} {
+		t.Run(fmt.Sprint("forget=", forget), func(t *testing.T) {
+			var mu sync.Mutex
+			known := false
+			gets := make(chan struct{}, 10)
+			msgs := make(chan string, 10)
+			preopened := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/config":
+					io.WriteString(w, echoConfig)
+				case "/gradio_api/queue/join":
+					var b struct{ Data []string }
+					json.NewDecoder(r.Body).Decode(&b)
+					mu.Lock()
+					wasKnown := known
+					mu.Unlock()
+					if wasKnown && !forget {
+						select {
+						case <-gets: // the stream arrived before we answer
+							mu.Lock()
+							preopened++
+							mu.Unlock()
+						case <-time.After(2 * time.Second):
+						}
+					}
+					mu.Lock()
+					known = true
+					mu.Unlock()
+					msgs <- completed("ev-"+b.Data[0], strings.ToUpper(b.Data[0]))
+					fmt.Fprintf(w, `{"event_id":"ev-%s"}`, b.Data[0])
+				case "/gradio_api/queue/data":
+					w.Header().Set("Content-Type", "text/event-stream")
+					mu.Lock()
+					k := known
+					mu.Unlock()
+					if !k || forget && len(msgs) == 0 {
+						if forget {
+							mu.Lock()
+							known = false
+							mu.Unlock()
+						}
+						io.WriteString(w, "data: {\"msg\":\"unexpected_error\",\"event_id\":null,\"message\":\"404: Not Found\",\"session_not_found\":true,\"success\":false}\n\n")
+						return
+					}
+					gets <- struct{}{}
+					w.(http.Flusher).Flush()
+					select {
+					case m := <-msgs:
+						fmt.Fprintf(w, "data: %s\n\ndata: {\"msg\":\"close_stream\",\"event_id\":null}\n\n", m)
+					case <-r.Context().Done():
+					}
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer srv.Close()
+			c := connect(t, srv.URL)
+			defer c.Close()
+			for _, in := range []string{"a", "b", "c"} {
+				out, err := c.Predict(testCtx(t), "echo", in)
+				if err != nil || str(t, out[0]) != strings.ToUpper(in) {
+					t.Fatalf("%s: %s %v", in, out, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !forget && preopened != 2 {
+				t.Errorf("stream opened ahead of %d joins, want 2", preopened)
+			}
+		})
+	}
+}
