@@ -91,13 +91,14 @@ type PoolConfig struct {
 	// Zero means DefaultMaxConnections (50).
 	MaxConnections int `yaml:"max_connections"`
 	// IdleTimeout removes sessions idle longer than this (never below the
-	// minimum). Zero means DefaultIdleTimeout (10 min).
+	// minimum). Zero means DefaultIdleTimeout (10 min); negative: never.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// QueueTimeout is how long a caller waits for a free session.
-	// Zero means DefaultQueueTimeout (30 s).
+	// Zero means DefaultQueueTimeout (30 s); negative: as long as the
+	// caller's own deadline allows.
 	QueueTimeout time.Duration `yaml:"queue_timeout"`
 	// HealthCheckInterval is the period of health checks.
-	// Zero means DefaultHealthInterval (5 min).
+	// Zero means DefaultHealthInterval (5 min); negative: no checks.
 	HealthCheckInterval time.Duration `yaml:"health_check_interval"`
 	// HealthCheckMaxConnections is how many idle sessions one round checks.
 	// Zero means DefaultHealthMax (5).
@@ -106,10 +107,12 @@ type PoolConfig struct {
 	// checks in a row. Zero means DefaultUnhealthyAfter (3).
 	UnhealthyAfterFailures int `yaml:"unhealthy_after_failures"`
 	// ConnectRetries is how often a failed connect is retried before the
-	// next replica is tried. Zero means DefaultConnectRetries (3).
+	// next replica is tried. Zero means DefaultConnectRetries (3);
+	// negative: no retry.
 	ConnectRetries int `yaml:"connect_retries"`
-	// UserAssignmentTTL is how long a user stays on its replica.
-	// Zero means DefaultAssignmentTTL (1 h).
+	// UserAssignmentTTL is how long a user stays on its replica after
+	// their last call. Zero means DefaultAssignmentTTL (1 h); negative:
+	// forever.
 	UserAssignmentTTL time.Duration `yaml:"user_assignment_ttl"`
 	// MaxWaiters bounds the callers waiting per replica; beyond it callers
 	// get 503 at once. Zero means DefaultMaxWaiters (1000).
@@ -229,9 +232,6 @@ func (c *Config) Normalize() {
 		c.Listen = DefaultListen
 	}
 	def(&c.Pool.MinConnections, DefaultMinConnections)
-	if c.Pool.MinConnections < 0 {
-		c.Pool.MinConnections = 0
-	}
 	def(&c.Pool.MaxConnections, DefaultMaxConnections)
 	defd(&c.Pool.IdleTimeout, DefaultIdleTimeout)
 	defd(&c.Pool.QueueTimeout, DefaultQueueTimeout)
@@ -279,15 +279,18 @@ func (c *Config) Validate() error {
 	if p.MaxConnections < 1 {
 		bad("pool.max_connections: %d, must be at least 1", p.MaxConnections)
 	}
+	if p.MinConnections < -1 {
+		bad("pool.min_connections: %d, want -1 (none) or more", p.MinConnections)
+	}
 	if p.MinConnections > p.MaxConnections {
 		bad("pool.min_connections (%d) is above pool.max_connections (%d)", p.MinConnections, p.MaxConnections)
 	}
+	// Negative pool durations and connect_retries are documented "off"
+	// values, passed to the pool as they are.
 	for _, d := range []struct {
 		key string
 		v   time.Duration
 	}{
-		{"pool.idle_timeout", p.IdleTimeout}, {"pool.queue_timeout", p.QueueTimeout},
-		{"pool.health_check_interval", p.HealthCheckInterval}, {"pool.user_assignment_ttl", p.UserAssignmentTTL},
 		{"drain_timeout", c.DrainTimeout}, {"keepalive_interval", c.KeepAliveInterval},
 		{"pending_call_ttl", c.PendingCallTTL},
 	} {
@@ -301,7 +304,7 @@ func (c *Config) Validate() error {
 	}{
 		{"pool.health_check_max_connections", p.HealthCheckMaxConnections},
 		{"pool.unhealthy_after_failures", p.UnhealthyAfterFailures},
-		{"pool.connect_retries", p.ConnectRetries}, {"pool.max_waiters", p.MaxWaiters},
+		{"pool.max_waiters", p.MaxWaiters},
 		{"max_pending_calls", c.MaxPendingCalls},
 	} {
 		if n.v < 0 {

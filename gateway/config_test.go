@@ -109,7 +109,8 @@ func TestConfigErrors(t *testing.T) {
 		{"env bad duration", "replicas: [a/b]\n", map[string]string{"GRADIOPOOL_POOL_QUEUE_TIMEOUT": "30"}, nil, `"30" is not a duration`},
 		{"flag bad duration", "replicas: [a/b]\n", nil, []string{"--drain-timeout=soon"}, `invalid value "soon" for flag -drain-timeout`},
 		{"bad log format", "replicas: [a/b]\nlog:\n  format: xml\n", nil, nil, `log.format: "xml"`},
-		{"negative", "replicas: [a/b]\npool:\n  queue_timeout: -1s\n", nil, nil, "pool.queue_timeout: -1s, must not be negative"},
+		{"negative", "replicas: [a/b]\ndrain_timeout: -1s\n", nil, nil, "drain_timeout: -1s, must not be negative"},
+		{"min below -1", "replicas: [a/b]\npool:\n  min_connections: -2\n", nil, nil, "pool.min_connections: -2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := load(tc.yaml, tc.env, tc.flags)

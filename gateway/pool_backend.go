@@ -180,9 +180,6 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		ClientOptions:             opts,
 		Logger:                    logger,
 	}
-	if c.Pool.MinConnections == 0 {
-		pc.MinConnections = -1 // Normalize maps -1 to 0: keep "none"
-	}
 	if c.Secrets.HashKey != "" {
 		pc.HashKey = []byte(c.Secrets.HashKey)
 	}
