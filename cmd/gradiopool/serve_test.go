@@ -404,3 +404,32 @@ func TestDemoQuick(t *testing.T) {
 		t.Error("no progress line on stderr")
 	}
 }
+
+// TestServeSpaceIDs resolves Space ids through the Hub emulation given by
+// GRADIOPOOL_HUB_URL, as with real Spaces.
+func TestServeSpaceIDs(t *testing.T) {
+	hub := gradiotest.NewHub()
+	t.Cleanup(hub.Close)
+	sims, _ := startSims(t, 2)
+	hub.AddSpace("owner/app_one", sims[0])
+	hub.AddSpace("owner/app_two", sims[1])
+	g := startServe(t, []string{"GRADIOPOOL_LOG_FORMAT=json"},
+		"--listen", "127.0.0.1:0", "--replicas", "owner/app_one,owner/app_two", "--hub-url", hub.URL, "--min-connections", "1")
+	seen := &lineBuffer{}
+	a := e2eDo(t, seen, "POST", g.url+"/v1/predict/upper", `{"data":["id"]}`, "X-Gradiopool-User", "carol@example.com")
+	if a.status != 200 || !strings.Contains(a.body, `"replica":"app_`) {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	a = e2eDo(t, seen, "GET", g.url+"/api/admin/pool-stats", "")
+	if !strings.Contains(a.body, `"app_one":{`) || !strings.Contains(a.body, `"app_two":{`) {
+		t.Fatal(a.body)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-g.waited; err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	g.waited <- nil
+	http.DefaultClient.CloseIdleConnections()
+}
