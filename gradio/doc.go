@@ -31,7 +31,10 @@
 // on it: concurrent calls of one Client share one GET queue/data stream,
 // demultiplexed by event id. NewSession returns a Client with a fresh
 // session hash on the same app without any network request; a pool keeps
-// one per slot. The /heartbeat/{session} stream is opened lazily on the
+// one per slot. For a session the app already knows (sse_v3), the stream is
+// opened while the queue/join request is still in flight, which saves a
+// round trip per call; messages that arrive before the join's answer are
+// buffered. The /heartbeat/{session} stream is opened lazily on the
 // first call when the app's config asks for it (connect_heartbeat, as the
 // JS client does; WithHeartbeat overrides) and kept until Close.
 //

@@ -551,6 +551,11 @@ func (s *session) readStream(pre bool) (int, error) {
 				return n, nil
 			}
 			if wd.fired.Load() {
+				// We hung up: Gradio then deletes the session's message
+				// queue, so the next stream must wait for a join.
+				s.mu.Lock()
+				s.knownQueue = false
+				s.mu.Unlock()
 				if wd.idleExit.Load() {
 					return n, nil
 				}
