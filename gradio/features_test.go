@@ -73,6 +73,12 @@ func TestSubmitEventsAllModes(t *testing.T) {
 			if err != nil || str(t, out[0]) != "0 1 2 3" {
 				t.Errorf("Wait = %s, %v", out, err)
 			}
+			if st := j.Status(); st.Kind != gradio.EventCompleted {
+				t.Errorf("Status %v", st.Kind)
+			}
+			if outs := j.Outputs(); len(outs) != 5 || str(t, outs[4][0]) != "0 1 2 3" {
+				t.Errorf("Outputs %v", outs)
+			}
 			if j.ID() == "" {
 				t.Error("no event id")
 			}

@@ -106,10 +106,12 @@ type Job struct {
 	finished bool
 	last     []any // full values of the last generator output (diffs apply to it)
 	gotFirst bool
-	stopCtx  func() bool     // unregisters the ctx watcher
-	quiet    bool            // Predict: nobody will ask for Events; keep none
-	v0key    string          // key in s.pending for v0 jobs (set before publication)
-	onFinish func(err error) // releases a job's own stream or socket (set before publication)
+	stopCtx  func() bool         // unregisters the ctx watcher
+	quiet    bool                // Predict: nobody will ask for Events; keep none
+	status   Event               // the latest event
+	outputs  [][]json.RawMessage // partial and final outputs (not for quiet jobs)
+	v0key    string              // key in s.pending for v0 jobs (set before publication)
+	onFinish func(err error)     // releases a job's own stream or socket (set before publication)
 }
 
 func newJob(s *session, ctx context.Context, dep *Dependency, endpoint string) *Job {
@@ -122,6 +124,22 @@ func (j *Job) ID() string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.id
+}
+
+// Status returns the job's latest event (zero Kind before the first).
+func (j *Job) Status() Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.status
+}
+
+// Outputs returns every output the job produced so far: each partial
+// output of a generator, then the final one (as the Python client's
+// job.outputs()). Jobs started by Predict keep none.
+func (j *Job) Outputs() [][]json.RawMessage {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([][]json.RawMessage(nil), j.outputs...)
 }
 
 // Done is closed when the job has finished.
@@ -219,8 +237,12 @@ func (j *Job) pump(ch chan<- Event) {
 
 // emit queues an event for the Events reader. Callers hold j.mu.
 func (j *Job) emitLocked(ev Event) {
+	j.status = ev
 	if j.quiet {
 		return
+	}
+	if ev.Kind == EventOutput || ev.Kind == EventCompleted {
+		j.outputs = append(j.outputs, ev.Data)
 	}
 	if !j.pumping && ev.Kind != EventError && ev.Kind != EventCompleted {
 		// Nobody has asked for events yet: keep them, Events may still be
