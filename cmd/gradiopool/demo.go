@@ -107,6 +107,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Pool: gateway.PoolConfig{
 			MinConnections: 5, MaxConnections: 50, QueueTimeout: 30 * time.Second,
 			HealthCheckInterval: 2 * time.Second, ConnectRetries: 1,
+			StickySessions: true, // each registered user keeps their session: gr.State survives
 		},
 		DrainTimeout: 5 * time.Second,
 	}
@@ -180,6 +181,7 @@ type sample struct {
 	latency time.Duration
 	code    string // "" when it succeeded, else the error code
 	outputs int    // stream: partial outputs received
+	output  string // predict: the first output, when it is a string
 }
 
 func (d *demo) record(s sample) {
@@ -263,6 +265,10 @@ func (d *demo) runWorkload(ctx context.Context) {
 					d.record(d.stream(ctx, user, 5))
 				case i%5 == 4:
 					d.record(d.rest(ctx, user, "rest call"))
+				case i%5 == 1:
+					// gr.State: the app counts this user's items in
+					// their own session (sticky_sessions).
+					d.record(d.predict(ctx, "state", user, "counter", fmt.Sprintf("item%d", i)))
 				default:
 					d.record(d.predict(ctx, "short", user, "upper", fmt.Sprintf("call %d", i)))
 				}
@@ -327,9 +333,15 @@ func (d *demo) predict(ctx context.Context, kind, user, endpoint string, args ..
 		s.code, s.latency = errCode(resp), time.Since(t0)
 		return s
 	}
-	var out struct{ Replica string }
+	var out struct {
+		Replica string
+		Data    []json.RawMessage
+	}
 	err = json.NewDecoder(resp.Body).Decode(&out)
 	s.latency, s.replica = time.Since(t0), out.Replica
+	if len(out.Data) > 0 {
+		_ = json.Unmarshal(out.Data[0], &s.output)
+	}
 	if err != nil {
 		s.code = "bad_answer"
 	}
@@ -538,6 +550,7 @@ func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Durat
 	row("connect per call, no pool (fresh client)", baseline)
 	row("first call of a user (cold pool)", byKind["first"])
 	row("warm short call (/v1/predict/upper)", byKind["short"])
+	row("stateful call (/v1/predict/counter, gr.State)", byKind["state"])
 	row("Gradio REST shape (/gradio_api/call/upper)", byKind["rest"])
 	row("stream (/v1/submit/count, 5 outputs)", byKind["stream"])
 	row(fmt.Sprintf("long call (%gs compressed x%g)", d.plan.longSeconds, 1/d.plan.timeScale), byKind["long"])
@@ -548,13 +561,39 @@ func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Durat
 		fmt.Fprintf(w, "  warm pooled calls were %.1fx faster than connecting per call (p50)\n", b.Seconds()/s.Seconds())
 	}
 
+	// gr.State: a user whose counter reached the number of their successful
+	// counter calls kept one session throughout.
+	stateCalls, stateLast := map[string]int{}, map[string]int{}
+	for _, s := range samples {
+		if s.kind == "state" && s.code == "" {
+			stateCalls[s.user]++
+			var k int
+			if _, err := fmt.Sscanf(s.output, "%d items", &k); err == nil {
+				stateLast[s.user] = k
+			}
+		}
+	}
+	kept := 0
+	for u, n := range stateCalls {
+		if stateLast[u] == n {
+			kept++
+		}
+	}
+	if len(stateCalls) > 0 {
+		fmt.Fprintf(w, "\n  gr.State (sticky_sessions on): %d of %d users' counters counted every one of their calls", kept, len(stateCalls))
+		if lost := len(stateCalls) - kept; lost > 0 {
+			fmt.Fprintf(w, "; %d started over on a new session (their replica failed)", lost)
+		}
+		fmt.Fprintln(w)
+	}
+
 	moved := 0
 	for _, reps := range perUser {
 		if len(reps) > 1 {
 			moved++
 		}
 	}
-	fmt.Fprintf(w, "\n  sticky users: %d of %d registered users stayed on one replica", len(perUser)-moved, len(perUser))
+	fmt.Fprintf(w, "  sticky users: %d of %d registered users stayed on one replica", len(perUser)-moved, len(perUser))
 	if moved > 0 {
 		fmt.Fprintf(w, " (%d moved to another replica)", moved)
 	}

@@ -390,7 +390,7 @@ func TestDemoQuick(t *testing.T) {
 		t.Fatalf("demo: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"Summary", "calls:", "first call of a user", "warm short call", "failovers:", `"pools"`, `"mugenAILP_stage"`, `"totalConnections"`} {
+	for _, want := range []string{"Summary", "calls:", "first call of a user", "warm short call", "gr.State", "failovers:", `"pools"`, `"mugenAILP_stage"`, `"totalConnections"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
