@@ -15,6 +15,7 @@ import (
 )
 
 const callUsage = `usage: gradiopool call SRC API_NAME [ARGS_JSON] [flags]
+       gradiopool call SRC --list
 
 Calls one endpoint of a Gradio app through the Go client and prints the
 outputs as one JSON array (State outputs dropped). SRC is a Space id
@@ -28,6 +29,9 @@ defaults. File arguments: an object {"path": "./x.txt"} naming an existing
 local file, or a string "@./x.txt", is uploaded; {"path": "https://..."} is
 passed by URL. Output files are printed as FileData JSON; use --download DIR
 to save them.
+
+--list prints the app's callable endpoints with their parameters (from
+/info) instead of calling one.
 
 The Hugging Face token is read from the environment variable named by
 --token-env (default HF_TOKEN), never from the command line.
@@ -52,6 +56,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", 0, "give up (and cancel the call) after this long; 0 = no limit")
 	wake := fs.Duration("wake-timeout", 0, "wait this long for a sleeping or building Space")
 	download := fs.String("download", "", "save output files into this directory (prints their local paths)")
+	list := fs.Bool("list", false, "list the callable endpoints and their parameters")
 	var headers headerFlags
 	fs.Var(&headers, "header", "extra request header KEY=VALUE for the app (repeatable), e.g. x-ip-token=...")
 	fs.Usage = func() {
@@ -77,11 +82,14 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			break
 		}
 	}
-	if len(pos) < 2 || len(pos) > 3 {
+	if (len(pos) < 2 && !(*list && len(pos) == 1)) || len(pos) > 3 {
 		fs.Usage()
 		return fmt.Errorf("%w: call needs SRC API_NAME [ARGS_JSON]", errUsage)
 	}
-	src, endpoint := pos[0], pos[1]
+	src, endpoint := pos[0], ""
+	if len(pos) > 1 {
+		endpoint = pos[1]
+	}
 	var callArgs []any
 	if len(pos) == 3 {
 		var err error
@@ -109,6 +117,9 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.Close()
+	if *list {
+		return listEndpoints(ctx, c, stdout)
+	}
 	job, err := c.Submit(ctx, endpoint, callArgs...)
 	if err != nil {
 		return err
@@ -321,5 +332,47 @@ func (h *headerFlags) Set(s string) error {
 		return fmt.Errorf("want KEY=VALUE, got %q", s)
 	}
 	*h = append(*h, [2]string{k, v})
+	return nil
+}
+
+// listEndpoints prints one line per callable endpoint:
+// "/upper(text: str) -> [str]   fn_index 0".
+func listEndpoints(ctx context.Context, c *gradio.Client, w io.Writer) error {
+	info, err := c.APIInfo(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := c.Config()
+	for i := range cfg.Dependencies {
+		d := &cfg.Dependencies[i]
+		if !d.Callable() {
+			continue
+		}
+		name := gradio.FnIndex(d.FnIndex)
+		if d.APIName != "" {
+			name = "/" + d.APIName
+		}
+		var params, returns []string
+		if ei := info.Endpoint(d); ei != nil {
+			for _, p := range ei.Parameters {
+				ps := p.Name() + ": " + p.PythonType.Type
+				if p.HasDefault {
+					ps += " = " + string(p.Default)
+				}
+				params = append(params, ps)
+			}
+			for _, r := range ei.Returns {
+				returns = append(returns, r.PythonType.Type)
+			}
+		}
+		extra := ""
+		if d.Generator {
+			extra = "  generator"
+		}
+		if d.Undocumented {
+			extra += "  undocumented"
+		}
+		fmt.Fprintf(w, "%s(%s) -> [%s]  fn_index %d%s\n", name, strings.Join(params, ", "), strings.Join(returns, ", "), d.FnIndex, extra)
+	}
 	return nil
 }

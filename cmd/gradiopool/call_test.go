@@ -50,6 +50,7 @@ func TestCallCommand(t *testing.T) {
 		{"unknown endpoint", []string{srv.URL, "nope"}, "", "unknown endpoint"},
 		{"usage", []string{srv.URL}, "", "usage"},
 		{"stream", []string{srv.URL, "count", "[2]", "--stream"}, "~{\"kind\":\"queued\"", ""},
+		{"list", []string{srv.URL, "--list"}, "~/upper(text: str) -> [str]  fn_index 0\n/count(n: float = 5) -> [str]  fn_index 1  generator\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
