@@ -145,6 +145,11 @@ type Secrets struct {
 	// HashKey (GRADIOPOOL_HASH_KEY) keys the hash of e-mails. Empty means
 	// a random key per process.
 	HashKey string
+	// RedisURL (GRADIOPOOL_REDIS_URL, e.g. redis://:password@host:6379/0)
+	// keeps user assignments in Redis, shared by several gateway instances.
+	// Empty means in memory. It needs HashKey, so that every instance
+	// computes the same user keys.
+	RedisURL string
 }
 
 func redact(s string) string {
@@ -156,8 +161,8 @@ func redact(s string) string {
 
 // String says which secrets are set, never their values.
 func (s Secrets) String() string {
-	return fmt.Sprintf("hf_token=%s admin_token=%s api_keys=%d hash_key=%s",
-		redact(s.HFToken), redact(s.AdminToken), len(s.APIKeys), redact(s.HashKey))
+	return fmt.Sprintf("hf_token=%s admin_token=%s api_keys=%d hash_key=%s redis_url=%s",
+		redact(s.HFToken), redact(s.AdminToken), len(s.APIKeys), redact(s.HashKey), redact(s.RedisURL))
 }
 
 // GoString redacts like String, so %#v cannot leak a secret.
@@ -170,6 +175,7 @@ func (s Secrets) LogValue() slog.Value {
 		slog.String("admin_token", redact(s.AdminToken)),
 		slog.Int("api_keys", len(s.APIKeys)),
 		slog.String("hash_key", redact(s.HashKey)),
+		slog.String("redis_url", redact(s.RedisURL)),
 	)
 }
 
@@ -321,6 +327,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level: %v", err)
+	}
+	if c.Secrets.RedisURL != "" && c.Secrets.HashKey == "" {
+		bad("GRADIOPOOL_REDIS_URL is set but GRADIOPOOL_HASH_KEY is not: instances sharing Redis need the same hash key")
 	}
 	if c.Listen != "" && !strings.Contains(c.Listen, ":") {
 		bad("listen: %q, want host:port", c.Listen)
@@ -512,6 +521,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 		AdminToken: get("GRADIOPOOL_ADMIN_TOKEN"),
 		APIKeys:    splitList(get("GRADIOPOOL_API_KEYS")),
 		HashKey:    get("GRADIOPOOL_HASH_KEY"),
+		RedisURL:   get("GRADIOPOOL_REDIS_URL"),
 	}
 	return errors.Join(errs...)
 }

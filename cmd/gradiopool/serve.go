@@ -13,8 +13,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/pool"
+	"github.com/gradiopool/gradiopool/pool/assign"
 )
 
 // runServe is `gradiopool serve [--config FILE] [flags]`: the HTTP gateway.
@@ -30,7 +33,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "usage: gradiopool serve [--config FILE] [flags]")
 		fmt.Fprintln(stderr, "\nFlags win over environment variables, which win over the file.")
 		fmt.Fprintln(stderr, "Secrets come only from the environment: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,")
-		fmt.Fprintln(stderr, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY.")
+		fmt.Fprintln(stderr, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY, GRADIOPOOL_REDIS_URL")
+		fmt.Fprintln(stderr, "(user assignments shared by several instances; needs GRADIOPOOL_HASH_KEY).")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -99,11 +103,45 @@ func loadServeConfig(path string, lookup func(string) (string, bool), flags func
 	return cfg, nil
 }
 
+// redisClient connects to GRADIOPOOL_REDIS_URL and checks it answers, so a
+// wrong address fails at start, not at the first call. Messages never
+// contain the URL (it may carry a password).
+func redisClient(ctx context.Context, url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("config: GRADIOPOOL_REDIS_URL is not a valid redis:// or rediss:// URL")
+	}
+	c := redis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("serve: redis at %s does not answer: %w", opts.Addr, err)
+	}
+	return c, nil
+}
+
 // serveOn builds the pool and the gateway for cfg and serves on ln until
 // ctx ends; the demo uses it too.
 func serveOn(ctx context.Context, cfg gateway.Config, ln net.Listener, logger *slog.Logger) error {
 	metrics := gateway.NewMetrics(nil)
-	p, err := pool.New(cfg.PoolConfig(logger, metrics))
+	pc := cfg.PoolConfig(logger, metrics)
+	if cfg.Secrets.RedisURL != "" {
+		rc, err := redisClient(ctx, cfg.Secrets.RedisURL)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer rc.Close()
+		store, err := assign.NewRedis(assign.RedisConfig{Client: rc})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		pc.Store = store
+		logger.Info("user assignments are kept in Redis", slog.String("addr", rc.Options().Addr))
+	}
+	p, err := pool.New(pc)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)

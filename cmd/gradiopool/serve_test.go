@@ -352,6 +352,9 @@ func TestServeConfigErrors(t *testing.T) {
 		{"no replicas", nil, nil, "at least one replica"},
 		{"bad duration flag", []string{"--replicas", "a/b", "--queue-timeout", "soon"}, nil, `invalid value "soon" for flag -queue-timeout`},
 		{"min above max", nil, []string{"GRADIOPOOL_REPLICAS=a/b", "GRADIOPOOL_POOL_MIN_CONNECTIONS=9", "GRADIOPOOL_POOL_MAX_CONNECTIONS=2"}, "is above pool.max_connections"},
+		{"redis without hash key", nil, []string{"GRADIOPOOL_REPLICAS=a/b", "GRADIOPOOL_REDIS_URL=redis://:redisPa55@127.0.0.1:1/0"}, "GRADIOPOOL_HASH_KEY is not"},
+		{"redis unreachable", []string{"--listen", "127.0.0.1:0"}, []string{"GRADIOPOOL_REPLICAS=a/b", "GRADIOPOOL_HASH_KEY=k", "GRADIOPOOL_REDIS_URL=redis://:redisPa55@127.0.0.1:1/0"}, "redis at 127.0.0.1:1 does not answer"},
+		{"redis bad url", []string{"--listen", "127.0.0.1:0"}, []string{"GRADIOPOOL_REPLICAS=a/b", "GRADIOPOOL_HASH_KEY=k", "GRADIOPOOL_REDIS_URL=mysql://redisPa55@x"}, "GRADIOPOOL_REDIS_URL is not a valid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(gradiopoolBinary(t), append([]string{"serve"}, tc.args...)...)
@@ -363,6 +366,9 @@ func TestServeConfigErrors(t *testing.T) {
 			}
 			if !strings.Contains(string(out), tc.want) {
 				t.Fatalf("output %q does not contain %q", out, tc.want)
+			}
+			if strings.Contains(string(out), "redisPa55") {
+				t.Fatalf("the Redis password leaked: %s", out)
 			}
 		})
 	}
