@@ -439,3 +439,37 @@ func TestServeSpaceIDs(t *testing.T) {
 	g.waited <- nil
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// TestServeSharedRedis runs two gateway instances sharing a Redis (an
+// in-process RESP fake) and the hash key: a user assigned by one instance
+// is sent to the same replica by the other, which never saw them.
+func TestServeSharedRedis(t *testing.T) {
+	rf := startRespFake(t)
+	_, replicas := startSims(t, 2)
+	env := []string{"GRADIOPOOL_LOG_FORMAT=json", "GRADIOPOOL_REPLICAS=" + replicas, "GRADIOPOOL_POOL_MIN_CONNECTIONS=1",
+		"GRADIOPOOL_HASH_KEY=shared-key", "GRADIOPOOL_REDIS_URL=redis://" + rf.addr + "/0"}
+	a := startServe(t, env, "--listen", "127.0.0.1:0")
+	b := startServe(t, env, "--listen", "127.0.0.1:0")
+	seen := &lineBuffer{}
+	replicaOf := func(g *e2eGateway, user string) string {
+		t.Helper()
+		ans := e2eDo(t, seen, "POST", g.url+"/v1/predict/upper", `{"data":["x"]}`, "X-Gradiopool-User", user)
+		var out struct{ Replica string }
+		if ans.status != 200 || json.Unmarshal([]byte(ans.body), &out) != nil {
+			t.Fatalf("%d %s", ans.status, ans.body)
+		}
+		return out.Replica
+	}
+	users := []string{"u1@example.com", "u2@example.com", "u3@example.com", "u4@example.com"}
+	want := map[string]string{}
+	for _, u := range users {
+		want[u] = replicaOf(a, u)
+	}
+	// In reverse order, so that instance b's own round robin would differ.
+	for i := len(users) - 1; i >= 0; i-- {
+		if got := replicaOf(b, users[i]); got != want[users[i]] {
+			t.Errorf("%s: instance b chose %s, instance a %s", users[i], got, want[users[i]])
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
