@@ -128,7 +128,7 @@ func respReadCommand(r *bufio.Reader) ([]string, error) {
 }
 
 func respBulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
-func respInt(n int) string { return fmt.Sprintf(":%d\r\n", n) }
+func respInt(n int) string     { return fmt.Sprintf(":%d\r\n", n) }
 
 func respScore(s string) (float64, error) {
 	switch strings.ToLower(s) {
