@@ -88,6 +88,13 @@
 // [Gateway.Serve] stops accepting, lets calls in flight finish for up to
 // drain_timeout, cancels the rest at their apps and returns nil.
 //
+// # Several instances
+//
+// Instances behind one load balancer keep a user on one replica when they
+// share the user assignments: `gradiopool serve` puts them in Redis when
+// GRADIOPOOL_REDIS_URL is set (package pool/assign), which needs the same
+// GRADIOPOOL_HASH_KEY on every instance.
+//
 // # Logs and metrics
 //
 // Logs are slog records (JSON, or text on a terminal): the pool's events
