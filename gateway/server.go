@@ -196,10 +196,7 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // ctxKey keys request-scoped values.
 type ctxKey int
 
-const (
-	keyUser ctxKey = iota
-	keyLogAttrs
-)
+const keyLogAttrs ctxKey = 0
 
 // logAttrs collects attributes a handler adds to the access line.
 type logAttrs struct {
