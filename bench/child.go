@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -174,4 +175,42 @@ func childSim(ctx context.Context, config string, stdout io.Writer) error {
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// running returns how many calls the replicas' handlers are running now,
+// from each replica's GET /_sim/state (-1 if a replica did not answer).
+func (s *sims) running(ctx context.Context) int {
+	total := 0
+	for _, u := range s.URLs {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/_sim/state", nil)
+		if err != nil {
+			return -1
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		var st struct {
+			Running int `json:"running"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			return -1
+		}
+		total += st.Running
+	}
+	return total
+}
+
+// waitRunning waits until the replicas run n calls at once, or until
+// deadline, and returns the last count seen.
+func (s *sims) waitRunning(ctx context.Context, n int, deadline time.Time) int {
+	for {
+		got := s.running(ctx)
+		if got >= n || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

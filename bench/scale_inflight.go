@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ import (
 // the seed's maximum) and measures the memory each one costs.
 func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 	const calls = 150
-	hold := e.pick(8*time.Second, 2*time.Second)
+	hold := e.pick(6*time.Second, 2*time.Second)
 	if raceEnabled && e.opts.Quick {
 		hold = 3 * time.Second // the race detector slows the 150 Submits down
 	}
@@ -57,68 +58,108 @@ func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 	if warmErr != nil {
 		return fmt.Errorf("warming 150 sessions: %w", warmErr)
 	}
-	warm := ReadMem()
+	time.Sleep(500 * time.Millisecond)
+	idle := readMemMedian(3, 100*time.Millisecond)
 	total := statsNumbers(p)["totalConnections"]
+	sess := idle.Sub(base)
 
-	// 150 long calls, streamed (Submit + events), held open for hold.
-	callCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, calls)
-	for i := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := p.Submit(callCtx, user(i), "slow", hold.Seconds())
-			if err != nil {
+	// One repetition: 150 long calls, streamed (Submit + events), held open
+	// for hold; memory read while all of them run, against the idle warm
+	// pool just before.
+	once := func() (MemDelta, int, error) {
+		time.Sleep(500 * time.Millisecond) // let the last calls' streams and connections settle
+		warm := readMemMedian(3, 100*time.Millisecond)
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errs := make(chan error, calls)
+		for i := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := p.Submit(callCtx, user(i), "slow", hold.Seconds())
+				if err != nil {
+					errs <- err
+					return
+				}
+				for range c.Events() {
+					// Drain the stream as a streaming caller would.
+				}
+				_, err = c.Wait(callCtx)
 				errs <- err
-				return
-			}
-			for range c.Events() {
-				// Drain the stream as a streaming caller would.
-			}
-			_, err = c.Wait(callCtx)
-			errs <- err
-		}()
-	}
-	// Wait until every call is in flight.
-	deadline := time.Now().Add(hold / 2)
-	for statsNumbers(p)["inUseConnections"] < calls && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	inUse := statsNumbers(p)["inUseConnections"]
-	held := ReadMem()
-	wg.Wait()
-	close(errs)
-	failed := 0
-	var firstErr error
-	for err := range errs {
-		if err != nil {
-			failed++
-			if firstErr == nil {
-				firstErr = err
+			}()
+		}
+		// Wait until every call runs at its replica: its session is taken
+		// and its event stream open (the replica has sent process_starts).
+		running := sm.waitRunning(ctx, calls, time.Now().Add(hold*3/4))
+		time.Sleep(50 * time.Millisecond) // let the client read process_starts
+		inUse := statsNumbers(p)["inUseConnections"]
+		held := readMemMedian(3, hold/8)
+		wg.Wait()
+		close(errs)
+		failed := 0
+		var firstErr error
+		for err := range errs {
+			if err != nil {
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
 			}
 		}
+		if inUse < calls || running < calls {
+			return MemDelta{}, failed, fmt.Errorf("only %.0f of %d calls were in flight at once, %d running at the replicas (failed: %d, first error: %v)", inUse, calls, running, failed, firstErr)
+		}
+		if failed > 0 {
+			s.note("calls in flight: %d of %d long calls failed (first: %v)", failed, calls, firstErr)
+		}
+		return held.Sub(warm), failed, nil
 	}
-	if inUse < calls {
-		return fmt.Errorf("only %.0f of %d calls were in flight at once (failed: %d, first error: %v)", inUse, calls, failed, firstErr)
-	}
-	d := held.Sub(warm)
-	sess := warm.Sub(base)
-	perCall := float64(d.Total()) / calls
-	s.Tables = append(s.Tables, Table{
-		Caption: fmt.Sprintf("Calls in flight: %d long calls (`slow`, %s each, time-compressed from the seed's 5-10 minutes; each is a `Submit` whose event stream stays open) through `pool.Pool` to three replicas at 50 sessions each. The replicas ran %s.", calls, hold, where),
-		Header:  []string{"what", "heap", "stacks", "goroutines", "per unit (heap + stacks)"},
+	t := Table{
+		Caption: fmt.Sprintf("Calls in flight: %d long calls (`slow`, %s each, time-compressed from the seed's 5-10 minutes; each is a `Submit` whose event stream stays open) "+
+			"through `pool.Pool` to three replicas at 50 sessions each, %s; the median repetition (by heap + stacks) counts for the target. The replicas ran %s.",
+			calls, hold, repsText(e.inFlightReps()), where),
+		Header: []string{"what", "heap", "stacks", "goroutines", "per unit (heap + stacks)"},
 		Rows: [][]string{
 			{fmt.Sprintf("%.0f idle warm sessions (vs empty)", total), kib(float64(sess.Heap)), kib(float64(sess.Stack)), fmt.Sprint(sess.Goroutines), fmt.Sprintf("%s per session, %.1f goroutines", kib(float64(sess.Total())/max(1, total)), float64(sess.Goroutines)/max(1, total))},
-			{fmt.Sprintf("%d calls in flight (vs idle warm pool)", calls), kib(float64(d.Heap)), kib(float64(d.Stack)), fmt.Sprint(d.Goroutines), fmt.Sprintf("%s per call, %.1f goroutines", kib(perCall), float64(d.Goroutines)/calls)},
 		},
-	})
-	if failed > 0 {
-		s.note("calls in flight: %d of %d long calls failed (first: %v)", failed, calls, firstErr)
 	}
+	var deltas []MemDelta
+	for rep := range e.inFlightReps() {
+		d, _, err := once()
+		if err != nil {
+			return err
+		}
+		deltas = append(deltas, d)
+		t.Rows = append(t.Rows, inFlightRow(fmt.Sprintf("%d calls in flight (vs idle warm pool), repetition %d", calls, rep+1), d, calls))
+	}
+	s.Tables = append(s.Tables, t)
 	s.note("the caller's own goroutine per call (here the harness's) is counted in the in-flight figures: a gateway has one HTTP handler goroutine per call anyway.")
-	e.inFlightPool = newPerCallMem(d, calls)
+	e.inFlightPool = newPerCallMem(medianDelta(deltas), calls)
 	return nil
+}
+
+// inFlightReps is how many times each in-flight measurement is repeated:
+// the figure moves from one repetition to the next with the goroutines and
+// connections that happen to be alive.
+func (e *env) inFlightReps() int { return e.pickInt(3, 1) }
+
+func repsText(n int) string {
+	if n == 1 {
+		return "measured once"
+	}
+	return fmt.Sprintf("measured %d times in a row", n)
+}
+
+func inFlightRow(what string, d MemDelta, calls int) []string {
+	return []string{what, kib(float64(d.Heap)), kib(float64(d.Stack)), fmt.Sprint(d.Goroutines),
+		fmt.Sprintf("%s per call, %.1f goroutines", kib(float64(d.Total())/float64(calls)), float64(d.Goroutines)/float64(calls))}
+}
+
+// medianDelta returns the delta with the median heap + stack total.
+func medianDelta(ds []MemDelta) MemDelta {
+	ds = slices.Clone(ds)
+	sortBy(ds, func(d MemDelta) float64 { return float64(d.Total()) })
+	return ds[len(ds)/2]
 }
 
 // scaleInFlightGateway holds 150 long calls open through the gateway, the
@@ -127,7 +168,7 @@ func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 // the pool and the Go client: the deployed shape.
 func scaleInFlightGateway(ctx context.Context, e *env, s *Section) error {
 	const calls = 150
-	hold := e.pick(8*time.Second, 2*time.Second)
+	hold := e.pick(6*time.Second, 2*time.Second)
 	if raceEnabled && e.opts.Quick {
 		hold = 3 * time.Second
 	}
@@ -155,40 +196,48 @@ func scaleInFlightGateway(ctx context.Context, e *env, s *Section) error {
 	} else if r.Failed > 0 {
 		return fmt.Errorf("warming: %d calls failed (first: %s)", r.Failed, r.FirstError)
 	}
-	warm := ReadMem()
-	type callersOut struct {
-		res *callersResult
-		err error
+	once := func() (MemDelta, *callersResult, error) {
+		time.Sleep(500 * time.Millisecond) // let the last calls' streams and connections settle
+		warm := readMemMedian(3, 100*time.Millisecond)
+		type callersOut struct {
+			res *callersResult
+			err error
+		}
+		done := make(chan callersOut, 1)
+		go func() {
+			r, err := e.runCallers(ctx, callersSpec{URL: gw.URL, N: calls, API: "slow", Seconds: hold.Seconds()})
+			done <- callersOut{r, err}
+		}()
+		running := sm.waitRunning(ctx, calls, time.Now().Add(hold*3/4))
+		time.Sleep(50 * time.Millisecond) // let the gateway relay process_starts
+		inUse := statsNumbers(p)["inUseConnections"]
+		held := readMemMedian(3, hold/8)
+		out := <-done
+		if out.err != nil {
+			return MemDelta{}, nil, out.err
+		}
+		if inUse < calls || running < calls {
+			return MemDelta{}, nil, fmt.Errorf("only %.0f of %d calls were in flight at once, %d running at the replicas (callers: %d ok, %d failed, first error %q)", inUse, calls, running, out.res.OK, out.res.Failed, out.res.FirstError)
+		}
+		return held.Sub(warm), out.res, nil
 	}
-	done := make(chan callersOut, 1)
-	go func() {
-		r, err := e.runCallers(ctx, callersSpec{URL: gw.URL, N: calls, API: "slow", Seconds: hold.Seconds()})
-		done <- callersOut{r, err}
-	}()
-	deadline := time.Now().Add(hold * 3 / 4)
-	for statsNumbers(p)["inUseConnections"] < calls && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	t := Table{
+		Caption: fmt.Sprintf("Calls in flight through the gateway: the same %d long calls as `POST /v1/submit/slow` from HTTP callers in a helper process, each reading its event stream to the end, %s; "+
+			"this process holds only the gateway, the pool and the Go client (replicas in a third process).", calls, repsText(e.inFlightReps())),
+		Header: []string{"what", "heap", "stacks", "goroutines", "per call (heap + stacks)", "callers ok / failed"},
 	}
-	inUse := statsNumbers(p)["inUseConnections"]
-	held := ReadMem()
-	out := <-done
-	if out.err != nil {
-		return out.err
+	var deltas []MemDelta
+	for rep := range e.inFlightReps() {
+		d, res, err := once()
+		if err != nil {
+			return err
+		}
+		deltas = append(deltas, d)
+		t.Rows = append(t.Rows, append(inFlightRow(fmt.Sprintf("%d calls in flight via the gateway (vs idle warm gateway), repetition %d", calls, rep+1), d, calls),
+			fmt.Sprintf("%d / %d", res.OK, res.Failed)))
 	}
-	if inUse < calls {
-		return fmt.Errorf("only %.0f of %d calls were in flight at once (callers: %d ok, %d failed, first error %q)", inUse, calls, out.res.OK, out.res.Failed, out.res.FirstError)
-	}
-	d := held.Sub(warm)
-	perCall := float64(d.Total()) / calls
-	s.Tables = append(s.Tables, Table{
-		Caption: fmt.Sprintf("Calls in flight through the gateway: the same %d long calls as `POST /v1/submit/slow` from HTTP callers in a helper process, each reading its event stream to the end; this process holds only the gateway, the pool and the Go client (replicas in a third process).", calls),
-		Header:  []string{"what", "heap", "stacks", "goroutines", "per call (heap + stacks)", "callers ok / failed"},
-		Rows: [][]string{{
-			fmt.Sprintf("%d calls in flight via the gateway (vs idle warm gateway)", calls), kib(float64(d.Heap)), kib(float64(d.Stack)), fmt.Sprint(d.Goroutines),
-			kib(perCall), fmt.Sprintf("%d / %d", out.res.OK, out.res.Failed),
-		}},
-	})
-	e.inFlightGateway = newPerCallMem(d, calls)
+	s.Tables = append(s.Tables, t)
+	e.inFlightGateway = newPerCallMem(medianDelta(deltas), calls)
 	return nil
 }
 
@@ -281,4 +330,20 @@ func streamCall(ctx context.Context, client *http.Client, url, user, body string
 		return fmt.Errorf("stream ended without a complete event: %q", lastLines(string(b), 2))
 	}
 	return nil
+}
+
+// readMemMedian reads memory n times, gap apart, and returns the reading
+// with the median heap + stack total: calls in flight come with short-lived
+// goroutines and buffers (stream reads, timers), and one reading can catch
+// more or fewer of them than usual.
+func readMemMedian(n int, gap time.Duration) Mem {
+	ms := make([]Mem, 0, n)
+	for i := range n {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		ms = append(ms, ReadMem())
+	}
+	sortBy(ms, func(m Mem) float64 { return float64(m.HeapAlloc + m.StackInuse) })
+	return ms[len(ms)/2]
 }
