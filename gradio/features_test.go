@@ -321,6 +321,7 @@ func (p *countingProxy) start(t testing.TB, target string) string {
 	u, _ := url.Parse(target)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
+	rp.Transport = proxyTransport(t)
 	p.counts = map[string]int{}
 	p.headers = map[string]http.Header{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -683,6 +684,7 @@ func TestConnectionReuse(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
+	rp.Transport = proxyTransport(t)
 	var mu sync.Mutex
 	conns := 0
 	front := httptest.NewUnstartedServer(rp)

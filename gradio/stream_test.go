@@ -238,6 +238,7 @@ func TestSubPathMount(t *testing.T) {
 	u, _ := url.Parse(sim.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
+	rp.Transport = proxyTransport(t)
 	mux := http.NewServeMux()
 	mux.Handle("/apps/demo/", http.StripPrefix("/apps/demo", rp))
 	front := httptest.NewServer(mux)
