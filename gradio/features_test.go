@@ -757,3 +757,19 @@ func TestOptionsHTTPClientEagerInfo(t *testing.T) {
 		t.Errorf("/info fetched %d times", n)
 	}
 }
+
+// TestLongCallOutlivesPhaseTimeouts: a call much longer than the header
+// time-out and the idle time-out completes, because heartbeats keep the
+// stream alive and no global deadline applies.
+func TestLongCallOutlivesPhaseTimeouts(t *testing.T) {
+	for _, mode := range []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1} {
+		t.Run(string(mode), func(t *testing.T) {
+			srv := startSim(t, mode, nil, func(s *gradiotest.Server) { s.HeartbeatInterval = 50 * time.Millisecond })
+			c := connect(t, srv.URL, gradio.WithHeaderTimeout(300*time.Millisecond), gradio.WithIdleTimeout(400*time.Millisecond))
+			out, err := c.Predict(testCtx(t), "slow", 150) // 1.5 s at TimeScale 0.01
+			if err != nil || str(t, out[0]) != "slept 150.00s" {
+				t.Fatalf("%s %v", out, err)
+			}
+		})
+	}
+}
