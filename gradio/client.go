@@ -445,7 +445,8 @@ func (a *app) getMeta(ctx context.Context, u string) ([]byte, int, error) {
 	return body, resp.StatusCode, nil
 }
 
-// apiInfo returns the cached /info, fetching it once; a failed fetch is
+// apiInfo returns the cached /info (with all_endpoints, so undocumented
+// endpoints have parameters too), fetching it once; a failed fetch is
 // retried by the next caller.
 func (a *app) apiInfo(ctx context.Context) (*APIInfo, error) {
 	a.infoMu.Lock()
@@ -453,7 +454,7 @@ func (a *app) apiInfo(ctx context.Context) (*APIInfo, error) {
 	if a.info != nil {
 		return a.info, nil
 	}
-	body, code, err := a.getMeta(ctx, a.api("info"))
+	body, code, err := a.getMeta(ctx, a.api("info?all_endpoints=True"))
 	if err != nil {
 		return nil, err
 	}
