@@ -404,10 +404,15 @@ func TestCancel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var last gradio.Event
 			for ev := range j.Events() {
 				if ev.Kind == gradio.EventStarted {
 					cancel()
 				}
+				last = ev
+			}
+			if last.Kind != gradio.EventError || !errors.Is(last.Err, context.Canceled) {
+				t.Errorf("last event %v %v, want the ctx error", last.Kind, last.Err)
 			}
 			if _, err := j.Wait(testCtx(t)); !errors.Is(err, context.Canceled) {
 				t.Fatalf("Wait: %v", err)

@@ -161,9 +161,10 @@ func (j *Job) Wait(ctx context.Context) ([]json.RawMessage, error) {
 // Events returns the job's updates; the channel is closed after the final
 // event (EventCompleted or EventError). Events are buffered without bound
 // until read, so a slow reader never stalls other jobs; stop reading only
-// after the channel closes or once the Submit ctx has ended (then
-// undelivered events are dropped and the channel closed), or the delivering
-// goroutine stays behind until Close. Every call returns the same channel.
+// after the channel closes or once the Submit ctx has ended (after that,
+// each remaining event, including the final EventError, waits at most a
+// second for a reader), or the delivering goroutine stays behind until
+// Close. Every call returns the same channel.
 func (j *Job) Events() <-chan Event {
 	j.mu.Lock()
 	if j.evCh != nil {
@@ -200,16 +201,26 @@ func (j *Job) Events() <-chan Event {
 
 func (j *Job) pump(ch chan<- Event) {
 	defer close(ch)
+	grace := false // the Submit ctx ended: deliver what is left, but do not wait long
 	for {
 		j.mu.Lock()
 		evs, finished := j.events, j.finished
 		j.events = nil
 		j.mu.Unlock()
 		for _, ev := range evs {
+			if grace {
+				if !sendGrace(ch, ev, j.s.ctx.Done()) {
+					return
+				}
+				continue
+			}
 			select {
 			case ch <- ev:
 			case <-j.ctx.Done():
-				return
+				grace = true
+				if !sendGrace(ch, ev, j.s.ctx.Done()) {
+					return
+				}
 			case <-j.s.ctx.Done():
 				return
 			}
@@ -221,17 +232,27 @@ func (j *Job) pump(ch chan<- Event) {
 		}
 		select {
 		case <-j.notify:
-		case <-j.ctx.Done():
-			// The job ends with ctx's error right away; deliver it if the
-			// reader is still there.
-			select {
-			case <-j.done:
-			case <-j.s.ctx.Done():
-				return
-			}
+		case <-j.done:
 		case <-j.s.ctx.Done():
 			return
 		}
+	}
+}
+
+// eventGrace is how long an event waits for a reader once the job's ctx has
+// ended (the reader may have gone).
+const eventGrace = time.Second
+
+func sendGrace(ch chan<- Event, ev Event, closed <-chan struct{}) bool {
+	t := time.NewTimer(eventGrace)
+	defer t.Stop()
+	select {
+	case ch <- ev:
+		return true
+	case <-t.C:
+		return false
+	case <-closed:
+		return false
 	}
 }
 
