@@ -69,6 +69,9 @@ type env struct {
 
 	// Results that parts of a section hand to the section's target.
 	inFlightPool, inFlightGateway *perCallMem
+	// Goroutines started per call in flight, by start function (the last
+	// repetition's).
+	inFlightPoolCensus, inFlightGatewayCensus map[string]int
 }
 
 // perCallMem is the memory one call in flight holds, in bytes.

@@ -22,6 +22,12 @@ func runScale(ctx context.Context, e *env, s *Section) error {
 	parts := []part{
 		{"calls in flight (pool library)", scaleInFlight},
 		{"calls in flight (gateway)", scaleInFlightGateway},
+		{"goroutine census", func(context.Context, *env, *Section) error {
+			if e.inFlightPoolCensus != nil || e.inFlightGatewayCensus != nil {
+				s.Tables = append(s.Tables, censusTable(e.inFlightPoolCensus, e.inFlightGatewayCensus, 150))
+			}
+			return nil
+		}},
 		{"waiters", scaleWaiters},
 		{"user assignments", scaleAssignments},
 	}
@@ -48,14 +54,18 @@ func runScale(ctx context.Context, e *env, s *Section) error {
 		}
 		got = append(got, fmt.Sprintf("%s: %s", v.name, v.m))
 		if v.m.Total() > 64*1024 {
-			over = append(over, fmt.Sprintf("%s, each call in flight holds %.1f goroutines (stacks: %s of the %s)", v.name, v.m.Goroutines, kib(v.m.Stack), kib(v.m.Total())))
+			over = append(over, fmt.Sprintf("%s: each call in flight holds %s of heap and %.1f goroutines whose stacks take %s", v.name, kib(v.m.Heap), v.m.Goroutines, kib(v.m.Stack)))
 		}
 	}
 	if len(got) > 0 {
 		why := ""
 		if len(over) > 0 {
-			why = "over the budget " + strings.Join(over, "; ") +
-				"; through the gateway that includes the HTTP/1.1 server connection each concurrent caller needs (its goroutines and read/write buffers) and the handler relaying the event stream"
+			why = "over the budget " + strings.Join(over, "; ")
+			if c := e.inFlightGatewayCensus; c != nil && e.inFlightGateway != nil && e.inFlightGateway.Total() > 64*1024 {
+				why += "; the goroutines per call through the gateway: " + censusSummary(c, 150)
+			} else if c := e.inFlightPoolCensus; c != nil {
+				why += "; the goroutines per call in the pool library: " + censusSummary(c, 150)
+			}
 		}
 		s.Targets = append(s.Targets, Target{
 			Goal:     "at most 64 KiB per call in flight",
@@ -115,4 +125,57 @@ func scaleAssignments(ctx context.Context, e *env, s *Section) error {
 func userKey(i int) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "user%d@example.com", i))
 	return hex.EncodeToString(sum[:16])
+}
+
+// censusTable shows where the goroutines of the calls in flight come from:
+// the growth of each start function's count, per call.
+func censusTable(lib, gw map[string]int, calls int) Table {
+	all := map[string]int{}
+	for k, v := range lib {
+		all[k] += v
+	}
+	for k, v := range gw {
+		all[k] += v
+	}
+	keys := sortedKeys(all)
+	sortBy(keys, func(k string) float64 { return -float64(all[k]) })
+	t := Table{
+		Caption: "Goroutines added per call in flight, by the function each goroutine was started with (from the goroutine profile, last repetition; growth of at least 0.1 per call).",
+		Header:  []string{"started by", "pool library", "through the gateway"},
+	}
+	per := func(m map[string]int, k string) string {
+		if m == nil {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.2f", float64(m[k])/float64(calls))
+	}
+	var sumL, sumG int
+	for _, k := range keys {
+		sumL += lib[k]
+		sumG += gw[k]
+		if float64(all[k])/float64(calls) < 0.1 {
+			continue
+		}
+		t.Rows = append(t.Rows, []string{"`" + shortFunc(k) + "`", per(lib, k), per(gw, k)})
+	}
+	t.Rows = append(t.Rows, []string{"total", fmt.Sprintf("%.2f", float64(sumL)/float64(calls)), fmt.Sprintf("%.2f", float64(sumG)/float64(calls))})
+	return t
+}
+
+// censusSummary lists the biggest start functions of a census, per call.
+func censusSummary(c map[string]int, calls int) string {
+	keys := sortedKeys(c)
+	sortBy(keys, func(k string) float64 { return -float64(c[k]) })
+	var parts []string
+	for _, k := range keys {
+		if per := float64(c[k]) / float64(calls); per >= 0.5 {
+			parts = append(parts, fmt.Sprintf("%.1f %s", per, shortFunc(k)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shortFunc drops the module path from a function name.
+func shortFunc(fn string) string {
+	return strings.TrimPrefix(fn, "github.com/gradiopool/gradiopool/")
 }

@@ -69,6 +69,7 @@ func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 	once := func() (MemDelta, int, error) {
 		time.Sleep(500 * time.Millisecond) // let the last calls' streams and connections settle
 		warm := readMemMedian(3, 100*time.Millisecond)
+		warmCensus := goroutineCensus()
 		callCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		errs := make(chan error, calls)
@@ -94,6 +95,7 @@ func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 		time.Sleep(50 * time.Millisecond) // let the client read process_starts
 		inUse := statsNumbers(p)["inUseConnections"]
 		held := readMemMedian(3, hold/8)
+		e.inFlightPoolCensus = censusDelta(goroutineCensus(), warmCensus)
 		wg.Wait()
 		close(errs)
 		failed := 0
@@ -199,6 +201,7 @@ func scaleInFlightGateway(ctx context.Context, e *env, s *Section) error {
 	once := func() (MemDelta, *callersResult, error) {
 		time.Sleep(500 * time.Millisecond) // let the last calls' streams and connections settle
 		warm := readMemMedian(3, 100*time.Millisecond)
+		warmCensus := goroutineCensus()
 		type callersOut struct {
 			res *callersResult
 			err error
@@ -212,6 +215,7 @@ func scaleInFlightGateway(ctx context.Context, e *env, s *Section) error {
 		time.Sleep(50 * time.Millisecond) // let the gateway relay process_starts
 		inUse := statsNumbers(p)["inUseConnections"]
 		held := readMemMedian(3, hold/8)
+		e.inFlightGatewayCensus = censusDelta(goroutineCensus(), warmCensus)
 		out := <-done
 		if out.err != nil {
 			return MemDelta{}, nil, out.err
