@@ -12,7 +12,7 @@ import (
 )
 
 func runScale(ctx context.Context, e *env, s *Section) error {
-	s.Method = "Three measurements of memory at scale. Memory is `runtime.MemStats` after two forced garbage collections " +
+	s.Method = "Memory at scale: long calls in flight (through the pool library, then through the gateway), callers waiting for a session, and user assignments. Memory is `runtime.MemStats` after two forced garbage collections " +
 		"(live heap, `HeapAlloc`, plus goroutine stacks, `StackInuse`), read before and while the load is held; " +
 		"the difference is divided by the number of calls, waiters or users."
 	type part struct {
