@@ -72,6 +72,8 @@ type env struct {
 	// Goroutines started per call in flight, by start function (the last
 	// repetition's).
 	inFlightPoolCensus, inFlightGatewayCensus map[string]int
+	// The most calls/s measured through the gateway (0: not measured).
+	maxGateway float64
 }
 
 // perCallMem is the memory one call in flight holds, in bytes.

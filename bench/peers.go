@@ -299,6 +299,8 @@ func runPeers(ctx context.Context, e *env, s *Section) error {
 	g1, j1, g50, j50 := level(goRes, 1), level(jsRes, 1), level(goRes, 50), level(jsRes, 50)
 	if g1.P50 > 0 && g50.P50 > 0 {
 		ratio := j1.P50 / g1.P50
+		s.highlight("Go client vs the official JS client, same simulated app: warm predict p50 %.3f vs %.3f ms at c=1, %.0f vs %.0f calls/s at c=50, connect p50 %.1f vs %.1f ms, RSS %.0f vs %.0f MiB.",
+			g1.P50, j1.P50, g50.CallsPerS, j50.CallsPerS, goRes.Connect.P50, jsRes.Connect.P50, goRes.Memory.RSS, jsRes.Memory.RSS)
 		s.Targets = append(s.Targets, Target{
 			Goal: "our client's warm predict at least twice as fast as the JS client's (c=1 p50)",
 			Measured: fmt.Sprintf("JS/Go = %.1f× (%.3f ms vs %.3f ms); at c=50: p50 %.1f×, calls/s %.1f×; connect p50 %.1f×; RSS %.1f×",

@@ -132,6 +132,11 @@ func runPoolBench(ctx context.Context, e *env, s *Section) error {
 	}
 	s.note("GOMAXPROCS is the machine's (%d); with 2 cores, the contended cases mostly measure scheduler hand-offs.", e.numCPU())
 	if len(groups) > 0 {
+		var hs []string
+		for i, g := range groups {
+			hs = append(hs, fmt.Sprintf("%s: %.0f vs %.0f ns", g, ours[i], theirs[i]))
+		}
+		s.highlight("Acquire + release, sessionpool vs jackc/puddle/v2: %s.", strings.Join(hs, "; "))
 		e.addChart(s, "poolbench.png", "acquire+release ns/op, sessionpool vs puddle", func(dir, file string) error {
 			return barChart(dir, file, "Acquire + Release (lower is better)", "ns/op", groups,
 				[]series{{"gradiopool sessionpool", ours}, {"jackc/puddle/v2", theirs}})

@@ -28,7 +28,8 @@ type Section struct {
 	Charts      []Chart
 	Targets     []Target
 	Notes       []string
-	NotMeasured string // why the section has no figures
+	Highlights  []string // one-line results for the report's "at a glance" list
+	NotMeasured string   // why the section has no figures
 }
 
 // Table is a Markdown table.
@@ -54,6 +55,10 @@ type Target struct {
 
 func (s *Section) notMeasured(format string, args ...any) {
 	s.NotMeasured = fmt.Sprintf(format, args...)
+}
+
+func (s *Section) highlight(format string, args ...any) {
+	s.Highlights = append(s.Highlights, fmt.Sprintf(format, args...))
 }
 
 func (s *Section) note(format string, args ...any) {
@@ -93,7 +98,20 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	}
 	fmt.Fprintf(&b, "| date | %s |\n\n", r.Started.UTC().Format(time.RFC3339))
 
-	// Summary of targets first: the reader's first question.
+	// At a glance: the one-line results of every section.
+	var hl []string
+	for _, sec := range r.Sections {
+		hl = append(hl, sec.Highlights...)
+	}
+	if len(hl) > 0 {
+		b.WriteString("## At a glance\n\n")
+		for _, h := range hl {
+			fmt.Fprintf(&b, "- %s\n", h)
+		}
+		b.WriteString("\n")
+	}
+
+	// Then the targets: the reader's next question.
 	fmt.Fprintf(&b, "## Targets\n\n| target | measured | result |\n|---|---|---|\n")
 	anyTarget := false
 	for _, s := range r.Sections {

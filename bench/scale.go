@@ -67,6 +67,8 @@ func runScale(ctx context.Context, e *env, s *Section) error {
 				why += "; the goroutines per call in the pool library: " + censusSummary(c, 150)
 			}
 		}
+		// First among the section's highlights, as in its tables.
+		s.Highlights = append([]string{fmt.Sprintf("Memory per call in flight (150 long streamed calls): %s.", strings.Join(got, "; "))}, s.Highlights...)
 		s.Targets = append(s.Targets, Target{
 			Goal:     "at most 64 KiB per call in flight",
 			Measured: strings.Join(got, "; "),
@@ -115,6 +117,7 @@ func scaleAssignments(ctx context.Context, e *env, s *Section) error {
 			fmt.Sprintf("%.0f ns", float64(setTime)/float64(n)), fmt.Sprintf("%d ns", getTime.Nanoseconds()),
 		}},
 	})
+	s.highlight("%d user assignments: %s in the in-memory store, %.0f bytes per user.", n, mib(float64(d.Heap)), float64(d.Heap)/float64(n))
 	if e.opts.Quick {
 		s.note("quick mode: %d assignments instead of 1 000 000", n)
 	}

@@ -51,6 +51,7 @@ func throughputMax(ctx context.Context, e *env, s *Section) error {
 		}, classify)
 		t.Rows = append(t.Rows, []string{"pool library", fmt.Sprint(workers), fmt.Sprintf("%.0f", r.Throughput), ms(r.Latency.P50), ms(r.Latency.P99), errorsCell(r.Latency)})
 		r = ClosedLoop(ctx, workers, dur, func(ctx context.Context) error { return gw.predict(ctx, "", "upper", body) }, classifyHTTP)
+		e.maxGateway = max(e.maxGateway, r.Throughput)
 		t.Rows = append(t.Rows, []string{"gateway (HTTP)", fmt.Sprint(workers), fmt.Sprintf("%.0f", r.Throughput), ms(r.Latency.P50), ms(r.Latency.P99), errorsCell(r.Latency)})
 	}
 	s.Tables = append(s.Tables, t)
@@ -133,6 +134,18 @@ func throughputSaturation(ctx context.Context, e *env, s *Section) error {
 		waitIdle(ctx, p, 2*queueTimeout)
 	}
 	s.Tables = append(s.Tables, t)
+	var served []string
+	for i, f := range fractions {
+		if f > 1 {
+			served = append(served, fmt.Sprintf("%.0f", okRate.Values[i]))
+		}
+	}
+	rest := "and nothing failed"
+	if len(pastClasses) > 0 {
+		rest = "and the rest were answered " + strings.Join(dedupe(pastClasses), ", ")
+	}
+	s.highlight("Throughput: at most %.0f calls/s through the gateway to three replicas (instant handler, closed loop). Capacity-bound at %.0f calls/s: %s below capacity; past it %s calls/s were served %s.",
+		e.maxGateway, capacity, map[bool]string{true: "no failures", false: "some failures"}[belowOK], strings.Join(served, ", "), rest)
 	if belowOK {
 		s.note("below capacity (50%% and 80%%) no call failed.")
 	} else {
