@@ -133,7 +133,7 @@ func Run(ctx context.Context, opts Options) error {
 	if e.modDir == "" {
 		e.modDir = findModule()
 	}
-	r := &Report{Quick: opts.Quick, Started: time.Now(), Machine: readMachine(ctx)}
+	r := &Report{Quick: opts.Quick, Started: time.Now(), Machine: readMachine(ctx), HelperProcesses: len(opts.Self) > 0}
 	e.logf("machine: %d CPUs, %s, load %s", r.Machine.NumCPU, r.Machine.GoVersion, r.Machine.Load)
 	for i, sec := range sections {
 		s := &Section{ID: sec.id, Title: sec.title}

@@ -68,10 +68,11 @@ type sims struct {
 
 // startSims starts spec.Replicas simulated replicas of the default app with
 // unlimited concurrency (so that the pool's session limit, not the app's,
-// is the cap). With remote set and a Self command available, they run in a
-// child process.
-func (e *env) startSims(ctx context.Context, spec simSpec, remote bool) (*sims, error) {
-	if remote && len(e.opts.Self) > 0 {
+// is the cap). With a Self command they run in a helper process, so that
+// their CPU time is scheduled apart and their garbage is collected apart
+// from the measured process; without one they run in this process.
+func (e *env) startSims(ctx context.Context, spec simSpec) (*sims, error) {
+	if len(e.opts.Self) > 0 {
 		return e.startRemoteSims(ctx, spec)
 	}
 	s := &sims{}

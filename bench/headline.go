@@ -63,7 +63,7 @@ func runHeadline(ctx context.Context, e *env, s *Section) error {
 	if e.opts.Quick {
 		s.Method += fmt.Sprintf(" Quick mode: times scaled down (%s connect and %s work instead of 2 s and 200 ms).", connect, work)
 	}
-	sm, err := e.startSims(ctx, simSpec{Replicas: 3, ConnectCost: connect, Latency: work}, false)
+	sm, err := e.startSims(ctx, simSpec{Replicas: 3, ConnectCost: connect, Latency: work})
 	if err != nil {
 		return err
 	}

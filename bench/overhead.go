@@ -55,9 +55,9 @@ func runOverhead(ctx context.Context, e *env, s *Section) error {
 		"**direct** = our Go client, one warm session per call in flight (a free list of `NewSession`s); "+
 		"**pool** = `pool.Pool.Predict` (same client underneath, one replica, 64 sessions connected before the measurement so that it sees the pool's steady state, not its growth); "+
 		"**gateway** = HTTP `POST /v1/predict/upper` to an in-process gateway over that same pool, with keep-alive connections. "+
-		"Everything (replica, gateway, load generator) shares this machine's CPUs, so the figures include contention. "+
+		"The replica runs in its own process; the gateway, the pool and the load generator share this one, and all share the machine's CPUs, so the figures include contention. "+
 		"Each mode is warmed up with 200 calls first; each rate's %s per mode is cut into %d slices and the modes take turns slice by slice, so that noise from elsewhere on the machine hits all three alike.", dur, dur, e.pickInt(5, 3))
-	sm, err := e.startSims(ctx, simSpec{Replicas: 1}, false)
+	sm, err := e.startSims(ctx, simSpec{Replicas: 1})
 	if err != nil {
 		return err
 	}

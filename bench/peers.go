@@ -229,7 +229,7 @@ func runPeers(ctx context.Context, e *env, s *Section) error {
 		"Memory is the process's resident set after the runs, and its heap (Go: `HeapAlloc` after GC; JS: `heapUsed`).",
 		spec.Connects, spec.Warmup, spec.Calls)
 	script, jsErr := e.jsScript()
-	sm, err := e.startSims(ctx, simSpec{Replicas: 1}, true)
+	sm, err := e.startSims(ctx, simSpec{Replicas: 1})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,10 @@ type Report struct {
 	Elapsed   time.Duration
 	Machine   Machine
 	LoadAtEnd string
-	Sections  []*Section
+	// HelperProcesses is whether replicas and peers ran in processes of
+	// their own (Options.Self set).
+	HelperProcesses bool
+	Sections        []*Section
 }
 
 // Section is one figure: what was measured and how, the tables, the charts,
@@ -80,6 +83,12 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		"Its concurrency is set to unlimited (`DefaultConcurrencyLimit: -1`), unlike real Gradio, which runs each event listener one call at a time " +
 		"unless the app raises `concurrency_limit`: with the default, extra sessions would only queue inside the app, and these figures are about the pool, " +
 		"the client and the gateway. Connect cost and work time are the simulator's `ConnectCost` and `Latency` knobs, stated per section.\n\n")
+	if r.HelperProcesses {
+		b.WriteString("The replicas run in a helper process of their own (a re-run of the same executable), so that their work and their garbage collections are not the measured process's; " +
+			"the measured process holds the load generator and whatever is measured (client, pool, gateway), and all of them share the machine's CPUs.\n\n")
+	} else {
+		b.WriteString("**This run had no helper processes** (bench.Options.Self unset): the replicas ran inside the measured process, so every figure includes their work, and the sections that need a process of their own say so.\n\n")
+	}
 	fmt.Fprintf(&b, "| machine | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| mode | %s |\n", mode)
 	if raceEnabled {

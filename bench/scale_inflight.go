@@ -23,7 +23,7 @@ func scaleInFlight(ctx context.Context, e *env, s *Section) error {
 	if raceEnabled && e.opts.Quick {
 		hold = 3 * time.Second // the race detector slows the 150 Submits down
 	}
-	sm, err := e.startSims(ctx, simSpec{Replicas: 3}, true)
+	sm, err := e.startSims(ctx, simSpec{Replicas: 3})
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func scaleInFlightGateway(ctx context.Context, e *env, s *Section) error {
 	if len(e.opts.Self) == 0 {
 		return fmt.Errorf("needs a helper process for the HTTP callers (Options.Self)")
 	}
-	sm, err := e.startSims(ctx, simSpec{Replicas: 3}, true)
+	sm, err := e.startSims(ctx, simSpec{Replicas: 3})
 	if err != nil {
 		return err
 	}
