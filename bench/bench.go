@@ -120,6 +120,19 @@ func (e *env) logf(format string, args ...any) {
 
 // Run measures every section and writes the report and its charts.
 func Run(ctx context.Context, opts Options) error {
+	for _, id := range opts.Only {
+		known := false
+		for _, sec := range sections {
+			known = known || sec.id == id
+		}
+		if !known {
+			var ids []string
+			for _, sec := range sections {
+				ids = append(ids, sec.id)
+			}
+			return fmt.Errorf("bench: unknown section %q (sections: %s)", id, strings.Join(ids, ", "))
+		}
+	}
 	out := opts.Out
 	if out == "" {
 		out = DefaultOut

@@ -99,3 +99,26 @@ func TestQuickReport(t *testing.T) {
 		t.Logf("report:\n%s\nprogress:\n%s", report, progress.String())
 	}
 }
+
+func TestUnknownSection(t *testing.T) {
+	err := bench.Run(t.Context(), bench.Options{Quick: true, Out: filepath.Join(t.TempDir(), "B.md"), Only: []string{"nope"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown section "nope"`) {
+		t.Errorf("Run(Only: nope) = %v, want an unknown-section error", err)
+	}
+}
+
+// TestOnlyWritesTheOthersAsSkipped runs one cheap section and checks that the
+// others are reported as skipped, not silently dropped.
+func TestOnlyWritesTheOthersAsSkipped(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "B.md")
+	if err := bench.Run(t.Context(), bench.Options{Quick: true, Out: out, Only: []string{"poolbench"}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "skipped in this run (--only)"); n < 5 {
+		t.Errorf("%d sections marked skipped, want 5:\n%s", n, b)
+	}
+}
