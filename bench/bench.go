@@ -38,9 +38,10 @@ type Options struct {
 	Only []string
 	// Self is a command that re-runs this program so that it calls
 	// [RunChild] first (cmd/gradiopool passes its own executable). The
-	// harness uses it to run the simulated replicas and the Go client peer
-	// in processes of their own. Nil means everything runs in this process,
-	// and the report says where that affects a figure.
+	// harness uses it to run the simulated replicas, the Go client peer and
+	// the gateway's HTTP callers in processes of their own. Nil means
+	// everything runs in this process (and the parts that need a process of
+	// their own say "not measured"), and the report says so.
 	Self []string
 }
 
@@ -63,7 +64,7 @@ var sections = []section{
 // env is what the sections share.
 type env struct {
 	opts     Options
-	chartDir string // absolute directory for PNGs
+	chartDir string // where the PNGs go: "bench" beside the report
 	modDir   string // "" when the source tree was not found
 	progress io.Writer
 
