@@ -49,7 +49,7 @@ func (f *sessionFreeList) close() {
 
 func runOverhead(ctx context.Context, e *env, s *Section) error {
 	rates := []float64{100, 500, 1000}
-	dur := e.pick(5*time.Second, 500*time.Millisecond)
+	dur := e.pick(10*time.Second, 500*time.Millisecond)
 	s.Method = fmt.Sprintf("One simulated replica, instant handler (`upper`), unlimited concurrency. Calls are paced open-loop at a fixed rate for %s per rate and mode "+
 		"(each call starts on schedule in its own goroutine, whatever earlier calls do; latency counts from the scheduled start). Modes: "+
 		"**direct** = our Go client, one warm session per call in flight (a free list of `NewSession`s); "+
