@@ -127,6 +127,8 @@ func runHeadline(ctx context.Context, e *env, s *Section) error {
 	s.note("pooled: the untimed warm-up round (pool growing from 5 to %d sessions per replica as needed) had p50 %s, max %s.", workers, ms(warmup.Latency.P50), ms(warmup.Latency.Max))
 	s.note("the first pooled call includes lazy initialisation (the replica's minimum sessions connect in parallel and the call takes the first one ready): it took %s, against %s for one connect plus one call when connecting per call (p50).", ms(first), ms(pc.P50))
 	ratio := float64(po.P50) / float64(pc.P50)
+	s.note("by construction the best this set-up allows is work / (connect + work) = %.3f: a warm call still does its %s of work, so a pooled p50 near %.3f of connect-per-call means the pool adds next to nothing.",
+		work.Seconds()/(connect+work).Seconds(), work, work.Seconds()/(connect+work).Seconds())
 	s.highlight("Connect per call vs pooled (%s connect, %s work): warm p50 %s vs %s (%.0f× faster), p99 %s vs %s; the first pooled call (cold pool) %s.",
 		connect, work, ms(po.P50), ms(pc.P50), 1/ratio, ms(po.P99), ms(pc.P99), ms(first))
 	s.Targets = append(s.Targets, Target{

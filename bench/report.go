@@ -285,7 +285,7 @@ func whyIf(cond bool, why string) string {
 
 // rerun is the report's last section.
 const rerun = "## How to rerun\n\n```sh\n" +
-	"go run ./cmd/gradiopool bench                        # full run, about 4 minutes: docs/BENCHMARKS.md and docs/bench/*.png\n" +
+	"go run ./cmd/gradiopool bench                        # full run, about 5 minutes: docs/BENCHMARKS.md and docs/bench/*.png\n" +
 	"go run ./cmd/gradiopool bench --quick                # under a minute, times scaled down (CI smoke test)\n" +
 	"go run ./cmd/gradiopool bench --out /tmp/b.md        # elsewhere (the charts go to /tmp/bench/)\n" +
 	"go run ./cmd/gradiopool bench --only headline,peers  # some sections only\n" +
