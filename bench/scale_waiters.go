@@ -112,7 +112,7 @@ func scaleWaiters(ctx context.Context, e *env, s *Section) error {
 	})
 	s.highlight("%d waiters on a full pool: %.0f B of heap each (plus the waiting goroutine's stack); time-outs fired p50 %s, p99 %s after their deadline (bare timers: %s, %s).",
 		n, float64(d.Heap)/float64(n), ms(sum.P50), ms(sum.P99), ms(bareSum.P50), ms(bareSum.P99))
-	s.note("the stack share is the waiting goroutines' own (the harness's callers), not the pool's; the heap share is the pool's waiter records plus each caller's timer and context.")
+	s.note("the stack share is the waiting goroutines' own (the harness's callers), not the pool's; the heap share is what the pool keeps per waiter (its wait-list entry and hand-off channel) plus what the waiting goroutine itself allocated.")
 	vals := make([]float64, n)
 	for i, l := range lateness {
 		vals[i] = msf(l)
