@@ -226,7 +226,7 @@ func runPeers(ctx context.Context, e *env, s *Section) error {
 		"each in a process of its own, one after the other, against the same simulated replica in a third process (instant handler `upper`, unlimited concurrency). "+
 		"Workload: %d timed connects (a fresh client each, closed after), then on one connected client, for concurrency 1 and 50: %d untimed calls, then %d timed "+
 		"`predict(\"/upper\", [\"hello\"])` calls, that many at a time (one client shared by all, as an app server shares it). "+
-		"Memory is the process's resident set after the runs, and its heap (Go: `HeapAlloc` after GC; JS: `heapUsed`).",
+		"Memory is the process's resident set after the runs, and its heap (Go: `HeapAlloc` after a forced GC; JS: `heapUsed` as bench.mjs reads it, without one, so the heap columns are not like for like; RSS is).",
 		spec.Connects, spec.Warmup, spec.Calls)
 	script, jsErr := e.jsScript()
 	sm, err := e.startSims(ctx, simSpec{Replicas: 1})
