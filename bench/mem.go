@@ -58,25 +58,33 @@ func goroutineCensus() map[string]int {
 		return nil
 	}
 	census := map[string]int{}
-	for _, block := range strings.Split(b.String(), "\n\n") {
-		lines := strings.Split(strings.TrimSpace(block), "\n")
-		n, err := strconv.Atoi(strings.SplitN(lines[0], " ", 2)[0])
-		if err != nil {
-			continue // the profile's header
-		}
-		entry := "(runtime)"
-		for _, l := range lines[1:] {
-			f := strings.Fields(l) // "#", pc, func+off, file:line
-			if len(f) < 3 || f[0] != "#" {
-				continue
+	// The profile is groups of goroutines with the same stack: a line
+	// "N @ pc pc ..." and then one "#\tpc\tfunc+off\tfile:line" line per
+	// frame, innermost first.
+	n, entry := 0, ""
+	flush := func() {
+		if n > 0 {
+			if entry == "" {
+				entry = "(runtime)"
 			}
+			census[entry] += n
+		}
+		n, entry = 0, ""
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[1] == "@":
+			flush()
+			n, _ = strconv.Atoi(f[0])
+		case len(f) >= 3 && f[0] == "#" && n > 0:
 			fn, _, _ := strings.Cut(f[2], "+0x")
 			if !strings.HasPrefix(fn, "runtime.") && !strings.HasPrefix(fn, "internal/") {
-				entry = fn // keep the deepest: the goroutine's start function
+				entry = fn // keep the outermost: the goroutine's start function
 			}
 		}
-		census[entry] += n
 	}
+	flush()
 	return census
 }
 

@@ -78,3 +78,51 @@ func TestOpenLoopCountsEveryCall(t *testing.T) {
 		t.Errorf("errors = %v, want odd: 10", res.Latency.Errors)
 	}
 }
+
+func parkForCensus(ch chan struct{}) { <-ch }
+
+func TestGoroutineCensus(t *testing.T) {
+	before := goroutineCensus()
+	ch := make(chan struct{})
+	done := make(chan struct{}, 3)
+	for range 3 {
+		go func() { parkForCensus(ch); done <- struct{}{} }()
+	}
+	// The goroutines are started by the closure in this test.
+	want := "github.com/gradiopool/gradiopool/bench.TestGoroutineCensus.func1"
+	var got int
+	for range 100 {
+		got = censusDelta(goroutineCensus(), before)[want]
+		if got == 3 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(ch)
+	for range 3 {
+		<-done
+	}
+	if got != 3 {
+		t.Errorf("census counted %d goroutines started by %s, want 3; census: %v", got, want, goroutineCensus())
+	}
+}
+
+func TestByPosition(t *testing.T) {
+	t0 := time.Now()
+	// Arrival order is the reverse of the index order.
+	starts := []time.Time{t0.Add(3), t0.Add(2), t0.Add(1), t0}
+	late := []time.Duration{4 * time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond, 1 * time.Millisecond}
+	xs, ys := byPosition(starts, late, 2)
+	if len(xs) != 2 || xs[0] != 0 || xs[1] != 2 || ys[0] != 1.5 || ys[1] != 3.5 {
+		t.Errorf("byPosition = %v, %v; want [0 2], [1.5 3.5]", xs, ys)
+	}
+}
+
+func TestMergeOpenLoop(t *testing.T) {
+	a := OpenLoop(context.Background(), 1000, 5*time.Millisecond, func(context.Context) error { return nil }, nil)
+	b := OpenLoop(context.Background(), 1000, 5*time.Millisecond, func(context.Context) error { return errors.New("x") }, func(error) string { return "x" })
+	m := mergeOpenLoop([]OpenLoopResult{a, b})
+	if m.Planned != 10 || m.Latency.N != 5 || m.Latency.Errors["x"] != 5 {
+		t.Errorf("merged: planned %d, ok %d, errors %v; want 10, 5, x: 5", m.Planned, m.Latency.N, m.Latency.Errors)
+	}
+}
