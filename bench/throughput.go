@@ -43,7 +43,7 @@ func throughputMax(ctx context.Context, e *env, s *Section) error {
 		Caption: fmt.Sprintf("Maximum throughput: instant handler, three replicas, closed loop for %s per row (each worker sends its next call when the previous returns); the replicas (their own process), the gateway and the load generator share the machine's CPUs.", dur),
 		Header:  []string{"path", "workers", "calls/s", "p50", "p99", "errors"},
 	}
-	for _, workers := range []int{16, 64} {
+	for _, workers := range []int{16, 32, 64} {
 		ClosedLoopN(ctx, workers, 4*workers, func(ctx context.Context, _ int) error { return gw.predict(ctx, "", "upper", body) }, nil)
 		e.logf("  throughput: max, %d workers", workers)
 		r := ClosedLoop(ctx, workers, dur, func(ctx context.Context) error {
