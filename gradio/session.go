@@ -636,63 +636,77 @@ func unexpectedErr(m *message) error {
 }
 
 // watchdog cancels a stream that has been silent too long: the idle
-// timeout while calls are pending, streamLinger when none are.
+// timeout while calls are pending, streamLinger when none are. It is a
+// timer re-armed from its own callback, not a goroutine: a stream costs no
+// parked stack for it, and touch is one atomic store per message.
 type watchdog struct {
-	last     atomic.Int64 // unix nanos of the last activity
+	s        *session
+	cancel   context.CancelFunc
+	idle     time.Duration // the idle timeout (0 = none while calls are pending)
+	check    time.Duration // longest sleep between looks at the state
+	last     atomic.Int64  // unix nanos of the last activity
 	fired    atomic.Bool
 	idleExit atomic.Bool // fired because nothing was pending
-	done     chan struct{}
-	wg       sync.WaitGroup
+
+	mu      sync.Mutex // guards t and stopped: tick re-arms, stop disarms
+	t       *time.Timer
+	stopped bool
 }
 
 func (s *session) watchdog(cancel context.CancelFunc) *watchdog {
-	w := &watchdog{done: make(chan struct{})}
-	w.touch()
-	idle := s.app.set.idleTimeout
-	check := streamLinger
-	if idle > 0 && idle < check {
-		check = idle
+	w := &watchdog{s: s, cancel: cancel, idle: s.app.set.idleTimeout, check: streamLinger}
+	if w.idle > 0 && w.idle < w.check {
+		w.check = w.idle
 	}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		t := time.NewTimer(check)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.done:
-				return
-			case <-t.C:
-			}
-			s.mu.Lock()
-			none := len(s.pending) == 0 && s.joining == 0
-			s.mu.Unlock()
-			limit := idle
-			if none {
-				limit = streamLinger
-			}
-			silent := time.Duration(time.Now().UnixNano() - w.last.Load())
-			if limit > 0 && silent >= limit {
-				w.idleExit.Store(none)
-				w.fired.Store(true)
-				cancel()
-				return
-			}
-			next := check
-			if limit > 0 && limit-silent < next {
-				next = limit - silent
-			}
-			t.Reset(next)
-		}
-	}()
+	w.touch()
+	w.mu.Lock() // tick may run before t is stored
+	w.t = time.AfterFunc(w.check, w.tick)
+	w.mu.Unlock()
 	return w
+}
+
+// tick runs when the timer expires: it cancels the stream when the gap
+// since the last activity reaches the limit that applies now, or re-arms
+// the timer for the rest of the gap (at most check, so that a change
+// between pending and idle is noticed in time).
+func (w *watchdog) tick() {
+	s := w.s
+	s.mu.Lock()
+	none := len(s.pending) == 0 && s.joining == 0
+	s.mu.Unlock()
+	limit := w.idle
+	if none {
+		limit = streamLinger
+	}
+	silent := time.Duration(time.Now().UnixNano() - w.last.Load())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if limit > 0 && silent >= limit {
+		w.stopped = true
+		w.idleExit.Store(none)
+		w.fired.Store(true)
+		w.cancel()
+		return
+	}
+	next := w.check
+	if limit > 0 && limit-silent < next {
+		next = limit - silent
+	}
+	w.t.Reset(next)
 }
 
 func (w *watchdog) touch() { w.last.Store(time.Now().UnixNano()) }
 
+// stop disarms the timer; once it returns, the watchdog neither fires nor
+// re-arms.
 func (w *watchdog) stop() {
-	close(w.done)
-	w.wg.Wait()
+	w.mu.Lock()
+	w.stopped = true
+	w.t.Stop()
+	w.mu.Unlock()
 }
 
 // startHeartbeatLocked starts the /heartbeat/{session} stream once, when
