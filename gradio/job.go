@@ -112,7 +112,11 @@ type Job struct {
 	outputs  [][]json.RawMessage // partial and final outputs (not for quiet jobs)
 	v0key    string              // key in s.pending for v0 jobs (set before publication)
 	onFinish func(err error)     // releases a job's own stream or socket (set before publication)
+	after    []*afterDone        // AfterDone callbacks not run yet
 }
+
+// afterDone is one AfterDone registration (a pointer, so stop finds it).
+type afterDone struct{ f func() }
 
 func newJob(s *session, ctx context.Context, dep *Dependency, endpoint string) *Job {
 	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{})}
@@ -301,6 +305,8 @@ func (j *Job) finish(result []json.RawMessage, err error) bool {
 	}
 	j.last = nil
 	stop := j.stopCtx
+	after := j.after
+	j.after = nil
 	j.mu.Unlock()
 	close(j.done)
 	if stop != nil {
@@ -309,7 +315,43 @@ func (j *Job) finish(result []json.RawMessage, err error) bool {
 	if j.onFinish != nil {
 		j.onFinish(err)
 	}
+	for _, a := range after {
+		// Own goroutines: finish may run under the session's lock, and
+		// callbacks may call back into the client (release, close).
+		go a.f()
+	}
 	return true
+}
+
+// AfterDone arranges for f to run in its own goroutine once the job has
+// finished (Done is closed and Wait returns at once), like
+// context.AfterFunc does for a context: nothing waits in between, so a
+// caller that must act when the job ends needs no goroutine parked per job.
+// If the job has already finished, f starts at once.
+//
+// stop unregisters f; it reports whether it did so before f was started
+// (false if the job had finished or stop was called before).
+func (j *Job) AfterDone(f func()) (stop func() bool) {
+	a := &afterDone{f: f}
+	j.mu.Lock()
+	if j.finished {
+		j.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	j.after = append(j.after, a)
+	j.mu.Unlock()
+	return func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		for i, b := range j.after {
+			if b == a {
+				j.after = append(j.after[:i], j.after[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // watch aborts the job (with /cancel) when ctx ends before it finishes.
