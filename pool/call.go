@@ -113,7 +113,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		job, err := l.client.Submit(ctx, endpoint, args...)
 		if err == nil {
 			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, released: make(chan struct{})}
-			p.goWatch(c, endpoint, start)
+			p.releaseWhenDone(c, endpoint, start)
 			return c, nil
 		}
 		if !callerError(err) {
@@ -150,10 +150,13 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	}
 }
 
-// goWatch releases c's lease when its job ends.
-func (p *Pool) goWatch(c *Call, endpoint string, start time.Time) {
-	go func() { // not goBackground: a running job must outlive nothing but itself
-		<-c.job.Done()
+// releaseWhenDone releases c's lease when its job ends: a callback the job
+// starts when it finishes (gradio.Job.AfterDone), so that no goroutine is
+// parked per call in flight. Not goBackground: a running job must outlive
+// nothing but itself. The job always finishes (completion, failure, its
+// Submit ctx ending, or the session closing), so the callback always runs.
+func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
+	c.job.AfterDone(func() {
 		_, err := c.job.Wait(context.Background())
 		var lost *gradio.ConnectionLostError
 		if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {
@@ -170,7 +173,7 @@ func (p *Pool) goWatch(c *Call, endpoint string, start time.Time) {
 		}
 		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
 		close(c.released)
-	}()
+	})
 }
 
 // classifySubmitError decides what a Submit error means. retry: the app
