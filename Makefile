@@ -12,7 +12,9 @@ build:
 	$(GO) build -o bin/gradiopool ./cmd/gradiopool
 
 # test is what CI runs: vet, staticcheck, the official JS client for the
-# conformance suite, and every Go test under the race detector.
+# conformance suite, and every Go test under the race detector. The REQUIRE
+# variables make the Node conformance suite and the real-Redis tests fail,
+# not skip, when Node or redis-server is missing.
 test: lint jsclient unit
 
 lint:
@@ -24,7 +26,7 @@ jsclient:
 	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 unit:
-	GRADIOPOOL_REQUIRE_NODE=1 $(GO) test -race -timeout 30m ./...
+	GRADIOPOOL_REQUIRE_NODE=1 GRADIOPOOL_REQUIRE_REDIS=1 $(GO) test -race -timeout 30m ./...
 
 bench:
 	$(GO) run ./cmd/gradiopool bench

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/redistest"
 )
 
 // The secrets and the e-mail of the end-to-end session; no log line,
@@ -440,14 +441,14 @@ func TestServeSpaceIDs(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
-// TestServeSharedRedis runs two gateway instances sharing a Redis (an
-// in-process RESP fake) and the hash key: a user assigned by one instance
+// TestServeSharedRedis runs two gateway instances sharing a Redis (a real
+// redis-server when installed, else miniredis) and the hash key: a user assigned by one instance
 // is sent to the same replica by the other, which never saw them.
 func TestServeSharedRedis(t *testing.T) {
-	rf := startRespFake(t)
+	redisAddr := redistest.Start(t)
 	_, replicas := startSims(t, 2)
 	env := []string{"GRADIOPOOL_LOG_FORMAT=json", "GRADIOPOOL_REPLICAS=" + replicas, "GRADIOPOOL_POOL_MIN_CONNECTIONS=1",
-		"GRADIOPOOL_HASH_KEY=shared-key", "GRADIOPOOL_REDIS_URL=redis://" + rf.addr + "/0"}
+		"GRADIOPOOL_HASH_KEY=shared-key", "GRADIOPOOL_REDIS_URL=redis://" + redisAddr + "/0"}
 	a := startServe(t, env, "--listen", "127.0.0.1:0")
 	b := startServe(t, env, "--listen", "127.0.0.1:0")
 	seen := &lineBuffer{}
