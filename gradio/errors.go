@@ -10,8 +10,10 @@ import (
 // Sentinel errors. Test with errors.Is; the typed errors below wrap them
 // where noted.
 var (
-	// ErrQueueFull: the app's queue is full (503 on queue/join, or the v0
-	// queue_full message). The call was NOT accepted and may be retried.
+	// ErrQueueFull: the app's queue is full (503 "Queue is full" on
+	// queue/join, or the v0 queue_full message). The call was NOT accepted
+	// and may be retried. Other 503 answers (a sleeping or crashed Space) are
+	// a *ProtocolError with StatusCode 503.
 	ErrQueueFull = errors.New("gradio: queue is full")
 	// ErrUnsupportedProtocol: the app speaks a protocol this client does not
 	// implement (Gradio 3 "ws", or an unknown protocol string).

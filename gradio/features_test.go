@@ -565,6 +565,16 @@ func TestFaults(t *testing.T) {
 	}
 	srv.SetQueueFull(false)
 
+	// Any other 503 (a sleeping or crashed Space) is not load: a pool must
+	// be able to tell it from a full queue.
+	srv.Sleep(time.Hour)
+	_, err = c.Predict(ctx, "upper", "x")
+	var asleep *gradio.ProtocolError
+	if errors.Is(err, gradio.ErrQueueFull) || !errors.As(err, &asleep) || asleep.StatusCode != 503 {
+		t.Fatalf("asleep: %v", err)
+	}
+	srv.Wake()
+
 	srv.FailNextJoins(1)
 	_, err = c.Predict(ctx, "upper", "x")
 	var pe *gradio.ProtocolError

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -301,7 +302,7 @@ func (s *session) join(ctx context.Context, body []byte) (string, error) {
 		}
 		return v.EventID, nil
 	case http.StatusServiceUnavailable:
-		return "", fmt.Errorf("%w: %s", ErrQueueFull, detail(rb))
+		return "", joinUnavailable("queue/join", rb)
 	case http.StatusTooManyRequests:
 		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: ErrRateLimited}
 	case http.StatusUnprocessableEntity:
@@ -318,6 +319,19 @@ var (
 	apiUser = []string{"api"}
 	sseAcc  = []string{"text/event-stream"}
 )
+
+// joinUnavailable turns a 503 answer to a join into an error. Only Gradio's
+// own "Queue is full" answer is ErrQueueFull (the app is busy but healthy);
+// any other 503 — a sleeping or crashed Space behind the HF proxy, a stopped
+// queue — is a *ProtocolError with the status, which a pool counts against
+// the replica instead of treating it as load.
+func joinUnavailable(op string, body []byte) error {
+	d := detail(body)
+	if strings.HasPrefix(d, "Queue is full") {
+		return fmt.Errorf("%w: %s", ErrQueueFull, d)
+	}
+	return &ProtocolError{Op: op, StatusCode: http.StatusServiceUnavailable, Body: excerpt(body)}
+}
 
 // detail extracts FastAPI's {"detail": ...} text.
 func detail(b []byte) string {
@@ -792,7 +806,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 		b, _ := readBody(resp)
 		jcancel()
 		if resp.StatusCode == http.StatusServiceUnavailable {
-			return nil, fmt.Errorf("%w: %s", ErrQueueFull, detail(b))
+			return nil, joinUnavailable("queue/join", b)
 		}
 		return nil, &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(b)}
 	}

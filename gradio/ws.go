@@ -54,7 +54,7 @@ func (a *app) dialWS(ctx context.Context, u string) (*wsConn, error) {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		b, _ := readBody(resp)
 		if resp.StatusCode == http.StatusServiceUnavailable {
-			return nil, fmt.Errorf("%w: %s", ErrQueueFull, detail(b))
+			return nil, joinUnavailable("queue/join (ws)", b)
 		}
 		return nil, &ProtocolError{Op: "queue/join (ws)", StatusCode: resp.StatusCode, Body: excerpt(b)}
 	}
