@@ -32,4 +32,4 @@ bench:
 	$(GO) run ./cmd/gradiopool bench
 
 bench-pool:
-	$(GO) test -run '^$$' -bench BenchmarkAcquireRelease -benchmem ./pool/...
+	$(GO) test -run '^$$' -bench BenchmarkAcquireRelease -benchmem ./pool/sessionpool/
