@@ -26,7 +26,7 @@ jsclient:
 	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 unit:
-	GRADIOPOOL_REQUIRE_NODE=1 GRADIOPOOL_REQUIRE_REDIS=1 $(GO) test -race -timeout 30m ./...
+	GRADIOPOOL_REQUIRE_NODE=1 GRADIOPOOL_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 bench:
 	$(GO) run ./cmd/gradiopool bench
