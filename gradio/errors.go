@@ -199,16 +199,24 @@ func (e *UploadTooLargeError) Error() string {
 // ConnectionLostError reports that the stream or transport failed while a
 // call was in flight. Accepted says whether the app had accepted the call
 // (queue/join returned EventID): if so the job may have run (or still be
-// running) and must not be retried blindly.
+// running) and must not be retried blindly. MaybeAccepted says that the
+// join request had been sent in full when the connection failed (or its
+// answer could not be read): the app may have queued the job without the
+// client learning its event id, so it is not provably unaccepted either.
+// Only an error with neither set proves that the app never got the call.
 type ConnectionLostError struct {
-	EventID  string
-	Accepted bool
-	Err      error
+	EventID       string
+	Accepted      bool
+	MaybeAccepted bool
+	Err           error
 }
 
 func (e *ConnectionLostError) Error() string {
-	if e.Accepted {
+	switch {
+	case e.Accepted:
 		return fmt.Sprintf("gradio: connection lost during accepted job %s: %v", e.EventID, e.Err)
+	case e.MaybeAccepted:
+		return fmt.Sprintf("gradio: connection lost after the job was sent, before the app answered: %v", e.Err)
 	}
 	return fmt.Sprintf("gradio: connection lost before the job was accepted: %v", e.Err)
 }

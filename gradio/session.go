@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -284,13 +285,21 @@ func (s *session) join(ctx context.Context, body []byte) (string, error) {
 	}
 	req.Header["Content-Type"] = jsonCT
 	req.Header["X-Gradio-User"] = apiUser
+	// Whether the request was written in full decides whether a failure
+	// proves the app never got the call (a pool may then run it elsewhere)
+	// or leaves it possibly queued (it must not be run twice).
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+	}))
 	resp, err := a.do(req, true)
 	if err != nil {
-		return "", &ConnectionLostError{Err: fmt.Errorf("queue/join: %w", err)}
+		return "", &ConnectionLostError{MaybeAccepted: sent.Load(), Err: fmt.Errorf("queue/join: %w", err)}
 	}
 	rb, err := readBody(resp)
 	if err != nil {
-		return "", &ConnectionLostError{Err: fmt.Errorf("queue/join: %w", err)}
+		// The app answered; with a 200 it has queued the job.
+		return "", &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("queue/join: %w", err)}
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:

@@ -190,7 +190,9 @@ func classifySubmitError(err error) (retry, broken, replicaFault bool) {
 	)
 	switch {
 	case errors.As(err, &lost):
-		return !lost.Accepted, true, !lost.Accepted
+		// Retried only when the join provably never reached the app.
+		unsent := !lost.Accepted && !lost.MaybeAccepted
+		return unsent, true, !lost.Accepted
 	case errors.Is(err, gradio.ErrQueueFull):
 		return true, false, false // overloaded, not failing
 	case errors.Is(err, gradio.ErrAppChanged), errors.Is(err, gradio.ErrClosed):

@@ -83,12 +83,14 @@
 //   - the Space's metadata cannot be loaded (*gradio.MetadataError) or the
 //     Space is not running (*gradio.SpaceError): the next replica at once;
 //   - queue/join refused: the app's queue is full (gradio.ErrQueueFull), a 5xx
-//     answer other than 504, or a transport failure before the app returned
-//     an event id.
+//     answer other than 504, or a transport failure before the join request
+//     was written in full.
 //
-// Once queue/join returned an event id, any failure (the stream dropped, the
-// app raised an error, the caller's context ended) is returned to the caller,
-// wrapped in a [*ReplicaError]. A dropped connection destroys the session
+// Once the join request was sent in full, any failure (no answer, the stream
+// dropped, the app raised an error, the caller's context ended) is returned
+// to the caller: the app may have queued the job even when its event id never
+// arrived (gradio.ConnectionLostError.MaybeAccepted). It is wrapped in a
+// [*ReplicaError]. A dropped connection destroys the session
 // (the pool replaces it). When every replica failed, the error is an
 // [*AllReplicasFailedError] naming each replica's cause.
 //
