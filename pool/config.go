@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -129,13 +130,13 @@ func (c Config) withDefaults() settings {
 	if s.minConns > s.maxConns {
 		s.minConns = s.maxConns
 	}
-	s.IdleTimeout = pickDur(c.IdleTimeout, DefaultIdleTimeout)
-	s.QueueTimeout = pickDur(c.QueueTimeout, DefaultQueueTimeout)
-	s.HealthCheckInterval = pickDur(c.HealthCheckInterval, DefaultHealthCheckInterval)
-	s.HealthCheckMaxConnections = pickKeepNeg(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
-	s.UnhealthyAfterFailures = pickKeepNeg(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
+	s.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	s.QueueTimeout = cmp.Or(c.QueueTimeout, DefaultQueueTimeout)
+	s.HealthCheckInterval = cmp.Or(c.HealthCheckInterval, DefaultHealthCheckInterval)
+	s.HealthCheckMaxConnections = cmp.Or(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
+	s.UnhealthyAfterFailures = cmp.Or(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
 	s.ConnectRetries = pick(c.ConnectRetries, DefaultConnectRetries)
-	s.UserAssignmentTTL = pickDur(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
+	s.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
 	s.connectRetryDelay = DefaultConnectRetryDelay
 	s.probeTimeout = DefaultProbeTimeout
@@ -149,23 +150,6 @@ func pick(v, def int) int {
 		return def
 	case v < 0:
 		return 0
-	}
-	return v
-}
-
-// pickKeepNeg maps zero to def and keeps negative values (meaning "all" or
-// "never" in package sessionpool).
-func pickKeepNeg(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-// pickDur maps zero to def and keeps negative values (meaning "off").
-func pickDur(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
 	}
 	return v
 }

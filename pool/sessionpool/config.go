@@ -1,6 +1,7 @@
 package sessionpool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,16 +170,16 @@ func (cfg Config[T]) normalize() (Config[T], error) {
 	case cfg.MinSessions > cfg.MaxSessions:
 		return cfg, fmt.Errorf("sessionpool: MinSessions %d exceeds MaxSessions %d", cfg.MinSessions, cfg.MaxSessions)
 	}
-	cfg.MaxWaiters = defaultInt(cfg.MaxWaiters, DefaultMaxWaiters)
-	cfg.QueueTimeout = defaultDuration(cfg.QueueTimeout, DefaultQueueTimeout)
-	cfg.IdleTimeout = defaultDuration(cfg.IdleTimeout, DefaultIdleTimeout)
-	cfg.HealthCheckInterval = defaultDuration(cfg.HealthCheckInterval, DefaultHealthCheckInterval)
-	cfg.HealthCheckMax = defaultInt(cfg.HealthCheckMax, DefaultHealthCheckMax)
-	cfg.HealthCheckTimeout = defaultDuration(cfg.HealthCheckTimeout, DefaultHealthCheckTimeout)
-	cfg.UnhealthyAfter = defaultInt(cfg.UnhealthyAfter, DefaultUnhealthyAfter)
-	cfg.ConnectTimeout = defaultDuration(cfg.ConnectTimeout, DefaultConnectTimeout)
-	cfg.RetryDelay = defaultDuration(cfg.RetryDelay, DefaultRetryDelay)
-	cfg.MaxRetryDelay = defaultDuration(cfg.MaxRetryDelay, DefaultMaxRetryDelay)
+	cfg.MaxWaiters = cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)
+	cfg.QueueTimeout = cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.HealthCheckInterval = cmp.Or(cfg.HealthCheckInterval, DefaultHealthCheckInterval)
+	cfg.HealthCheckMax = cmp.Or(cfg.HealthCheckMax, DefaultHealthCheckMax)
+	cfg.HealthCheckTimeout = cmp.Or(cfg.HealthCheckTimeout, DefaultHealthCheckTimeout)
+	cfg.UnhealthyAfter = cmp.Or(cfg.UnhealthyAfter, DefaultUnhealthyAfter)
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, DefaultConnectTimeout)
+	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, DefaultRetryDelay)
+	cfg.MaxRetryDelay = cmp.Or(cfg.MaxRetryDelay, DefaultMaxRetryDelay)
 	if cfg.RetryDelay < 0 {
 		cfg.RetryDelay = DefaultRetryDelay
 	}
@@ -189,18 +190,4 @@ func (cfg Config[T]) normalize() (Config[T], error) {
 		cfg.MaxLifetime = 0
 	}
 	return cfg, nil
-}
-
-func defaultInt(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func defaultDuration(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
