@@ -165,6 +165,10 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
 		p.canceledAcquires.Add(1)
 		return nil, err
 	}
+	// The queue time-out runs from the call, not from when the caller got
+	// the lock: under a burst of callers the wait for mu alone reached tens
+	// of milliseconds (docs/BENCHMARKS.md, 10 000 waiters).
+	entered := p.now()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -197,13 +201,13 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
 		p.mu.Unlock()
 		return s, nil
 	}
-	return p.acquireSlow(ctx)
+	return p.acquireSlow(ctx, entered)
 }
 
 // acquireSlow is Acquire beyond the common case: MaxLifetime checks,
 // growth and waiting.
 // WARNING: caller must hold p.mu; acquireSlow releases it.
-func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
+func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], error) {
 	now := p.now()
 	retired := false
 	for n := len(p.idle); n > 0; n = len(p.idle) {
@@ -237,13 +241,13 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
 	}
 
 	w := p.waiters.Get().(*waiter[T])
-	w.start = now
+	w.start = entered
 	w.deadline = 0
 	if p.cfg.QueueTimeout > 0 {
-		w.deadline = now + int64(p.cfg.QueueTimeout)
+		w.deadline = entered + int64(p.cfg.QueueTimeout)
 		if !p.queueArmed {
 			p.queueArmed = true
-			p.queueTimer.Reset(p.cfg.QueueTimeout)
+			p.queueTimer.Reset(time.Duration(w.deadline - now))
 		}
 	}
 	p.waitq.pushBack(w)
@@ -262,7 +266,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
 	case r := <-w.ch:
 		p.waiters.Put(w)
 		if r.err == nil && p.hooks {
-			p.emit(Event{Kind: EventWaiterServed, SessionID: r.s.it.id, Duration: time.Duration(p.now() - now)})
+			p.emit(Event{Kind: EventWaiterServed, SessionID: r.s.it.id, Duration: time.Duration(p.now() - entered)})
 		}
 		return r.s, r.err
 	case <-ctx.Done():
@@ -277,7 +281,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
 		p.waiters.Put(w)
 		if p.hooks {
 			ev.Err = ctx.Err()
-			ev.Duration = time.Duration(p.now() - now)
+			ev.Duration = time.Duration(p.now() - entered)
 			p.emit(ev)
 		}
 		return nil, ctx.Err()
@@ -299,7 +303,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Session[T], error) {
 	p.canceledAcquires.Add(1)
 	r.s.Release()
 	if p.hooks {
-		p.emit(Event{Kind: EventAcquireCanceled, Err: ctx.Err(), Duration: time.Duration(p.now() - now)})
+		p.emit(Event{Kind: EventAcquireCanceled, Err: ctx.Err(), Duration: time.Duration(p.now() - entered)})
 	}
 	return nil, ctx.Err()
 }
