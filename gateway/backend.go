@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"github.com/gradiopool/gradiopool/gradio"
 	"time"
 )
 
@@ -42,38 +43,14 @@ type Result struct {
 type Call interface {
 	// Replica is the name of the replica running the call.
 	Replica() string
-	// Events delivers the call's updates; it is closed after the last.
-	Events() <-chan Event
+	// Events delivers the call's updates as the Gradio client reports
+	// them (queued, started, progress, log, each partial output; the final
+	// result comes from Wait); it is closed after the last. The gateway
+	// reads it to the end. It is the client's own channel, not a copy fed
+	// by a goroutine: each call in flight costs one goroutine less.
+	Events() <-chan gradio.Event
 	// Wait returns the final outputs or the call's error.
 	Wait(ctx context.Context) ([]json.RawMessage, error)
-}
-
-// EventKind names a call update; the names are the SSE event names of
-// POST /v1/submit.
-type EventKind string
-
-// The updates of a call.
-const (
-	EventQueued   EventKind = "queued"   // Rank, QueueSize, ETA
-	EventStarted  EventKind = "started"  // the app began running the call
-	EventProgress EventKind = "progress" // Progress
-	EventLog      EventKind = "log"      // Log, Level
-	EventOutput   EventKind = "output"   // Data: a partial (generator) output
-	EventComplete EventKind = "complete" // Data: the final output
-	EventError    EventKind = "error"    // Err
-)
-
-// Event is one update of a call.
-type Event struct {
-	Kind      EventKind
-	Rank      int             // 0-based position in the app's queue
-	QueueSize int             // length of the app's queue
-	ETA       float64         // seconds; 0 when unknown
-	Progress  json.RawMessage // the app's progress_data list
-	Log       string
-	Level     string
-	Data      []json.RawMessage
-	Err       error
 }
 
 // ReplicaGauges are one replica's numbers at scrape time.

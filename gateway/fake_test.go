@@ -40,7 +40,7 @@ func newFake() *fake {
 	return f
 }
 
-func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit func(gateway.Event)) ([]json.RawMessage, error) {
+func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit func(gradio.Event)) ([]json.RawMessage, error) {
 	if user != "" {
 		f.users.Store(user, true)
 	}
@@ -58,10 +58,10 @@ func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit 
 	case "count":
 		var n int
 		_ = json.Unmarshal(args[0].(json.RawMessage), &n)
-		emit(gateway.Event{Kind: gateway.EventQueued, Rank: 0, QueueSize: 1})
-		emit(gateway.Event{Kind: gateway.EventStarted})
+		emit(gradio.Event{Kind: gradio.EventQueued, Rank: 0, QueueSize: 1})
+		emit(gradio.Event{Kind: gradio.EventStarted})
 		for i := 0; i < n; i++ {
-			emit(gateway.Event{Kind: gateway.EventOutput, Data: []json.RawMessage{mustMarshal(i)}})
+			emit(gradio.Event{Kind: gradio.EventOutput, Data: []json.RawMessage{mustMarshal(i)}})
 		}
 		return []json.RawMessage{mustMarshal(n - 1)}, nil
 	case "slow":
@@ -89,7 +89,7 @@ func mustMarshal(v any) json.RawMessage {
 }
 
 func (f *fake) Predict(ctx context.Context, user, endpoint string, args []any) (*gateway.Result, error) {
-	out, err := f.run(ctx, user, endpoint, args, func(gateway.Event) {})
+	out, err := f.run(ctx, user, endpoint, args, func(gradio.Event) {})
 	if err != nil {
 		return nil, err
 	}
@@ -97,14 +97,14 @@ func (f *fake) Predict(ctx context.Context, user, endpoint string, args []any) (
 }
 
 type fakeCall struct {
-	events chan gateway.Event
+	events chan gradio.Event
 	done   chan struct{}
 	out    []json.RawMessage
 	err    error
 }
 
-func (c *fakeCall) Replica() string              { return "r1" }
-func (c *fakeCall) Events() <-chan gateway.Event { return c.events }
+func (c *fakeCall) Replica() string             { return "r1" }
+func (c *fakeCall) Events() <-chan gradio.Event { return c.events }
 func (c *fakeCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	select {
 	case <-c.done:
@@ -124,9 +124,9 @@ func (f *fake) Submit(ctx context.Context, user, endpoint string, args []any) (g
 	if endpoint == "upper" && len(args) != 1 {
 		return nil, &gradio.ArgumentError{Endpoint: "/upper", Msg: "want 1 argument"}
 	}
-	c := &fakeCall{events: make(chan gateway.Event, 64), done: make(chan struct{})}
+	c := &fakeCall{events: make(chan gradio.Event, 64), done: make(chan struct{})}
 	go func() {
-		c.out, c.err = f.run(ctx, user, endpoint, args, func(ev gateway.Event) { c.events <- ev })
+		c.out, c.err = f.run(ctx, user, endpoint, args, func(ev gradio.Event) { c.events <- ev })
 		close(c.done)
 		close(c.events)
 	}()

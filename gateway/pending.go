@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"github.com/gradiopool/gradiopool/gradio"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -137,7 +138,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		defer done()
 		defer cancel()
 		for ev := range call.Events() {
-			if ev.Kind == EventOutput {
+			if ev.Kind == gradio.EventOutput {
 				pc.push(record{"generating", mustJSON(nonNil(ev.Data))}, false, g.now())
 			}
 		}

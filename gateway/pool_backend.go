@@ -47,9 +47,7 @@ func (b *poolBackend) Submit(ctx context.Context, user, endpoint string, args []
 	if err != nil {
 		return nil, err
 	}
-	pc := &poolCall{c: c, events: make(chan Event, 16)}
-	go pc.pump(ctx)
-	return pc, nil
+	return &poolCall{c: c}, nil
 }
 
 func (b *poolBackend) Stats() any { return b.p.Stats() }
@@ -75,15 +73,13 @@ func (b *poolBackend) Gauges() []ReplicaGauges {
 	return out
 }
 
-// poolCall translates a pool call's gradio events into gateway events; the
-// final Completed / Error is left to Wait.
+// poolCall is a pool call seen as a gateway Call.
 type poolCall struct {
-	c      *pool.Call
-	events chan Event
+	c *pool.Call
 }
 
-func (c *poolCall) Replica() string      { return c.c.Replica() }
-func (c *poolCall) Events() <-chan Event { return c.events }
+func (c *poolCall) Replica() string             { return c.c.Replica() }
+func (c *poolCall) Events() <-chan gradio.Event { return c.c.Events() }
 func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	out, err := c.c.Wait(ctx)
 	if err == nil {
@@ -95,35 +91,6 @@ func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 		}
 	}
 	return out, err
-}
-
-func (c *poolCall) pump(ctx context.Context) {
-	defer close(c.events)
-	for ev := range c.c.Events() {
-		var out Event
-		switch ev.Kind {
-		case gradio.EventQueued:
-			out = Event{Kind: EventQueued, Rank: ev.Rank, QueueSize: ev.QueueSize, ETA: ev.ETA.Seconds()}
-		case gradio.EventStarted:
-			out = Event{Kind: EventStarted, ETA: ev.ETA.Seconds()}
-		case gradio.EventProgress:
-			b, _ := json.Marshal(ev.Progress)
-			out = Event{Kind: EventProgress, Progress: b}
-		case gradio.EventLog:
-			out = Event{Kind: EventLog, Log: ev.Log, Level: ev.Level}
-		case gradio.EventOutput:
-			out = Event{Kind: EventOutput, Data: ev.Data}
-		default:
-			continue
-		}
-		select {
-		case c.events <- out:
-		case <-ctx.Done():
-			// Nobody reads any more; keep draining the source so the
-			// job's pump can end.
-		}
-	}
-	<-c.c.Done()
 }
 
 func init() { poolErrors = mapPoolError }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gradiopool/gradiopool/gradio"
 	"io"
 	"log/slog"
 	"net"
@@ -584,21 +585,17 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 
 // writeEvent forwards one update; complete and error are written by the
 // caller from Wait, so that they come exactly once.
-func (g *Gateway) writeEvent(s *sseWriter, ev Event) error {
+func (g *Gateway) writeEvent(s *sseWriter, ev gradio.Event) error {
 	switch ev.Kind {
-	case EventQueued:
-		return s.event("queued", map[string]any{"rank": ev.Rank, "queue_size": ev.QueueSize, "eta": ev.ETA})
-	case EventStarted:
+	case gradio.EventQueued:
+		return s.event("queued", map[string]any{"rank": ev.Rank, "queue_size": ev.QueueSize, "eta": ev.ETA.Seconds()})
+	case gradio.EventStarted:
 		return s.event("started", map[string]any{})
-	case EventProgress:
-		p := ev.Progress
-		if p == nil {
-			p = json.RawMessage("null")
-		}
-		return s.event("progress", map[string]any{"progress": p})
-	case EventLog:
+	case gradio.EventProgress:
+		return s.event("progress", map[string]any{"progress": ev.Progress})
+	case gradio.EventLog:
 		return s.event("log", map[string]any{"log": ev.Log, "level": ev.Level})
-	case EventOutput:
+	case gradio.EventOutput:
 		return s.event("output", map[string]any{"data": nonNil(ev.Data)})
 	}
 	return nil
