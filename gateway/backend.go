@@ -31,9 +31,9 @@ type Backend interface {
 type Result struct {
 	Data    []json.RawMessage
 	Replica string
-	// Wait is the time from the call's start until the app accepted it:
-	// waiting for a free session, connecting when none was warm, and the
-	// app's queue/join. 0 when unknown.
+	// Wait is how long the call waited for a session: in the replicas'
+	// FIFO queues, or for one to connect when none was warm. 0 when
+	// unknown.
 	Wait time.Duration
 	// Failovers counts the replicas given up on before this one.
 	Failovers int
@@ -49,6 +49,8 @@ type Call interface {
 	// reads it to the end. It is the client's own channel, not a copy fed
 	// by a goroutine: each call in flight costs one goroutine less.
 	Events() <-chan gradio.Event
+	// Waited is how long the call waited for a session (see Result.Wait).
+	Waited() time.Duration
 	// Wait returns the final outputs or the call's error.
 	Wait(ctx context.Context) ([]json.RawMessage, error)
 }

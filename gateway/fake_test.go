@@ -104,6 +104,7 @@ type fakeCall struct {
 }
 
 func (c *fakeCall) Replica() string             { return "r1" }
+func (c *fakeCall) Waited() time.Duration       { return time.Millisecond }
 func (c *fakeCall) Events() <-chan gradio.Event { return c.events }
 func (c *fakeCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	select {

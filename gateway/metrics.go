@@ -53,7 +53,7 @@ func NewMetrics(b Backend) *Metrics {
 		}, []string{"replica"}),
 		use: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: MetricsNamespace, Name: "session_use_seconds",
-			Help:    "Time a call held its session after the app accepted it (the call's run time), by replica.",
+			Help:    "Time a call held its session (join, the app's own queue, run), by replica.",
 			Buckets: DurationBuckets,
 		}, []string{"replica"}),
 		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -132,7 +132,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, endpoint, err)
 		return
 	}
-	wait := g.now().Sub(start)
+	wait := call.Waited()
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()), slog.String("event_id", id))
 	go func() {
 		defer done()

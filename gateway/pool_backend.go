@@ -25,15 +25,14 @@ type poolBackend struct {
 	max int
 }
 
-// Predict is pool.Predict spelled as Submit + Wait, so that the time until
-// the app accepted the call is known (Result.Wait).
+// Predict is pool.Predict spelled as Submit + Wait, so that the time the
+// call waited for a session is known (Result.Wait).
 func (b *poolBackend) Predict(ctx context.Context, user, endpoint string, args []any) (*Result, error) {
-	start := time.Now()
 	c, err := b.p.Submit(ctx, user, endpoint, args...)
 	if err != nil {
 		return nil, err
 	}
-	wait := time.Since(start)
+	wait := c.Waited()
 	data, err := c.Wait(ctx)
 	<-c.Done() // the session is back in the pool before the answer
 	if err != nil {
@@ -79,6 +78,7 @@ type poolCall struct {
 }
 
 func (c *poolCall) Replica() string             { return c.c.Replica() }
+func (c *poolCall) Waited() time.Duration       { return c.c.Waited() }
 func (c *poolCall) Events() <-chan gradio.Event { return c.c.Events() }
 func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	out, err := c.c.Wait(ctx)

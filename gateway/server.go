@@ -535,7 +535,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, endpoint, err)
 		return
 	}
-	wait := g.now().Sub(start)
+	wait := call.Waited()
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
 	s := startSSE(w)
 	_ = s.event("accepted", map[string]string{"replica": call.Replica()})

@@ -29,6 +29,7 @@ type Call struct {
 	lease    *Lease
 	replica  string
 	attempts int
+	waited   time.Duration // in Acquire, over every attempt
 	released chan struct{} // closed once the lease is released
 }
 
@@ -43,6 +44,11 @@ func (c *Call) Replica() string { return c.replica }
 
 // Attempts is how many replicas or sessions were tried (see Result).
 func (c *Call) Attempts() int { return c.attempts }
+
+// Waited is how long the call waited for a session, over every attempt:
+// in the replicas' FIFO queues, or for a session to connect when none was
+// warm. It does not include the join.
+func (c *Call) Waited() time.Duration { return c.waited }
 
 // Events returns the job's updates (queue position and ETA, progress, logs,
 // partial outputs, then Completed or Error); see gradio.Job.Events.
@@ -103,8 +109,11 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	// retries the same one; the bound keeps a flapping app from looping.
 	maxAttempts := 2*len(p.replicas) + 1
 	failed := 0 // replicas or sessions tried in vain
+	var waited time.Duration
 	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
 		l, err := p.acquire(ctx, key, exclude, causes, &failed)
+		waited += time.Since(t0)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +121,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		r.calls.Add(1)
 		job, err := l.client.Submit(ctx, endpoint, args...)
 		if err == nil {
-			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, released: make(chan struct{})}
+			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{})}
 			p.releaseWhenDone(c, endpoint, start)
 			return c, nil
 		}
