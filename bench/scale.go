@@ -25,7 +25,10 @@ func runScale(ctx context.Context, e *env, s *Section) error {
 		{"goroutine census", func(context.Context, *env, *Section) error {
 			if e.inFlightPoolCensus != nil || e.inFlightGatewayCensus != nil {
 				s.Tables = append(s.Tables, censusTable(e.inFlightPoolCensus, e.inFlightGatewayCensus, 150))
-				s.note("in the goroutine census, `net/http.(*persistConn).readLoop` and `writeLoop` are HTTP connections the Go client opened while the calls ran (fewer than one per call: some were kept idle from the warm-up); `net/http.(*conn).serve` and `backgroundRead` are the gateway's server side of each caller's connection; the rest are started per call by our packages.")
+				if e.inFlightPoolCensus["net/http.(*persistConn).readLoop"]+e.inFlightGatewayCensus["net/http.(*persistConn).readLoop"] > 0 {
+					s.note("in the goroutine census, `net/http.(*persistConn).readLoop` and `writeLoop` are HTTP connections the Go client opened while the calls ran (fewer than one per call: some were kept idle from the warm-up).")
+				}
+				s.note("in the goroutine census, `net/http.(*conn).serve` and `backgroundRead` are the gateway's server side of each caller's connection; `bench.*` is the harness's own caller goroutine; the rest are started per call by our packages.")
 			}
 			return nil
 		}},
