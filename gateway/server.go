@@ -439,7 +439,10 @@ func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 	return false
 }
 
-func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
+// beginCall is the common start of /v1/predict and /v1/submit: refuse while
+// draining, read the body and the caller's deadline. When ok is false the
+// error answer has been written.
+func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string, args []any, endpoint string, ctx context.Context, cancel context.CancelFunc, ok bool) {
 	if g.rejectDraining(w) {
 		return
 	}
@@ -448,9 +451,17 @@ func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	ctx, cancel, aerr := callContext(r)
+	ctx, cancel, aerr = callContext(r)
 	if aerr != nil {
 		writeError(w, aerr)
+		return
+	}
+	return user, args, endpoint, ctx, cancel, true
+}
+
+func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
+	user, args, endpoint, ctx, cancel, ok := g.beginCall(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()
@@ -514,17 +525,8 @@ func (s *sseWriter) comment(text string) error {
 }
 
 func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	if g.rejectDraining(w) {
-		return
-	}
-	user, args, endpoint, aerr := g.readCall(w, r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	ctx, cancel, aerr := callContext(r)
-	if aerr != nil {
-		writeError(w, aerr)
+	user, args, endpoint, ctx, cancel, ok := g.beginCall(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()
