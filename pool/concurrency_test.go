@@ -17,14 +17,7 @@ import (
 // each: every call succeeds exactly once, the limits hold, nothing leaks.
 func TestConcurrentUsers(t *testing.T) {
 	echo, app := newEchoApp()
-	srvs := make([]*gradiotest.Server, 3)
-	for i := range srvs {
-		s := gradiotest.NewUnstartedServer(app)
-		s.DefaultConcurrencyLimit = -1
-		s.Start()
-		t.Cleanup(s.Close)
-		srvs[i] = s
-	}
+	srvs := unlimitedReplicas(t, app, 3)
 	var mu sync.Mutex
 	maxInUse := map[string]int{}
 	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 5, OnEvent: func(e pool.Event) {

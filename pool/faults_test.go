@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
-	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -19,14 +18,7 @@ import (
 // ran at most once; a call that succeeded ran exactly once.
 func TestNoDoubleExecutionUnderFaults(t *testing.T) {
 	echo, app := newEchoApp()
-	srvs := make([]*gradiotest.Server, 3)
-	for i := range srvs {
-		s := gradiotest.NewUnstartedServer(app)
-		s.DefaultConcurrencyLimit = -1
-		s.Start()
-		t.Cleanup(s.Close)
-		srvs[i] = s
-	}
+	srvs := unlimitedReplicas(t, app, 3)
 	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 4, HealthCheckInterval: 30 * time.Millisecond,
 		ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(time.Second)}})
 	ctx := ctxT(t)

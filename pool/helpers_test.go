@@ -28,6 +28,21 @@ func replicas(t *testing.T, n int) []*gradiotest.Server {
 	return srvs
 }
 
+// unlimitedReplicas starts n replicas serving app with no concurrency
+// limit per endpoint, so that load tests measure the pool, not the app.
+func unlimitedReplicas(t *testing.T, app *gradiotest.App, n int) []*gradiotest.Server {
+	t.Helper()
+	srvs := make([]*gradiotest.Server, n)
+	for i := range srvs {
+		s := gradiotest.NewUnstartedServer(app)
+		s.DefaultConcurrencyLimit = -1
+		s.Start()
+		t.Cleanup(s.Close)
+		srvs[i] = s
+	}
+	return srvs
+}
+
 func urls(srvs []*gradiotest.Server) []string {
 	out := make([]string, len(srvs))
 	for i, s := range srvs {
