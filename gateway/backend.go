@@ -3,8 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"github.com/gradiopool/gradiopool/gradio"
 	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
 )
 
 // Backend is what the gateway needs of a pool: the real one is a

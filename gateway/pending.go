@@ -3,11 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"github.com/gradiopool/gradiopool/gradio"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
 )
 
 // pendingCalls keeps the calls started by POST /gradio_api/call/{api} for

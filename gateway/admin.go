@@ -1,0 +1,21 @@
+package gateway
+
+import (
+	"net/http"
+)
+
+func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, g.backend.Stats())
+}
+
+func (g *Gateway) handleReady(w http.ResponseWriter, r *http.Request) {
+	if g.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "draining"})
+		return
+	}
+	if !g.backend.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "no replica is usable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+}

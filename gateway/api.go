@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// callRequest is the body of every call endpoint (Gradio's shape).
+type callRequest struct {
+	Data json.RawMessage `json:"data"` // a list; absent is an error, null is []
+}
+
+// readCall decodes the body, the user and the optional deadline.
+func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string, args []any, apiName string, err *apiError) {
+	apiName = strings.TrimPrefix(r.PathValue("api_name"), "/")
+	if apiName == "" {
+		return "", nil, "", badRequest("bad_request", "empty api_name")
+	}
+	user = NormalizeUser(r.Header.Get(UserHeader))
+	if len(user) > maxUserLen || strings.IndexFunc(user, unicode.IsControl) >= 0 || strings.ContainsAny(user, " \t") {
+		return "", nil, "", badRequest("bad_user", "the %s header must be one e-mail address", UserHeader)
+	}
+	if user != "" {
+		addLog(r, slog.String("user", g.HashUser(user)))
+	}
+	// The body has a phase time-out of its own (the server has no
+	// ReadTimeout, which would also bound the call); cleared once read.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(g.now().Add(DefaultBodyReadTimeout))
+	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+	b, rerr := io.ReadAll(body)
+	_ = rc.SetReadDeadline(time.Time{})
+	if rerr != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(rerr, &mbe) {
+			return "", nil, "", &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: fmt.Sprintf("the request body is larger than %d bytes (max_body_bytes)", mbe.Limit)}
+		}
+		return "", nil, "", badRequest("bad_request", "reading the body: %v", rerr)
+	}
+	var req callRequest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if derr := dec.Decode(&req); derr != nil {
+		return "", nil, "", badRequest("bad_json", `the body must be JSON {"data":[...]}: %v`, derr)
+	}
+	if dec.More() {
+		return "", nil, "", badRequest("bad_json", `the body must be one JSON object {"data":[...]}`)
+	}
+	if len(req.Data) == 0 {
+		return "", nil, "", badRequest("bad_json", `the body must have a "data" list: {"data":[...]}`)
+	}
+	var data []json.RawMessage
+	if err := json.Unmarshal(req.Data, &data); err != nil {
+		return "", nil, "", badRequest("bad_json", `"data" must be a list of the endpoint's inputs: {"data":[...]}`)
+	}
+	args = make([]any, len(data))
+	for i, d := range data {
+		args[i] = d
+	}
+	return user, args, apiName, nil
+}
+
+// callContext applies the caller's own deadline, if any.
+func callContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	v := strings.TrimSpace(r.Header.Get(TimeoutHeader))
+	if v == "" {
+		ctx, cancel := context.WithCancel(r.Context())
+		return ctx, cancel, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil {
+			return nil, nil, badRequest("bad_timeout", "%s: %q is neither a duration (90s) nor seconds (90)", TimeoutHeader, v)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return nil, nil, badRequest("bad_timeout", "%s must be positive", TimeoutHeader)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
+}
+
+func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
+	e := toAPIError(err)
+	g.metrics.callError(e.Code)
+	addLog(r, slog.String("endpoint", endpoint), slog.String("error_code", e.Code), slog.String("error", e.Message))
+	writeError(w, e)
+}
+
+// beginCall is the common start of /v1/predict and /v1/submit: refuse while
+// draining, read the body and the caller's deadline. When ok is false the
+// error answer has been written.
+func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string, args []any, endpoint string, ctx context.Context, cancel context.CancelFunc, ok bool) {
+	if g.rejectDraining(w) {
+		return
+	}
+	user, args, endpoint, aerr := g.readCall(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	ctx, cancel, aerr = callContext(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	return user, args, endpoint, ctx, cancel, true
+}
+
+func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
+	user, args, endpoint, ctx, cancel, ok := g.beginCall(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	defer g.track()()
+	start := g.now()
+	res, err := g.backend.Predict(ctx, user, endpoint, args)
+	d := g.now().Sub(start)
+	if err != nil {
+		g.failCall(w, r, endpoint, err)
+		return
+	}
+	g.metrics.observeCall(res.Replica, res.Wait, d)
+	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", res.Replica))
+	writeJSON(w, http.StatusOK, map[string]any{
+		"data":        nonNil(res.Data),
+		"replica":     res.Replica,
+		"duration_ms": d.Milliseconds(),
+	})
+}
+
+func nonNil(d []json.RawMessage) []json.RawMessage {
+	if d == nil {
+		return []json.RawMessage{}
+	}
+	return d
+}
+
+// sseWriter writes event-stream records and flushes each.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	_ = s.rc.Flush()
+	return s
+}
+
+func (s *sseWriter) event(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) comment(text string) error {
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	user, args, endpoint, ctx, cancel, ok := g.beginCall(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	defer g.track()()
+	start := g.now()
+	call, err := g.backend.Submit(ctx, user, endpoint, args)
+	if err != nil {
+		g.failCall(w, r, endpoint, err)
+		return
+	}
+	wait := call.Waited()
+	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
+	s := startSSE(w)
+	_ = s.event("accepted", map[string]string{"replica": call.Replica()})
+	tick := time.NewTicker(g.cfg.KeepAliveInterval)
+	defer tick.Stop()
+	events := call.Events()
+	writeErr := error(nil)
+	for events != nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				break
+			}
+			if writeErr == nil {
+				writeErr = g.writeEvent(s, ev)
+			}
+		case <-tick.C:
+			if writeErr == nil {
+				writeErr = s.comment("keep-alive")
+			}
+		case <-ctx.Done():
+			// The caller went away or its deadline passed: the backend
+			// cancels the job; drain its last events so the session is
+			// back in the pool before this handler returns.
+			for range events {
+			}
+			events = nil
+		}
+	}
+	out, err := call.Wait(ctx)
+	d := g.now().Sub(start)
+	if err != nil {
+		e := toAPIError(err)
+		g.metrics.callError(e.Code)
+		addLog(r, slog.String("error_code", e.Code), slog.String("error", e.Message))
+		if writeErr == nil {
+			_ = s.event("error", map[string]*apiError{"error": e})
+		}
+		return
+	}
+	g.metrics.observeCall(call.Replica(), wait, d)
+	if writeErr == nil {
+		_ = s.event("complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
+	}
+}
+
+// writeEvent forwards one update; complete and error are written by the
+// caller from Wait, so that they come exactly once.
+func (g *Gateway) writeEvent(s *sseWriter, ev gradio.Event) error {
+	switch ev.Kind {
+	case gradio.EventQueued:
+		return s.event("queued", map[string]any{"rank": ev.Rank, "queue_size": ev.QueueSize, "eta": ev.ETA.Seconds()})
+	case gradio.EventStarted:
+		return s.event("started", map[string]any{})
+	case gradio.EventProgress:
+		return s.event("progress", map[string]any{"progress": ev.Progress})
+	case gradio.EventLog:
+		return s.event("log", map[string]any{"log": ev.Log, "level": ev.Level})
+	case gradio.EventOutput:
+		return s.event("output", map[string]any{"data": nonNil(ev.Data)})
+	}
+	return nil
+}

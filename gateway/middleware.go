@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// statusWriter records the status and size for the access log and metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	if code == StatusClientClosed {
+		return
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// ctxKey keys request-scoped values.
+type ctxKey int
+
+const keyLogAttrs ctxKey = 0
+
+// logAttrs collects attributes a handler adds to the access line.
+type logAttrs struct {
+	mu    sync.Mutex
+	attrs []slog.Attr
+}
+
+func addLog(r *http.Request, a ...slog.Attr) {
+	if la, ok := r.Context().Value(keyLogAttrs).(*logAttrs); ok {
+		la.mu.Lock()
+		la.attrs = append(la.attrs, a...)
+		la.mu.Unlock()
+	}
+}
+
+func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.Handler {
+	route := pattern
+	if i := strings.IndexByte(route, ' '); i >= 0 {
+		route = route[i+1:]
+	}
+	if route == "/" {
+		route = "other"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := g.now()
+		sw := &statusWriter{ResponseWriter: w}
+		reqID := r.Header.Get("X-Request-Id")
+		if !validRequestID(reqID) {
+			reqID = newID()[:16]
+		}
+		sw.Header().Set("X-Request-Id", reqID)
+		la := &logAttrs{}
+		ctx := context.WithValue(r.Context(), keyLogAttrs, la)
+		r = r.WithContext(ctx)
+		g.serveAuthed(sw, r, auth, h)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		d := g.now().Sub(start)
+		g.metrics.observeHTTP(route, sw.status, d)
+		attrs := []slog.Attr{
+			slog.String("request_id", reqID),
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status),
+			slog.Int64("bytes", sw.bytes),
+			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+			slog.String("remote", remoteHost(r.RemoteAddr)),
+		}
+		la.mu.Lock()
+		attrs = append(attrs, la.attrs...)
+		la.mu.Unlock()
+		level := slog.LevelInfo
+		if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+			level = slog.LevelDebug
+		}
+		if sw.status >= 500 {
+			level = slog.LevelWarn
+		}
+		g.log.LogAttrs(r.Context(), level, "http request", attrs...)
+	})
+}
+
+// validRequestID accepts a caller's X-Request-Id for correlation when it
+// is short and plain (so it cannot smuggle anything into the logs).
+func validRequestID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func remoteHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

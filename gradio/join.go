@@ -1,0 +1,221 @@
+package gradio
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+)
+
+// joinBody is the queue/join payload, shaped like the JS client's.
+type joinBody struct {
+	Data        []any   `json:"data"`
+	EventData   any     `json:"event_data"`
+	FnIndex     int     `json:"fn_index"`
+	TriggerID   any     `json:"trigger_id"`
+	SessionHash string  `json:"session_hash"`
+	EventID     *string `json:"event_id,omitempty"`
+	OAuthToken  *string `json:"oauth_token,omitempty"`
+}
+
+func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
+	body, err := json.Marshal(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash, OAuthToken: oauth})
+	if err != nil {
+		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.joining++
+	s.startHeartbeatLocked()
+	if s.knownQueue && s.app.cfg.Protocol == ProtocolSSEv3 && !s.streamOn && !s.app.noPreopen.Load() {
+		// Open the stream while the join is in flight: it saves a round
+		// trip per call. Messages that beat the join's answer are buffered
+		// (s.early); the server keeps a known session's queue waiting.
+		s.streamOn = s.goLocked(s.runStream)
+	}
+	s.mu.Unlock()
+	eventID, err := s.join(ctx, body)
+	j := newJob(s, ctx, dep, endpoint)
+	j.id, j.quiet = eventID, quiet
+	s.mu.Lock()
+	s.joining--
+	if err == nil && s.closed {
+		err = ErrClosed
+	}
+	if err != nil {
+		if s.joining == 0 {
+			s.early, s.nEarly = nil, 0
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if eventID != "" {
+			if closed {
+				// Accepted while closing: cancel it before saying it was not.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.app.set.cancelTimeout)
+				_ = s.sendCancel(cctx, j)
+				cancel()
+			} else {
+				s.cancelDetached(j)
+			}
+		}
+		return nil, err
+	}
+	s.pending[eventID] = j
+	s.knownQueue = true
+	if msgs := s.early[eventID]; msgs != nil {
+		delete(s.early, eventID)
+		s.nEarly -= len(msgs)
+		for _, m := range msgs {
+			j.handle(m)
+		}
+	}
+	if s.joining == 0 {
+		s.early, s.nEarly = nil, 0
+	}
+	s.ensureStreamLocked()
+	s.mu.Unlock()
+	if ctx.Err() != nil {
+		// The caller gave up while the join was in flight.
+		s.abort(j, ctx.Err())
+		return nil, ctx.Err()
+	}
+	j.watch(ctx)
+	return j, nil
+}
+
+// join POSTs queue/join detached from the caller's cancellation.
+func (s *session) join(ctx context.Context, body []byte) (string, error) {
+	a := s.app
+	req, err := a.newRequest(context.WithoutCancel(ctx), http.MethodPost, a.api("queue/join"), bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header["Content-Type"] = jsonCT
+	req.Header["X-Gradio-User"] = apiUser
+	// Whether the request was written in full decides whether a failure
+	// proves the app never got the call (a pool may then run it elsewhere)
+	// or leaves it possibly queued (it must not be run twice).
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+	}))
+	resp, err := a.do(req, true)
+	if err != nil {
+		return "", &ConnectionLostError{MaybeAccepted: sent.Load(), Err: fmt.Errorf("queue/join: %w", err)}
+	}
+	rb, err := readBody(resp)
+	if err != nil {
+		// The app answered; with a 200 it has queued the job.
+		return "", &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("queue/join: %w", err)}
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var v struct {
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal(rb, &v); err != nil || v.EventID == "" {
+			return "", &ProtocolError{Op: "queue/join", Body: excerpt(rb), Err: errors.New("no event_id")}
+		}
+		return v.EventID, nil
+	case http.StatusServiceUnavailable:
+		return "", joinUnavailable("queue/join", rb)
+	case http.StatusTooManyRequests:
+		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: ErrRateLimited}
+	case http.StatusUnprocessableEntity:
+		return "", &ArgumentError{Endpoint: "queue/join", Msg: "the app rejected the arguments: " + detail(rb)}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: ErrUnauthorized}
+	default:
+		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb)}
+	}
+}
+
+// joinUnavailable turns a 503 answer to a join into an error. Only Gradio's
+// own "Queue is full" answer is ErrQueueFull (the app is busy but healthy);
+// any other 503 — a sleeping or crashed Space behind the HF proxy, a stopped
+// queue — is a *ProtocolError with the status, which a pool counts against
+// the replica instead of treating it as load.
+func joinUnavailable(op string, body []byte) error {
+	d := detail(body)
+	if strings.HasPrefix(d, "Queue is full") {
+		return fmt.Errorf("%w: %s", ErrQueueFull, d)
+	}
+	return &ProtocolError{Op: op, StatusCode: http.StatusServiceUnavailable, Body: excerpt(body)}
+}
+
+// detail extracts FastAPI's {"detail": ...} text.
+func detail(b []byte) string {
+	var v struct {
+		Detail json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(b, &v) == nil && len(v.Detail) > 0 {
+		var s string
+		if json.Unmarshal(v.Detail, &s) == nil {
+			return s
+		}
+		return excerpt(v.Detail)
+	}
+	return excerpt(b)
+}
+
+// cancelDetached sends /cancel in the background, bounded by the cancel
+// timeout.
+func (s *session) cancelDetached(j *Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.goLocked(func() {
+		ctx, cancel := context.WithTimeout(s.ctx, s.app.set.cancelTimeout)
+		defer cancel()
+		if err := s.sendCancel(ctx, j); err != nil {
+			s.app.log.Debug("gradio: cancel failed", "session", s.hash, "event_id", j.ID(), "err", err)
+		}
+	})
+}
+
+// sendCancel POSTs {prefix}/cancel (Gradio 4.29+; earlier apps have no way
+// to cancel a queued job from the API) and, for Gradio 4.x, {prefix}/reset.
+func (s *session) sendCancel(ctx context.Context, j *Job) error {
+	a := s.app
+	cfg := a.cfg
+	if cfg.Protocol == ProtocolSSE {
+		return nil // v0: closing the job's own stream (done by finish) cancels it
+	}
+	id := j.ID()
+	if id == "" || cfg.Protocol != ProtocolSSEv3 || !versionAtLeast(cfg.Version, "4.29") {
+		return nil
+	}
+	body, _ := json.Marshal(map[string]any{"session_hash": s.hash, "fn_index": j.dep.FnIndex, "event_id": id})
+	if err := a.postJSON(ctx, "cancel", body); err != nil {
+		return err
+	}
+	if !versionAtLeast(cfg.Version, "5.0") {
+		rb, _ := json.Marshal(map[string]string{"event_id": id})
+		return a.postJSON(ctx, "reset", rb)
+	}
+	return nil
+}
+
+func (a *app) postJSON(ctx context.Context, p string, body []byte) error {
+	req, err := a.newRequest(ctx, http.MethodPost, a.api(p), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header["Content-Type"] = jsonCT
+	resp, err := a.do(req, true)
+	if err != nil {
+		return fmt.Errorf("gradio: %s: %w", p, err)
+	}
+	rb, _ := readBody(resp)
+	if resp.StatusCode != http.StatusOK {
+		return &ProtocolError{Op: p, StatusCode: resp.StatusCode, Body: excerpt(rb)}
+	}
+	return nil
+}
