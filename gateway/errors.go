@@ -31,10 +31,6 @@ func badRequest(code, format string, a ...any) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, a...)}
 }
 
-// classifier maps pool-level errors; see pool_backend.go. It returns nil
-// for errors it does not know.
-var poolErrors func(err error) *apiError
-
 // toAPIError maps an error of a call to its HTTP answer. The order matters:
 // the most specific cause wins.
 func toAPIError(err error) *apiError {
@@ -42,10 +38,8 @@ func toAPIError(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	if poolErrors != nil {
-		if e := poolErrors(err); e != nil {
-			return e
-		}
+	if e := poolError(err); e != nil {
+		return e
 	}
 	var (
 		argErr    *gradio.ArgumentError

@@ -93,19 +93,11 @@ func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	return out, err
 }
 
-func init() { poolErrors = mapPoolError }
-
-// mapPoolError maps the pool's own errors; nil means not a pool error.
-func mapPoolError(err error) *apiError {
+// poolError maps the pool's own errors; nil means not a pool error.
+func poolError(err error) *apiError {
 	var all *pool.AllReplicasFailedError
 	if errors.As(err, &all) {
-		busy := len(all.Causes) > 0
-		for _, c := range all.Causes {
-			if !errors.Is(c, pool.ErrQueueFull) && !errors.Is(c, pool.ErrQueueTimeout) && !errors.Is(c, gradio.ErrQueueFull) {
-				busy = false
-			}
-		}
-		if busy {
+		if pool.IsOverloaded(err) {
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: all.Error(), RetryAfter: 5}
 		}
 		return &apiError{Status: http.StatusBadGateway, Code: "all_replicas_failed", Message: all.Error()}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -183,57 +182,4 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
 		close(c.released)
 	})
-}
-
-// classifySubmitError decides what a Submit error means. retry: the app
-// provably did not accept the call, so another session or replica may run
-// it. broken: the session's connection is unusable. replicaFault: the
-// replica itself failed (counts towards its ejection).
-func classifySubmitError(err error) (retry, broken, replicaFault bool) {
-	var (
-		lost  *gradio.ConnectionLostError
-		conn  *gradio.ConnectError
-		proto *gradio.ProtocolError
-		meta  *gradio.MetadataError
-		space *gradio.SpaceError
-	)
-	switch {
-	case errors.As(err, &lost):
-		// Retried only when the join provably never reached the app.
-		unsent := !lost.Accepted && !lost.MaybeAccepted
-		return unsent, true, !lost.Accepted
-	case errors.Is(err, gradio.ErrQueueFull):
-		return true, false, false // overloaded, not failing
-	case errors.Is(err, gradio.ErrAppChanged), errors.Is(err, gradio.ErrClosed):
-		return true, true, false
-	case errors.As(err, &conn):
-		return true, true, true
-	case errors.As(err, &proto):
-		// A 5xx answer to queue/join (or to an upload before it) means the
-		// app refused the call. 504 is excluded: a proxy's time-out may come
-		// after the app queued it.
-		refused := proto.StatusCode >= 500 && proto.StatusCode != http.StatusGatewayTimeout
-		return refused, false, refused
-	case errors.As(err, &space), errors.As(err, &meta):
-		return true, false, true // e.g. lazy /info fetch failed before the call
-	}
-	return false, false, false
-}
-
-// callerError reports errors caused by the call itself (unknown endpoint,
-// bad arguments, a file too large): they would fail on any replica and do not
-// count as the replica's errors.
-func callerError(err error) bool {
-	var (
-		arg *gradio.ArgumentError
-		big *gradio.UploadTooLargeError
-	)
-	return errors.Is(err, gradio.ErrUnknownEndpoint) || errors.As(err, &arg) || errors.As(err, &big) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// sessionLevel reports failures of one session, not of the replica: the
-// call may be retried on the same replica with another session.
-func sessionLevel(err error) bool {
-	return errors.Is(err, gradio.ErrAppChanged) || errors.Is(err, gradio.ErrClosed)
 }

@@ -20,6 +20,7 @@ const (
 	DefaultUnhealthyAfterFailures    = 3
 	DefaultConnectRetries            = 3
 	DefaultConnectRetryDelay         = 250 * time.Millisecond
+	DefaultEjectAfterRefusals        = 3
 	DefaultUserAssignmentTTL         = time.Hour
 	DefaultEjectBase                 = time.Second
 	DefaultEjectMax                  = time.Minute
@@ -77,6 +78,12 @@ type Config struct {
 	// DefaultConnectRetries (3, so at most 4 attempts); negative means no
 	// retry.
 	ConnectRetries int
+	// EjectAfterRefusals ejects a replica that refused that many calls in a
+	// row (a 5xx or a transport failure on queue/join); one refusal alone
+	// only moves that call, so a blip does not move every user of the
+	// replica. Zero means DefaultEjectAfterRefusals (3); negative means
+	// refusals never eject (connect failures still do).
+	EjectAfterRefusals int
 	// UserAssignmentTTL is how long a user stays pinned to a replica after
 	// their last call: every call refreshes it, so an active user never
 	// moves unless their replica fails. Zero means DefaultUserAssignmentTTL
@@ -136,6 +143,7 @@ func (c Config) withDefaults() settings {
 	s.HealthCheckMaxConnections = cmp.Or(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
 	s.UnhealthyAfterFailures = cmp.Or(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
 	s.ConnectRetries = pick(c.ConnectRetries, DefaultConnectRetries)
+	s.EjectAfterRefusals = pick(c.EjectAfterRefusals, DefaultEjectAfterRefusals)
 	s.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
 	s.connectRetryDelay = DefaultConnectRetryDelay

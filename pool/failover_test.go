@@ -324,3 +324,71 @@ func TestRepeatedRefusalsEject(t *testing.T) {
 		t.Errorf("after three refusals state = %s, want ejected", got)
 	}
 }
+
+// TestEjectAfterRefusalsConfigured: the threshold is configuration; a
+// negative value means refusals never eject.
+func TestEjectAfterRefusalsConfigured(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limit  int
+		fails  int
+		ejects bool
+	}{
+		{"one refusal ejects at 1", 1, 1, true},
+		{"five refusals do not eject when off", -1, 5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srvs := replicas(t, 2)
+			p := newPool(t, pool.Config{Replicas: urls(srvs), EjectAfterRefusals: tc.limit})
+			pinnedUsers(t, p, "upper")
+			name0 := p.Replicas()[0]
+			srvs[0].FailNextJoins(tc.fails)
+			ctx := ctxT(t)
+			for i := 0; srvs[0].CurrentKnobs().FailJoin > 0; i++ {
+				if i > 30 {
+					t.Fatal("replica 0 never got the calls")
+				}
+				if _, err := p.Predict(ctx, user(i), "upper", "x"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := p.Stats().Pools[name0].State == pool.StateEjected; got != tc.ejects {
+				t.Errorf("after %d refusals ejected = %v, want %v", tc.fails, got, tc.ejects)
+			}
+		})
+	}
+}
+
+// TestFailoverPredicates: the exported predicates the gateway branches on.
+func TestFailoverPredicates(t *testing.T) {
+	refused := &gradio.ProtocolError{Op: "queue/join", StatusCode: 502}
+	proxyTimeout := &gradio.ProtocolError{Op: "queue/join", StatusCode: 504}
+	for _, tc := range []struct {
+		name                  string
+		err                   error
+		notAccepted, overload bool
+	}{
+		{"connect failure", &gradio.ConnectError{Src: "x", Err: errors.New("refused")}, true, false},
+		{"5xx on join", refused, true, false},
+		{"504 on join may have been queued", proxyTimeout, false, false},
+		{"app queue full", gradio.ErrQueueFull, true, true},
+		{"lost after acceptance", &gradio.ConnectionLostError{Accepted: true, Err: errors.New("cut")}, false, false},
+		{"maybe accepted", &gradio.ConnectionLostError{MaybeAccepted: true, Err: errors.New("stalled")}, false, false},
+		{"lost before sending", &gradio.ConnectionLostError{Err: errors.New("cut")}, true, false},
+		{"app error", &gradio.AppError{Message: "boom"}, false, false},
+		{"all busy", &pool.AllReplicasFailedError{Causes: []*pool.ReplicaError{
+			{Replica: "a", Err: pool.ErrQueueTimeout}, {Replica: "b", Err: gradio.ErrQueueFull}}}, true, true},
+		{"busy and down", &pool.AllReplicasFailedError{Causes: []*pool.ReplicaError{
+			{Replica: "a", Err: pool.ErrQueueTimeout}, {Replica: "b", Err: refused}}}, true, false},
+		{"no causes", &pool.AllReplicasFailedError{}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pool.NotAccepted(tc.err); got != tc.notAccepted {
+				t.Errorf("NotAccepted = %v, want %v", got, tc.notAccepted)
+			}
+			if got := pool.IsOverloaded(tc.err); got != tc.overload {
+				t.Errorf("IsOverloaded = %v, want %v", got, tc.overload)
+			}
+		})
+	}
+}

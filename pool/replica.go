@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/gradiopool/gradiopool/gradio"
-	"github.com/gradiopool/gradiopool/internal/backoff"
 	"github.com/gradiopool/gradiopool/pool/sessionpool"
 )
 
@@ -203,57 +202,6 @@ func (r *replica) getApp(ctx context.Context) (*gradio.Client, uint64, error) {
 	return r.app, r.gen, nil
 }
 
-// connectApp connects the app: ConnectRetries retries with back-off for
-// transport failures, none for metadata errors. A final failure counts as a
-// replica failure (ejection).
-func (r *replica) connectApp() error {
-	p := r.p
-	ctx := p.ctx
-	r.mu.Lock()
-	r.connecting = true
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.connecting = false
-		r.mu.Unlock()
-	}()
-	b := backoff.Backoff{Base: p.cfg.connectRetryDelay, Max: 8 * p.cfg.connectRetryDelay, Jitter: 0.2}
-	var err error
-	for attempt := 0; attempt <= p.cfg.ConnectRetries; attempt++ {
-		if attempt > 0 {
-			if e := backoff.Sleep(ctx, b.Delay(attempt-1)); e != nil {
-				return e
-			}
-		}
-		start := time.Now()
-		var app *gradio.Client
-		app, err = gradio.Connect(ctx, r.src, p.cfg.ClientOptions...)
-		if err == nil {
-			r.mu.Lock()
-			if r.closed {
-				r.mu.Unlock()
-				_ = app.Close()
-				return ErrClosed
-			}
-			r.app, r.baseURL = app, app.BaseURL()
-			r.gen++
-			r.mu.Unlock()
-			p.emit(Event{Kind: EventConnected, Replica: r.name, Duration: time.Since(start)})
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		p.emit(Event{Kind: EventConnectFailed, Replica: r.name, Err: err, Attempt: attempt + 1, Duration: time.Since(start)})
-		var ce *gradio.ConnectError
-		if !errors.As(err, &ce) {
-			break // metadata error / Space not running: next replica at once
-		}
-	}
-	r.fail(err)
-	return err
-}
-
 // appChanged handles ErrAppChanged seen on session s: if s belongs to the
 // current app, drop the app (the next session connects again, once) and
 // reset the session pool.
@@ -272,132 +220,6 @@ func (r *replica) appChanged(s *gradio.Client) {
 		_ = old.Close()
 		r.sp.Reset()
 	})
-}
-
-// admit says whether the replica may take a call now. After an ejection's
-// back-off the first caller becomes the prober (probe == true); others keep
-// skipping it until the probe ends.
-func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.closed:
-		return false, false, ErrClosed
-	case r.probing:
-		return false, false, &ejectedError{last: r.lastErr}
-	case r.ejectUntil.IsZero():
-		return true, false, nil
-	case now.Before(r.ejectUntil):
-		return false, false, &ejectedError{until: r.ejectUntil, last: r.lastErr}
-	}
-	r.probing = true
-	return true, true, nil
-}
-
-// ejectedWithoutApp returns the ejection cause if the replica is ejected
-// and its app is not connected (creating a session would need the network).
-func (r *replica) ejectedWithoutApp() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.app == nil && (r.probing || (!r.ejectUntil.IsZero() && time.Now().Before(r.ejectUntil))) {
-		return &ejectedError{until: r.ejectUntil, last: r.lastErr}
-	}
-	return nil
-}
-
-// usable is admit without side effects, for the least-loaded scan.
-func (r *replica) usable(now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !r.closed && !r.probing && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
-}
-
-// probe checks an ejected replica once before it takes traffic again: a
-// connect if the app is not connected, else a Ping.
-func (r *replica) probe(ctx context.Context) error {
-	r.mu.Lock()
-	app := r.app
-	r.mu.Unlock()
-	var err error
-	if app == nil {
-		_, _, err = r.getApp(ctx) // connectApp records a failure itself
-		if err != nil {
-			r.endProbe()
-			return err
-		}
-	} else {
-		pctx, cancel := context.WithTimeout(ctx, r.p.cfg.probeTimeout)
-		err = app.Ping(pctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				r.endProbe()
-				return ctx.Err()
-			}
-			if errors.Is(err, gradio.ErrAppChanged) {
-				r.appChanged(app)
-				if _, _, err = r.getApp(ctx); err != nil {
-					r.endProbe()
-					return err
-				}
-			} else {
-				r.fail(err)
-				return err
-			}
-		}
-	}
-	r.succeed()
-	return nil
-}
-
-func (r *replica) endProbe() {
-	r.mu.Lock()
-	r.probing = false
-	r.mu.Unlock()
-}
-
-// fail records a replica-level failure and ejects the replica for a growing
-// back-off (DefaultEjectBase doubling up to DefaultEjectMax).
-func (r *replica) fail(err error) {
-	now := time.Now()
-	r.mu.Lock()
-	r.fails++
-	b := backoff.Backoff{Base: r.p.cfg.ejectBase, Max: r.p.cfg.ejectMax}
-	until := now.Add(b.Delay(r.fails - 1))
-	r.ejectUntil, r.lastErr, r.probing = until, err, false
-	r.mu.Unlock()
-	r.p.emit(Event{Kind: EventEjected, Replica: r.name, Err: err, Until: until})
-}
-
-// ejectAfterRefusals is how many calls in a row a replica may refuse (5xx
-// or a transport failure on queue/join) before it is ejected: one refusal
-// alone moves only that call, so that a blip does not move every user of
-// the replica.
-const ejectAfterRefusals = 3
-
-// refused records a call the replica refused; the third in a row ejects it.
-func (r *replica) refused(err error) {
-	r.mu.Lock()
-	r.callFails++
-	eject := r.callFails >= ejectAfterRefusals
-	if eject {
-		r.callFails = 0
-	}
-	r.mu.Unlock()
-	if eject {
-		r.fail(err)
-	}
-}
-
-// succeed clears the failure state after a passed probe or a served call.
-func (r *replica) succeed() {
-	r.mu.Lock()
-	was := !r.ejectUntil.IsZero()
-	r.fails, r.callFails, r.ejectUntil, r.probing = 0, 0, time.Time{}, false
-	r.mu.Unlock()
-	if was {
-		r.p.emit(Event{Kind: EventRecovered, Replica: r.name})
-	}
 }
 
 // acquireSession returns a pooled session of this replica.

@@ -1,0 +1,368 @@
+package pool
+
+// Failover, in one place. The rules (seed §4.3 and the never-twice rule):
+//
+//   - Connecting a replica's app: a transport failure (*gradio.ConnectError)
+//     is retried Config.ConnectRetries times with a growing delay; a metadata
+//     or Space error is not retried. The final failure ejects the replica.
+//   - Ejection: an ejected replica is skipped for a back-off that grows with
+//     each consecutive failure (DefaultEjectBase doubling up to
+//     DefaultEjectMax); then the first caller probes it (connect or Ping)
+//     before it takes traffic again.
+//   - Refusals: a replica that refuses Config.EjectAfterRefusals calls in a
+//     row (5xx or a transport failure on queue/join) is ejected; a single
+//     refusal only moves that call.
+//   - Calls: a call moves to another session or replica only when the app
+//     provably did not accept it ([NotAccepted]); once queue/join answered
+//     with an event id, or may have, its failure is reported, never re-run.
+//   - Routing: acquire walks the replicas in the user's order (pinned,
+//     round robin or least loaded; see order) and skips those that cannot
+//     serve now; when none can, the caller gets *AllReplicasFailedError
+//     naming each replica's cause ([IsOverloaded] tells "only busy" apart).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/backoff"
+	"github.com/gradiopool/gradiopool/pool/sessionpool"
+)
+
+// connectApp connects the app: ConnectRetries retries with back-off for
+// transport failures, none for metadata errors. A final failure counts as a
+// replica failure (ejection).
+func (r *replica) connectApp() error {
+	p := r.p
+	ctx := p.ctx
+	r.mu.Lock()
+	r.connecting = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.connecting = false
+		r.mu.Unlock()
+	}()
+	b := backoff.Backoff{Base: p.cfg.connectRetryDelay, Max: 8 * p.cfg.connectRetryDelay, Jitter: 0.2}
+	var err error
+	for attempt := 0; attempt <= p.cfg.ConnectRetries; attempt++ {
+		if attempt > 0 {
+			if e := backoff.Sleep(ctx, b.Delay(attempt-1)); e != nil {
+				return e
+			}
+		}
+		start := time.Now()
+		var app *gradio.Client
+		app, err = gradio.Connect(ctx, r.src, p.cfg.ClientOptions...)
+		if err == nil {
+			r.mu.Lock()
+			if r.closed {
+				r.mu.Unlock()
+				_ = app.Close()
+				return ErrClosed
+			}
+			r.app, r.baseURL = app, app.BaseURL()
+			r.gen++
+			r.mu.Unlock()
+			p.emit(Event{Kind: EventConnected, Replica: r.name, Duration: time.Since(start)})
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		p.emit(Event{Kind: EventConnectFailed, Replica: r.name, Err: err, Attempt: attempt + 1, Duration: time.Since(start)})
+		var ce *gradio.ConnectError
+		if !errors.As(err, &ce) {
+			break // metadata error / Space not running: next replica at once
+		}
+	}
+	r.fail(err)
+	return err
+}
+
+// admit says whether the replica may take a call now. After an ejection's
+// back-off the first caller becomes the prober (probe == true); others keep
+// skipping it until the probe ends.
+func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return false, false, ErrClosed
+	case r.probing:
+		return false, false, &ejectedError{last: r.lastErr}
+	case r.ejectUntil.IsZero():
+		return true, false, nil
+	case now.Before(r.ejectUntil):
+		return false, false, &ejectedError{until: r.ejectUntil, last: r.lastErr}
+	}
+	r.probing = true
+	return true, true, nil
+}
+
+// ejectedWithoutApp returns the ejection cause if the replica is ejected
+// and its app is not connected (creating a session would need the network).
+func (r *replica) ejectedWithoutApp() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.app == nil && (r.probing || (!r.ejectUntil.IsZero() && time.Now().Before(r.ejectUntil))) {
+		return &ejectedError{until: r.ejectUntil, last: r.lastErr}
+	}
+	return nil
+}
+
+// usable is admit without side effects, for the least-loaded scan.
+func (r *replica) usable(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.closed && !r.probing && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
+}
+
+// probe checks an ejected replica once before it takes traffic again: a
+// connect if the app is not connected, else a Ping.
+func (r *replica) probe(ctx context.Context) error {
+	r.mu.Lock()
+	app := r.app
+	r.mu.Unlock()
+	var err error
+	if app == nil {
+		_, _, err = r.getApp(ctx) // connectApp records a failure itself
+		if err != nil {
+			r.endProbe()
+			return err
+		}
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, r.p.cfg.probeTimeout)
+		err = app.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				r.endProbe()
+				return ctx.Err()
+			}
+			if errors.Is(err, gradio.ErrAppChanged) {
+				r.appChanged(app)
+				if _, _, err = r.getApp(ctx); err != nil {
+					r.endProbe()
+					return err
+				}
+			} else {
+				r.fail(err)
+				return err
+			}
+		}
+	}
+	r.succeed()
+	return nil
+}
+
+func (r *replica) endProbe() {
+	r.mu.Lock()
+	r.probing = false
+	r.mu.Unlock()
+}
+
+// fail records a replica-level failure and ejects the replica for a growing
+// back-off (DefaultEjectBase doubling up to DefaultEjectMax).
+func (r *replica) fail(err error) {
+	now := time.Now()
+	r.mu.Lock()
+	r.fails++
+	b := backoff.Backoff{Base: r.p.cfg.ejectBase, Max: r.p.cfg.ejectMax}
+	until := now.Add(b.Delay(r.fails - 1))
+	r.ejectUntil, r.lastErr, r.probing = until, err, false
+	r.mu.Unlock()
+	r.p.emit(Event{Kind: EventEjected, Replica: r.name, Err: err, Until: until})
+}
+
+// refused records a call the replica refused; Config.EjectAfterRefusals in
+// a row eject it (never when that is negative).
+func (r *replica) refused(err error) {
+	limit := r.p.cfg.EjectAfterRefusals
+	r.mu.Lock()
+	r.callFails++
+	eject := limit > 0 && r.callFails >= limit
+	if eject {
+		r.callFails = 0
+	}
+	r.mu.Unlock()
+	if eject {
+		r.fail(err)
+	}
+}
+
+// succeed clears the failure state after a passed probe or a served call.
+func (r *replica) succeed() {
+	r.mu.Lock()
+	was := !r.ejectUntil.IsZero()
+	r.fails, r.callFails, r.ejectUntil, r.probing = 0, 0, time.Time{}, false
+	r.mu.Unlock()
+	if was {
+		r.p.emit(Event{Kind: EventRecovered, Replica: r.name})
+	}
+}
+
+// acquire routes key to a replica not in exclude. causes are failures of
+// earlier attempts of the same call, reported if no replica serves. failed,
+// if not nil, is incremented for every replica tried in vain.
+func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int) (*Lease, error) {
+	tried := func() {
+		if failed != nil {
+			*failed++
+		}
+	}
+	var assigned *replica
+	if key != "" {
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		name, ok, err := p.store.Get(sctx, key)
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
+		case ok:
+			assigned = p.byName[name] // nil if the replica list changed
+		}
+	}
+	for _, r := range p.order(key, assigned) {
+		if exclude[r] {
+			continue
+		}
+		ok, probe, cause := r.admit(time.Now())
+		if !ok {
+			causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
+			continue
+		}
+		if probe {
+			if err := r.probe(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+				tried()
+				p.failover(r, "", err)
+				continue
+			}
+		}
+		l, err := p.acquireOn(ctx, r, key)
+		if err == nil {
+			if key != "" {
+				p.pin(ctx, key, r, assigned)
+			}
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrQueueTimeout) || errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+		// Connect failure (already recorded as a replica failure) or a
+		// full waiter list: this replica cannot serve now, try the next.
+		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+		tried()
+		p.failover(r, "", err)
+	}
+	return nil, &AllReplicasFailedError{Causes: causes}
+}
+
+func (p *Pool) failover(r *replica, endpoint string, err error) {
+	r.failovers.Add(1)
+	p.emit(Event{Kind: EventFailover, Replica: r.name, Endpoint: endpoint, Err: err})
+}
+
+// classifySubmitError decides what a Submit error means. retry: the app
+// provably did not accept the call, so another session or replica may run
+// it. broken: the session's connection is unusable. replicaFault: the
+// replica itself failed (counts towards its ejection).
+func classifySubmitError(err error) (retry, broken, replicaFault bool) {
+	var (
+		lost  *gradio.ConnectionLostError
+		conn  *gradio.ConnectError
+		proto *gradio.ProtocolError
+		meta  *gradio.MetadataError
+		space *gradio.SpaceError
+	)
+	switch {
+	case errors.As(err, &lost):
+		// Retried only when the join provably never reached the app.
+		unsent := !lost.Accepted && !lost.MaybeAccepted
+		return unsent, true, !lost.Accepted
+	case errors.Is(err, gradio.ErrQueueFull):
+		return true, false, false // overloaded, not failing
+	case errors.Is(err, gradio.ErrAppChanged), errors.Is(err, gradio.ErrClosed):
+		return true, true, false
+	case errors.As(err, &conn):
+		return true, true, true
+	case errors.As(err, &proto):
+		// A 5xx answer to queue/join (or to an upload before it) means the
+		// app refused the call. 504 is excluded: a proxy's time-out may come
+		// after the app queued it.
+		refused := proto.StatusCode >= 500 && proto.StatusCode != http.StatusGatewayTimeout
+		return refused, false, refused
+	case errors.As(err, &space), errors.As(err, &meta):
+		return true, false, true // e.g. lazy /info fetch failed before the call
+	}
+	return false, false, false
+}
+
+// callerError reports errors caused by the call itself (unknown endpoint,
+// bad arguments, a file too large): they would fail on any replica and do not
+// count as the replica's errors.
+func callerError(err error) bool {
+	var (
+		arg *gradio.ArgumentError
+		big *gradio.UploadTooLargeError
+	)
+	return errors.Is(err, gradio.ErrUnknownEndpoint) || errors.As(err, &arg) || errors.As(err, &big) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// sessionLevel reports failures of one session, not of the replica: the
+// call may be retried on the same replica with another session.
+func sessionLevel(err error) bool {
+	return errors.Is(err, gradio.ErrAppChanged) || errors.Is(err, gradio.ErrClosed)
+}
+
+// NotAccepted reports whether err, returned by a Submit or Predict of a
+// gradio.Client, proves that the app did not accept the call, so running it
+// elsewhere cannot run it twice: the connect or upload failed, the join was
+// refused (5xx, "Queue is full") or never sent. It is false for every error
+// after queue/join answered with an event id, or may have (a join sent in
+// full and never answered: gradio.ConnectionLostError.MaybeAccepted).
+func NotAccepted(err error) bool {
+	retry, _, _ := classifySubmitError(err)
+	return retry
+}
+
+// IsCallerError reports errors caused by the call itself (unknown endpoint,
+// bad arguments, a file too large, the caller's own cancel or deadline):
+// they would fail on any replica and never count against one.
+func IsCallerError(err error) bool { return callerError(err) }
+
+// IsOverloaded reports whether err says only that the replicas were busy:
+// every cause is a full or timed-out queue (ours or the app's), none a
+// failure. A gateway answers it 503 with Retry-After rather than 502.
+func IsOverloaded(err error) bool {
+	busy := func(e error) bool {
+		return errors.Is(e, ErrQueueFull) || errors.Is(e, ErrQueueTimeout) || errors.Is(e, gradio.ErrQueueFull)
+	}
+	var all *AllReplicasFailedError
+	if errors.As(err, &all) {
+		if len(all.Causes) == 0 {
+			return false
+		}
+		for _, c := range all.Causes {
+			if !busy(c) {
+				return false
+			}
+		}
+		return true
+	}
+	return busy(err)
+}
