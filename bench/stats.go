@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/gradiopool/gradiopool/pool"
@@ -11,7 +12,7 @@ import (
 // JSON rather than the Go fields keeps the harness on the documented
 // contract.
 func statsNumbers(p *pool.Pool) map[string]float64 {
-	b, err := json.Marshal(p.Stats())
+	b, err := json.Marshal(p.Stats(context.Background()))
 	if err != nil {
 		return nil
 	}

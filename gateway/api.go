@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // callRequest is the body of every call endpoint (Gradio's shape).
@@ -28,12 +29,12 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	if apiName == "" {
 		return "", nil, "", badRequest("bad_request", "empty api_name")
 	}
-	user = NormalizeUser(r.Header.Get(UserHeader))
+	user = pool.NormalizeUser(r.Header.Get(UserHeader))
 	if len(user) > maxUserLen || strings.IndexFunc(user, unicode.IsControl) >= 0 || strings.ContainsAny(user, " \t") {
 		return "", nil, "", badRequest("bad_user", "the %s header must be one e-mail address", UserHeader)
 	}
 	if user != "" {
-		addLog(r, slog.String("user", g.HashUser(user)))
+		addLog(r, slog.String("user", g.backend.UserTag(user)))
 	}
 	// The body has a phase time-out of its own (the server has no
 	// ReadTimeout, which would also bound the call); cleared once read.

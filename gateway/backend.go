@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // Backend is what the gateway needs of a pool: the real one is a
@@ -20,10 +21,14 @@ type Backend interface {
 	// governs the whole call: when it ends first, the call is cancelled at
 	// the app and its session goes back to the pool.
 	Submit(ctx context.Context, user, endpoint string, args []any) (Call, error)
-	// Stats is the pool-stats JSON document (the seed's fields).
-	Stats() any
+	// Stats is the pool-stats document (the seed's fields); ctx bounds the
+	// network I/O a shared assignment store may need.
+	Stats(ctx context.Context) pool.Stats
 	// Gauges is the per-replica numbers the metrics export.
-	Gauges() []ReplicaGauges
+	Gauges(ctx context.Context) []ReplicaGauges
+	// UserTag is how logs name user (a normalised e-mail): the pool's own
+	// tag, so the gateway's and the pool's lines of one call match.
+	UserTag(user string) string
 	// Ready reports whether at least one replica is usable.
 	Ready() bool
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -134,11 +135,16 @@ func (f *fake) Submit(ctx context.Context, user, endpoint string, args []any) (g
 	return c, nil
 }
 
-func (f *fake) Stats() any {
-	return map[string]any{"pools": map[string]any{"r1": map[string]int{"inUseConnections": int(f.inUse.Load())}}, "initialized": true}
+func (f *fake) Stats(context.Context) pool.Stats {
+	return pool.Stats{Pools: map[string]pool.ReplicaStats{"r1": {InUseConnections: int(f.inUse.Load())}}, Initialized: true}
 }
 
-func (f *fake) Gauges() []gateway.ReplicaGauges {
+// users hashes e-mails as a pool does (a random key per fake).
+var users = pool.NewUserHasher(nil)
+
+func (f *fake) UserTag(user string) string { return users.Tag(user) }
+
+func (f *fake) Gauges(context.Context) []gateway.ReplicaGauges {
 	return []gateway.ReplicaGauges{{Name: "r1", Idle: 4, InUse: int(f.inUse.Load()), Max: 50, QueueTimeouts: 2}}
 }
 

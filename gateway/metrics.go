@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -158,6 +159,9 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// scrapeTimeout bounds the backend's part of one scrape.
+const scrapeTimeout = 5 * time.Second
+
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	g := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -165,7 +169,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	for _, r := range c.b.Gauges() {
+	// A scrape has no context of its own; the gauges' only I/O (a shared
+	// assignment store) is bounded by this one.
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	for _, r := range c.b.Gauges(ctx) {
 		g(descSessions, float64(r.Idle), r.Name, "idle")
 		g(descSessions, float64(r.InUse), r.Name, "in_use")
 		g(descSessions, float64(r.Connecting), r.Name, "connecting")

@@ -49,12 +49,14 @@ func (b *poolBackend) Submit(ctx context.Context, user, endpoint string, args []
 	return &poolCall{c: c}, nil
 }
 
-func (b *poolBackend) Stats() any { return b.p.Stats() }
+func (b *poolBackend) Stats(ctx context.Context) pool.Stats { return b.p.Stats(ctx) }
+
+func (b *poolBackend) UserTag(user string) string { return b.p.UserTag(user) }
 
 func (b *poolBackend) Ready() bool { return b.p.Ready() }
 
-func (b *poolBackend) Gauges() []ReplicaGauges {
-	st := b.p.Stats()
+func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
+	st := b.p.Stats(ctx)
 	names := make([]string, 0, len(st.Pools))
 	for n := range st.Pools {
 		names = append(names, n)

@@ -146,11 +146,11 @@ func TestRealPoolDisconnect(t *testing.T) {
 				}
 			}()
 			waitFor(t, "the slow call to start", func() bool { return sim.Executions("slow") == 1 })
-			waitFor(t, "the session to be in use", func() bool { return p.Stats().InUseConnections == 1 })
+			waitFor(t, "the session to be in use", func() bool { return p.Stats(t.Context()).InUseConnections == 1 })
 			cancel()
 			<-done
 			waitFor(t, "the session to be idle again", func() bool {
-				st := p.Stats()
+				st := p.Stats(t.Context())
 				return st.InUseConnections == 0 && st.AvailableConnections >= 1
 			})
 			waitFor(t, "the app's job to end", func() bool { return sim.Snapshot().Running == 0 })
@@ -201,7 +201,7 @@ func TestRealPoolFailures(t *testing.T) {
 			}
 		}()
 		waitFor(t, "the slow call to hold the only session", func() bool {
-			return sims[0].Executions("slow") == 1 && p.Stats().InUseConnections == 1
+			return sims[0].Executions("slow") == 1 && p.Stats(t.Context()).InUseConnections == 1
 		})
 		a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["a"]}`)
 		if a.status != 503 || a.header.Get("Retry-After") == "" {
@@ -252,7 +252,7 @@ func TestRealPoolNoLeakUnderChurn(t *testing.T) {
 	}
 	wg.Wait()
 	waitFor(t, "every session to be back", func() bool {
-		st := p.Stats()
+		st := p.Stats(t.Context())
 		return st.InUseConnections == 0 && st.TotalQueued == 0
 	})
 	waitFor(t, "the apps to run nothing", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == 0 })

@@ -2,10 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -32,7 +28,6 @@ type Gateway struct {
 	log     *slog.Logger
 	metrics *Metrics
 	mux     *http.ServeMux
-	hashKey []byte
 	now     func() time.Time
 
 	pending *pendingCalls
@@ -58,12 +53,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 	if metrics == nil {
 		metrics = NewMetrics(b)
 	}
-	key := []byte(cfg.Secrets.HashKey)
-	if len(key) == 0 {
-		key = make([]byte, 32)
-		_, _ = rand.Read(key)
-	}
-	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, hashKey: key, now: time.Now}
+	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now}
 	g.jobsCtx, g.cancelJobs = context.WithCancel(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.routes()
@@ -72,24 +62,6 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 
 // Metrics returns the gateway's metrics (to register hooks of the pool).
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
-
-// HashUser is the keyed hash the gateway logs instead of an e-mail: the
-// first 8 hex digits of HMAC-SHA256(hash key, normalised e-mail), the same
-// prefix the pool logs as "user", so both lines of one call match.
-func (g *Gateway) HashUser(user string) string { return HashUser(g.hashKey, user) }
-
-// HashUser hashes a normalised e-mail with key; "" stays "".
-func HashUser(key []byte, user string) string {
-	if user == "" {
-		return ""
-	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(NormalizeUser(user)))
-	return hex.EncodeToString(m.Sum(nil))[:8]
-}
-
-// NormalizeUser trims and lower-cases an e-mail.
-func NormalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 func (g *Gateway) routes() {
 	m := http.NewServeMux()

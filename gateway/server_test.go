@@ -488,7 +488,7 @@ func TestServeDrainTimeoutCancels(t *testing.T) {
 func TestLogsHideSecretsAndEmails(t *testing.T) {
 	f := newFake()
 	const email, key, admin = "Bob.Secret@Example.com", "key-abcdef-123", "admin-zyx-987"
-	g, srv, logs := newGateway(t, f, func(c *gateway.Config) {
+	_, srv, logs := newGateway(t, f, func(c *gateway.Config) {
 		c.Secrets = gateway.Secrets{HFToken: "hf_never_seen", APIKeys: []string{key}, AdminToken: admin, HashKey: "hk"}
 	})
 	var bodies strings.Builder
@@ -509,8 +509,8 @@ func TestLogsHideSecretsAndEmails(t *testing.T) {
 			t.Errorf("%q leaked", s)
 		}
 	}
-	if !strings.Contains(logs.String(), g.HashUser(email)) {
-		t.Errorf("the access log lacks the user hash %s", g.HashUser(email))
+	if !strings.Contains(logs.String(), users.Tag(email)) {
+		t.Errorf("the access log lacks the user hash %s", users.Tag(email))
 	}
 	if n := strings.Count(logs.String(), `"msg":"http request"`); n != 6 {
 		t.Errorf("%d access lines, want 6", n)

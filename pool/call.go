@@ -100,7 +100,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		return nil, ErrClosed
 	}
 	p.init()
-	key := userKey(p.hashKey, user)
+	key := p.users.Key(user)
 	start := time.Now()
 	exclude := map[*replica]bool{}
 	var causes []*ReplicaError

@@ -46,7 +46,7 @@ func TestConcurrentUsers(t *testing.T) {
 			if got := str(t, res.Data[0]); got != in {
 				errs <- fmt.Errorf("call %d got %q", i, got)
 			}
-			st := p.Stats()
+			st := p.Stats(t.Context())
 			mu.Lock()
 			for name, rs := range st.Pools {
 				maxInUse[name] = max(maxInUse[name], rs.InUseConnections+rs.AvailableConnections)
@@ -69,7 +69,7 @@ func TestConcurrentUsers(t *testing.T) {
 			t.Errorf("%s had %d sessions, max 5", name, maxInUse[name])
 		}
 	}
-	st := p.Stats()
+	st := p.Stats(t.Context())
 	if st.InUseConnections != 0 || st.TotalQueued != 0 || st.Calls != n {
 		t.Errorf("after the run: inUse %d, queued %d, calls %d", st.InUseConnections, st.TotalQueued, st.Calls)
 	}
@@ -98,7 +98,7 @@ func TestSubmitStreamAndCancel(t *testing.T) {
 		t.Errorf("count: %v %v (%d outputs)", data, err, outputs)
 	}
 	<-c.Done()
-	if st := p.Stats(); st.InUseConnections != 0 {
+	if st := p.Stats(t.Context()); st.InUseConnections != 0 {
 		t.Errorf("session not released after the job: %+v", st)
 	}
 
@@ -146,7 +146,7 @@ func TestQueueTimeout(t *testing.T) {
 	if rec.count(pool.EventQueued, "") < 1 {
 		t.Errorf("events: %d queued", rec.count(pool.EventQueued, ""))
 	}
-	if st := p.Stats().Pools[p.Replicas()[0]]; st.QueueTimeouts != 1 {
+	if st := p.Stats(t.Context()).Pools[p.Replicas()[0]]; st.QueueTimeouts != 1 {
 		t.Errorf("queueTimeouts = %d", st.QueueTimeouts)
 	}
 }
@@ -194,7 +194,7 @@ func TestWaiterListFullFailover(t *testing.T) {
 		}
 		waiter <- l2
 	}()
-	for i := 0; p.Stats().Pools[name0].QueueLength != 1; i++ {
+	for i := 0; p.Stats(t.Context()).Pools[name0].QueueLength != 1; i++ {
 		if i > 10000 {
 			t.Fatal("the second caller never queued")
 		}
@@ -212,7 +212,7 @@ func TestWaiterListFullFailover(t *testing.T) {
 	if l2 := <-waiter; l2 != nil {
 		l2.Release()
 	}
-	if st := p.Stats().Pools[name0]; st.Failovers != 1 {
+	if st := p.Stats(t.Context()).Pools[name0]; st.Failovers != 1 {
 		t.Errorf("failovers = %d", st.Failovers)
 	}
 }

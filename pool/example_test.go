@@ -43,7 +43,7 @@ func ExamplePool() {
 		replicaOf["carol@example.com"] != replicaOf["alice@example.com"] &&
 		replicaOf["bob@example.com"] != replicaOf["carol@example.com"])
 
-	st := p.Stats()
+	st := p.Stats(ctx)
 	fmt.Println("replicas:", len(st.Pools), "users:", st.UserAssignments, "in use:", st.InUseConnections)
 	// Output:
 	// "HELLO ALICE@EXAMPLE.COM"

@@ -28,7 +28,7 @@ func TestFailoverConnectTimeout(t *testing.T) {
 	if n := rec.count(pool.EventConnectFailed, dead); n != 1+pool.DefaultConnectRetries {
 		t.Errorf("%d connect attempts on the dead replica, want %d", n, 1+pool.DefaultConnectRetries)
 	}
-	st := p.Stats().Pools[dead]
+	st := p.Stats(t.Context()).Pools[dead]
 	if st.State != pool.StateEjected || st.Failovers != 1 || st.LastError == "" {
 		t.Errorf("dead replica stats = %+v", st)
 	}
@@ -72,7 +72,7 @@ func TestAllReplicasFailed(t *testing.T) {
 		t.Errorf("cause is not a *gradio.ConnectError: %v", err)
 	}
 	for _, name := range p.Replicas() {
-		if got := p.Stats().Pools[name].State; got != pool.StateEjected {
+		if got := p.Stats(t.Context()).Pools[name].State; got != pool.StateEjected {
 			t.Errorf("%s state = %s, want ejected", name, got)
 		}
 	}
@@ -145,7 +145,7 @@ func TestRefusedJoinRetried(t *testing.T) {
 			if n := echo.runsOf("once"); n != 1 {
 				t.Errorf("the call ran %d times, want 1", n)
 			}
-			st := p.Stats().Pools[p.Replicas()[0]]
+			st := p.Stats(t.Context()).Pools[p.Replicas()[0]]
 			if st.Failovers != 1 {
 				t.Errorf("failovers = %d, want 1", st.Failovers)
 			}
@@ -189,7 +189,7 @@ func TestAcceptedNotRetried(t *testing.T) {
 	if n := echo.runsOf("cut"); n > 1 || srvs[1].Executions("echo") != other {
 		t.Errorf("the call ran %d times, %d on the other replica", n, srvs[1].Executions("echo")-other)
 	}
-	st := p.Stats().Pools[p.Replicas()[0]]
+	st := p.Stats(t.Context()).Pools[p.Replicas()[0]]
 	if st.Errors != 1 || st.Failovers != 0 || st.InUseConnections != 0 {
 		t.Errorf("stats after cut = %+v", st)
 	}
@@ -243,7 +243,7 @@ func TestEjectAndProbe(t *testing.T) {
 	if _, err := p.Predict(ctx, user(1), "upper", "x"); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Stats().Pools[name0].State; got != pool.StateEjected {
+	if got := p.Stats(t.Context()).Pools[name0].State; got != pool.StateEjected {
 		t.Fatalf("state = %s, want ejected", got)
 	}
 	time.Sleep(120 * time.Millisecond) // past the shortened 50 ms back-off
@@ -259,7 +259,7 @@ func TestEjectAndProbe(t *testing.T) {
 	if !served || rec.count(pool.EventRecovered, name0) != 1 {
 		t.Errorf("replica 0 not recovered: served %v, recovered events %d", served, rec.count(pool.EventRecovered, name0))
 	}
-	if st := p.Stats().Pools[name0]; st.State != pool.StateReady || st.ConsecutiveFailures != 0 {
+	if st := p.Stats(t.Context()).Pools[name0]; st.State != pool.StateReady || st.ConsecutiveFailures != 0 {
 		t.Errorf("after probe: %+v", st)
 	}
 }
@@ -295,7 +295,7 @@ func TestCallerErrorsNotRetried(t *testing.T) {
 	if n, _ := executions(srvs, "fail"); n != 1 {
 		t.Errorf("fail ran %d times, want 1", n)
 	}
-	st := p.Stats()
+	st := p.Stats(t.Context())
 	if st.Failovers != 0 || st.Errors != 1 {
 		t.Errorf("failovers %d errors %d, want 0 and 1 (only the app error counts)", st.Failovers, st.Errors)
 	}
@@ -313,14 +313,14 @@ func TestRepeatedRefusalsEject(t *testing.T) {
 		if i > 30 {
 			t.Fatal("replica 0 never got the calls")
 		}
-		if got := p.Stats().Pools[name0].State; got == pool.StateEjected {
+		if got := p.Stats(t.Context()).Pools[name0].State; got == pool.StateEjected {
 			t.Fatalf("ejected before the third refusal")
 		}
 		if _, err := p.Predict(ctx, user(i), "upper", "x"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := p.Stats().Pools[name0].State; got != pool.StateEjected {
+	if got := p.Stats(t.Context()).Pools[name0].State; got != pool.StateEjected {
 		t.Errorf("after three refusals state = %s, want ejected", got)
 	}
 }
@@ -352,7 +352,7 @@ func TestEjectAfterRefusalsConfigured(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := p.Stats().Pools[name0].State == pool.StateEjected; got != tc.ejects {
+			if got := p.Stats(t.Context()).Pools[name0].State == pool.StateEjected; got != tc.ejects {
 				t.Errorf("after %d refusals ejected = %v, want %v", tc.fails, got, tc.ejects)
 			}
 		})

@@ -92,7 +92,7 @@ func TestNoDoubleExecutionUnderFaults(t *testing.T) {
 			t.Errorf("call %s succeeded but ran %d times", in, runs)
 		}
 	}
-	st := p.Stats()
+	st := p.Stats(t.Context())
 	t.Logf("%d ok, %d failed (%d all replicas failed); failovers %d; stats calls %d errors %d",
 		len(ok), failed, allFailed, st.Failovers, st.Calls, st.Errors)
 	if len(ok) == 0 {

@@ -34,7 +34,7 @@ func TestSpaceNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := p.Stats().Pools[res.Replica]
+	st := p.Stats(t.Context()).Pools[res.Replica]
 	if st.Source != "sim/"+res.Replica || st.URL == "" {
 		t.Errorf("stats of %s = %+v", res.Replica, st)
 	}
@@ -54,7 +54,7 @@ func TestSleepingSpace(t *testing.T) {
 		if res.Replica != "app_1" {
 			t.Errorf("served by %s while app_0 sleeps", res.Replica)
 		}
-		if st := p.Stats().Pools["app_0"]; st.State != pool.StateEjected {
+		if st := p.Stats(t.Context()).Pools["app_0"]; st.State != pool.StateEjected {
 			t.Errorf("app_0 state = %s, want ejected", st.State)
 		}
 		// The look-up woke the Space (after the Hub's wake delay); after the
@@ -69,7 +69,7 @@ func TestSleepingSpace(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("app_0 never served again; stage %s; stats %+v", hub.Stage(ids[0]), p.Stats().Pools["app_0"])
+				t.Fatalf("app_0 never served again; stage %s; stats %+v", hub.Stage(ids[0]), p.Stats(t.Context()).Pools["app_0"])
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -105,7 +105,7 @@ func TestPausedSpace(t *testing.T) {
 			t.Errorf("user %d served by %s while app_1 is paused", i, res.Replica)
 		}
 	}
-	st := p.Stats().Pools["app_1"]
+	st := p.Stats(t.Context()).Pools["app_1"]
 	if st.State != pool.StateEjected || st.ConsecutiveFailures == 0 {
 		t.Errorf("paused replica stats = %+v", st)
 	}

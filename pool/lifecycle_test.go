@@ -63,7 +63,7 @@ func TestMarkBroken(t *testing.T) {
 	if l2.Client().SessionHash() == hash {
 		t.Error("a broken session was lent again")
 	}
-	if n := p.Stats().Pools[l2.Replica()].SessionsDestroyed; n != 1 {
+	if n := p.Stats(t.Context()).Pools[l2.Replica()].SessionsDestroyed; n != 1 {
 		t.Errorf("%d sessions destroyed, want 1", n)
 	}
 }
@@ -125,7 +125,7 @@ func TestAcquireFunc(t *testing.T) {
 	if err != nil || got != "IN FUNC" {
 		t.Fatalf("AcquireFunc: %q %v", got, err)
 	}
-	if st := p.Stats(); st.InUseConnections != 0 {
+	if st := p.Stats(t.Context()); st.InUseConnections != 0 {
 		t.Errorf("session not released: %+v", st)
 	}
 }

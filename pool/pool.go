@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,8 +22,8 @@ type Pool struct {
 	byName   map[string]*replica
 	store    assign.Store
 	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
-	hashKey  []byte
-	sticky   *stickyTable // nil unless Config.StickySessions
+	users    UserHasher     // e-mail -> user key, under Config.HashKey
+	sticky   *stickyTable   // nil unless Config.StickySessions
 
 	rrNew, rrAnon atomic.Uint64 // round-robin counters
 
@@ -65,11 +64,7 @@ func New(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("pool: MaxConnections %d is negative", cfg.MaxConnections)
 	}
 	p := &Pool{cfg: cfg.withDefaults(), byName: map[string]*replica{}}
-	p.hashKey = cfg.HashKey
-	if len(p.hashKey) == 0 {
-		p.hashKey = make([]byte, 32)
-		_, _ = rand.Read(p.hashKey)
-	}
+	p.users = NewUserHasher(cfg.HashKey)
 	p.store = cfg.Store
 	if p.store == nil {
 		p.ownStore = assign.NewMemory(assign.MemoryConfig{})
@@ -115,6 +110,11 @@ func (p *Pool) goBackground(f func()) {
 		f()
 	}()
 }
+
+// UserTag is how the pool's logs and events name user: the first 8 hex
+// digits of its keyed hash ("" for anonymous). A gateway logs the same tag,
+// so the lines of one call match without a second hash or key.
+func (p *Pool) UserTag(user string) string { return p.users.Tag(user) }
 
 // Replicas returns the replica names in configuration order.
 func (p *Pool) Replicas() []string {
@@ -230,7 +230,7 @@ func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	p.init()
-	return p.acquire(ctx, userKey(p.hashKey, user), nil, nil, nil)
+	return p.acquire(ctx, p.users.Key(user), nil, nil, nil)
 }
 
 // AcquireFunc acquires a session for user, calls f with its client and

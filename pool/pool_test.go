@@ -20,7 +20,7 @@ func TestPredictBasic(t *testing.T) {
 	if res.Replica == "" || res.Attempts != 1 {
 		t.Errorf("Result = %+v", res)
 	}
-	st := p.Stats()
+	st := p.Stats(t.Context())
 	if !st.Initialized || st.UserAssignments != 1 {
 		t.Errorf("Stats = %+v", st)
 	}

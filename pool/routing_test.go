@@ -37,7 +37,7 @@ func TestRoundRobinSpread(t *testing.T) {
 			t.Errorf("user %d moved from %s to %s", i, first[i], res.Replica)
 		}
 	}
-	if n := p.Stats().UserAssignments; n != 30 {
+	if n := p.Stats(t.Context()).UserAssignments; n != 30 {
 		t.Errorf("userAssignments = %d, want 30", n)
 	}
 }
@@ -86,7 +86,7 @@ func TestLeastLoadedAnonymous(t *testing.T) {
 		l.Release()
 		l.Release() // twice is harmless
 	}
-	st := p.Stats()
+	st := p.Stats(t.Context())
 	if st.InUseConnections != 1 { // l2 still out
 		t.Errorf("inUse = %d, want 1", st.InUseConnections)
 	}
@@ -99,7 +99,7 @@ func TestLeastLoadedAnonymous(t *testing.T) {
 func TestStatsJSON(t *testing.T) {
 	srvs := replicas(t, 2)
 	p := newPool(t, pool.Config{Replicas: urls(srvs)})
-	before, _ := json.Marshal(p.Stats())
+	before, _ := json.Marshal(p.Stats(t.Context()))
 	var m map[string]any
 	if err := json.Unmarshal(before, &m); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestStatsJSON(t *testing.T) {
 	if _, err := p.Predict(ctx, email, "upper", "x"); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(p.Stats())
+	b, _ := json.Marshal(p.Stats(t.Context()))
 	if strings.Contains(strings.ToLower(string(b)), "secret.person") {
 		t.Fatalf("stats contain the e-mail: %s", b)
 	}
@@ -161,7 +161,7 @@ func TestReplicaNames(t *testing.T) {
 			break
 		}
 	}
-	b, _ := json.Marshal(p.Stats())
+	b, _ := json.Marshal(p.Stats(t.Context()))
 	if strings.Contains(string(b), "pw") {
 		t.Errorf("stats show URL credentials: %s", b)
 	}

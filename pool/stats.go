@@ -64,8 +64,10 @@ type ReplicaStats struct {
 // network I/O).
 const statsStoreTimeout = 2 * time.Second
 
-// Stats returns a snapshot of the pool.
-func (p *Pool) Stats() Stats {
+// Stats returns a snapshot of the pool. ctx bounds the one network call it
+// may make: counting the assignments of a shared Store (at most
+// statsStoreTimeout; on failure the count is left at zero).
+func (p *Pool) Stats(ctx context.Context) Stats {
 	st := Stats{
 		Pools:       make(map[string]ReplicaStats, len(p.replicas)),
 		Replicas:    p.Replicas(),
@@ -122,9 +124,9 @@ func (p *Pool) Stats() Stats {
 		st.Errors += rs.Errors
 		st.Failovers += rs.Failovers
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statsStoreTimeout)
+	sctx, cancel := context.WithTimeout(ctx, statsStoreTimeout)
 	defer cancel()
-	if n, err := p.store.Len(ctx); err == nil {
+	if n, err := p.store.Len(sctx); err == nil {
 		st.UserAssignments = n
 	}
 	if !lastHealth.IsZero() {

@@ -77,12 +77,12 @@ func TestAssignmentTTL(t *testing.T) {
 				t.Fatalf("after 59 min a moved from %s to %s", a, got)
 			}
 		}
-		if n := p.Stats().UserAssignments; n != 1 {
+		if n := p.Stats(t.Context()).UserAssignments; n != 1 {
 			t.Errorf("userAssignments = %d, want 1 (b expired)", n)
 		}
 		time.Sleep(time.Hour + 2*time.Minute) // past the TTL and a sweep
 		synctest.Wait()
-		st := p.Stats()
+		st := p.Stats(t.Context())
 		if st.UserAssignments != 0 {
 			t.Errorf("userAssignments = %d after the TTL, want 0", st.UserAssignments)
 		}
@@ -130,7 +130,7 @@ func TestStickySessions(t *testing.T) {
 		if err != nil || str(t, res.Data[0]) != "1 items: anon" {
 			t.Errorf("anonymous = %v %v", res, err)
 		}
-		if n := p.Stats().StickySessions; n != 2 {
+		if n := p.Stats(t.Context()).StickySessions; n != 2 {
 			t.Errorf("stickySessions = %d, want 2", n)
 		}
 
@@ -147,7 +147,7 @@ func TestStickySessions(t *testing.T) {
 			t.Fatal("a's second call did not wait for a's busy session")
 		default:
 		}
-		if q := p.Stats().TotalQueued; q != 1 {
+		if q := p.Stats(t.Context()).TotalQueued; q != 1 {
 			t.Errorf("totalQueued = %d while a waits, want 1", q)
 		}
 		l.Release()
@@ -158,7 +158,7 @@ func TestStickySessions(t *testing.T) {
 		// After the TTL without calls the session (and its state) is gone.
 		time.Sleep(time.Hour + 2*time.Minute)
 		synctest.Wait()
-		if n := p.Stats().StickySessions; n != 0 {
+		if n := p.Stats(t.Context()).StickySessions; n != 0 {
 			t.Errorf("stickySessions = %d after the TTL", n)
 		}
 		if got := counter("a@example.com", "new"); got != "1 items: new" {

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -12,22 +13,51 @@ import (
 // (about 2^-88 for a million users) and keep stored keys at 32 hex digits.
 const userKeyLen = 16
 
-// userKey is the keyed hash that stands for an e-mail everywhere (store,
-// logs, stats). "" (anonymous) maps to "".
-func userKey(hashKey []byte, user string) string {
-	u := strings.ToLower(strings.TrimSpace(user))
+// userTagLen is the number of hex digits of a user key that logs show.
+const userTagLen = 8
+
+// NormalizeUser is the one form of an e-mail that is hashed: trimmed and
+// lower-cased, so " Alice@Example.com" and "alice@example.com" are one user.
+func NormalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// UserHasher turns e-mails into the keyed hashes that stand for them
+// everywhere (assignment store, logs, stats): HMAC-SHA256 under one key.
+// A [Pool] owns one (Config.HashKey); the gateway logs the pool's tags, so
+// both name a user the same way. The zero value is not usable.
+type UserHasher struct {
+	key []byte
+}
+
+// NewUserHasher returns a hasher keyed by key; an empty key means a random
+// one (hashes then differ from one process to the next).
+func NewUserHasher(key []byte) UserHasher {
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+	}
+	return UserHasher{key: key}
+}
+
+// Key is the user key of an e-mail: 32 hex digits of the keyed hash of its
+// normalised form. "" (anonymous) maps to "".
+func (h UserHasher) Key(user string) string {
+	u := NormalizeUser(user)
 	if u == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, hashKey)
+	m := hmac.New(sha256.New, h.key)
 	m.Write([]byte(u))
 	return hex.EncodeToString(m.Sum(nil)[:userKeyLen])
 }
 
+// Tag is the part of the user key that logs show: its first 8 hex digits.
+// "" stays "".
+func (h UserHasher) Tag(user string) string { return keyPrefix(h.Key(user)) }
+
 // keyPrefix is the part of a user key that may be logged.
 func keyPrefix(key string) string {
-	if len(key) > 8 {
-		return key[:8]
+	if len(key) > userTagLen {
+		return key[:userTagLen]
 	}
 	return key
 }
