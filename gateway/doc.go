@@ -6,15 +6,14 @@
 //	var cfg gateway.Config
 //	_ = cfg.LoadFile("gradiopool.yaml")    // optional; unknown keys are errors
 //	_ = cfg.ApplyEnv(os.LookupEnv)         // GRADIOPOOL_* and the secrets
-//	cfg.Normalize()
-//	if err := cfg.Validate(); err != nil { ... }
-//	metrics := gateway.NewMetrics(nil)
-//	p, _ := pool.New(cfg.PoolConfig(logger, metrics))
-//	backend := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-//	metrics.Register(backend)
-//	g := gateway.New(cfg, backend, logger, metrics)
+//	g, err := gateway.Open(ctx, cfg, logger) // validates; metrics, Redis store, pool, gateway
+//	if err != nil { ... }
+//	defer g.Close(context.Background())    // the pool and the Redis client
 //	ln, _ := net.Listen("tcp", cfg.Listen)
-//	err := g.Serve(ctx, ln) // until ctx ends, then drains
+//	err = g.Serve(ctx, ln) // until ctx ends, then drains
+//
+// Tests and programs that bring their own backend (a fake, or a pool they
+// also call directly) use [New] with [PoolBackend] instead.
 //
 // `gradiopool serve` is exactly this; `gradiopool demo` runs it in front of
 // simulated replicas.

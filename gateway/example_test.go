@@ -10,26 +10,20 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
-// Example runs the gateway over a pool of one simulated replica and calls
-// it over HTTP.
+// Example opens the gateway over one simulated replica and calls it over
+// HTTP.
 func Example() {
 	sim := gradiotest.NewServer(nil)
 	defer sim.Close()
 
-	cfg := gateway.Config{Replicas: []string{sim.URL}}
-	cfg.Normalize()
-	metrics := gateway.NewMetrics(nil)
-	p, err := pool.New(cfg.PoolConfig(nil, metrics))
+	g, err := gateway.Open(context.Background(), gateway.Config{Replicas: []string{sim.URL}}, nil)
 	if err != nil {
 		panic(err)
 	}
-	defer p.Close(context.Background())
-	backend := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-	metrics.Register(backend)
-	srv := httptest.NewServer(gateway.New(cfg, backend, nil, metrics))
+	defer g.Close(context.Background())
+	srv := httptest.NewServer(g) // or g.Serve(ctx, listener), which drains on exit
 	defer srv.Close()
 
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/predict/upper", strings.NewReader(`{"data":["hello"]}`))

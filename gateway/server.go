@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // UserHeader carries the caller's user (an e-mail); absent means anonymous.
@@ -31,6 +33,10 @@ type Gateway struct {
 	now     func() time.Time
 
 	pending *pendingCalls
+
+	// pool and closers are what Open built (nil for New); Close ends them.
+	pool    *pool.Pool
+	closers []func() error
 
 	// jobsCtx is the parent of calls that outlive their request (the
 	// /gradio_api/call POST); cancelJobs ends them after a drain.

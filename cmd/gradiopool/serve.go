@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,11 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gradiopool/gradiopool/gateway"
-	"github.com/gradiopool/gradiopool/pool"
-	"github.com/gradiopool/gradiopool/pool/assign"
 )
 
 // runServe is `gradiopool serve [--config FILE] [flags]`: the HTTP gateway.
@@ -93,68 +87,26 @@ func loadServeConfig(path string, lookup func(string) (string, bool), flags func
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	if cfg.Secrets.HashKey == "" {
-		// One random key for the pool and the gateway's logs, so the user
-		// hashes of both match within this process.
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		cfg.Secrets.HashKey = hex.EncodeToString(b[:])
-	}
 	return cfg, nil
 }
 
-// redisClient connects to GRADIOPOOL_REDIS_URL and checks it answers, so a
-// wrong address fails at start, not at the first call. Messages never
-// contain the URL (it may carry a password).
-func redisClient(ctx context.Context, url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, errors.New("config: GRADIOPOOL_REDIS_URL is not a valid redis:// or rediss:// URL")
-	}
-	c := redis.NewClient(opts)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := c.Ping(pctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("serve: redis at %s does not answer: %w", opts.Addr, err)
-	}
-	return c, nil
-}
-
-// serveOn builds the pool and the gateway for cfg and serves on ln until
-// ctx ends; the demo uses it too.
+// serveOn opens the gateway for cfg (gateway.Open) and serves on ln until
+// ctx ends, then closes what it opened.
 func serveOn(ctx context.Context, cfg gateway.Config, ln net.Listener, logger *slog.Logger) error {
-	metrics := gateway.NewMetrics(nil)
-	pc := cfg.PoolConfig(logger, metrics)
-	if cfg.Secrets.RedisURL != "" {
-		rc, err := redisClient(ctx, cfg.Secrets.RedisURL)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		defer rc.Close()
-		store, err := assign.NewRedis(assign.RedisConfig{Client: rc})
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("serve: %w", err)
-		}
-		pc.Store = store
-		logger.Info("user assignments are kept in Redis", slog.String("addr", rc.Options().Addr))
-	}
-	p, err := pool.New(pc)
+	g, err := gateway.Open(ctx, cfg, logger)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
-	backend := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-	metrics.Register(backend)
-	g := gateway.New(cfg, backend, logger, metrics)
 	serveErr := g.Serve(ctx, ln)
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), poolCloseTimeout)
 	defer cancel()
-	if err := p.Close(cctx); err != nil && serveErr == nil {
+	if err := g.Close(cctx); err != nil && serveErr == nil {
 		logger.Warn("closing the pool", slog.Any("error", err))
 	}
 	logger.Info("gateway stopped")
 	return serveErr
 }
+
+// poolCloseTimeout bounds the wait for sessions still open after a drain.
+const poolCloseTimeout = 10 * time.Second

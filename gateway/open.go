@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+	"github.com/gradiopool/gradiopool/pool/assign"
+)
+
+// redisPingTimeout bounds the check that Redis answers at start.
+const redisPingTimeout = 5 * time.Second
+
+// Open builds a gateway and everything under it from cfg: the Prometheus
+// metrics, the Redis client and shared assignment store when
+// cfg.Secrets.RedisURL is set, the pool of the replicas, and the Gateway
+// over it. It is the one composition root: `gradiopool serve`, the demo and
+// the benchmarks all call it. cfg is normalized and validated here. logger
+// nil means no logging; opts are extra client options for every replica.
+//
+// Serve the result with [Gateway.Serve], then call [Gateway.Close] to close
+// the pool and the Redis client.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.Option) (*Gateway, error) {
+	cfg.Normalize()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	metrics := NewMetrics(nil)
+	pc := cfg.PoolConfig(logger, metrics, opts...)
+	var closers []func() error
+	if cfg.Secrets.RedisURL != "" {
+		rc, err := redisClient(ctx, cfg.Secrets.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		store, err := assign.NewRedis(assign.RedisConfig{Client: rc})
+		if err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		pc.Store = store
+		closers = append(closers, rc.Close)
+		logger.Info("user assignments are kept in Redis", slog.String("addr", rc.Options().Addr))
+	}
+	p, err := pool.New(pc)
+	if err != nil {
+		for _, c := range closers {
+			_ = c()
+		}
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	backend := PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(backend)
+	g := New(cfg, backend, logger, metrics)
+	g.pool = p
+	g.closers = closers
+	return g, nil
+}
+
+// Pool returns the pool a gateway made by [Open] serves (nil for [New]).
+func (g *Gateway) Pool() *pool.Pool { return g.pool }
+
+// Close closes what [Open] built: the pool (waiting for its sessions up to
+// ctx) and the Redis client. Call it after Serve returned. It does nothing
+// for a Gateway made by [New], whose backend belongs to the caller.
+func (g *Gateway) Close(ctx context.Context) error {
+	var errs []error
+	if g.pool != nil {
+		errs = append(errs, g.pool.Close(ctx))
+	}
+	for _, c := range g.closers {
+		errs = append(errs, c())
+	}
+	g.closers = nil
+	return errors.Join(errs...)
+}
+
+// redisClient connects to url and checks it answers, so a wrong address
+// fails at start, not at the first call. Messages never contain the URL (it
+// may carry a password).
+func redisClient(ctx context.Context, url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("config: GRADIOPOOL_REDIS_URL is not a valid redis:// or rediss:// URL")
+	}
+	c := redis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("gateway: redis at %s does not answer: %w", opts.Addr, err)
+	}
+	return c, nil
+}
