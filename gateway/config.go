@@ -14,22 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gradiopool/gradiopool/pool"
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults of [Config]. Durations are wall-clock; sizes are bytes.
+// Defaults of the gateway's own keys of [Config]. The pool's keys default
+// to package pool's constants (pool.DefaultMinConnections, ...), declared
+// there once. Durations are wall-clock; sizes are bytes.
 const (
 	DefaultListen            = "127.0.0.1:8080"
-	DefaultMinConnections    = 5
-	DefaultMaxConnections    = 50
-	DefaultIdleTimeout       = 10 * time.Minute
-	DefaultQueueTimeout      = 30 * time.Second
-	DefaultHealthInterval    = 5 * time.Minute
-	DefaultHealthMax         = 5
-	DefaultUnhealthyAfter    = 3
-	DefaultConnectRetries    = 3
-	DefaultAssignmentTTL     = time.Hour
-	DefaultMaxWaiters        = 1000
 	DefaultMaxBodyBytes      = 10 << 20
 	DefaultDrainTimeout      = 30 * time.Second
 	DefaultKeepAlive         = 15 * time.Second
@@ -84,38 +77,42 @@ type Config struct {
 // PoolConfig are the pool knobs of the seed design, per replica.
 type PoolConfig struct {
 	// MinConnections is the number of warm sessions kept per replica once
-	// the pool is initialised. Zero means DefaultMinConnections (5);
+	// the pool is initialised. Zero means pool.DefaultMinConnections (5);
 	// -1 keeps none.
 	MinConnections int `yaml:"min_connections"`
 	// MaxConnections caps the sessions (= calls in flight) per replica.
-	// Zero means DefaultMaxConnections (50).
+	// Zero means pool.DefaultMaxConnections (50).
 	MaxConnections int `yaml:"max_connections"`
 	// IdleTimeout removes sessions idle longer than this (never below the
-	// minimum). Zero means DefaultIdleTimeout (10 min); negative: never.
+	// minimum). Zero means pool.DefaultIdleTimeout (10 min); negative: never.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// QueueTimeout is how long a caller waits for a free session.
-	// Zero means DefaultQueueTimeout (30 s); negative: as long as the
+	// Zero means pool.DefaultQueueTimeout (30 s); negative: as long as the
 	// caller's own deadline allows.
 	QueueTimeout time.Duration `yaml:"queue_timeout"`
 	// HealthCheckInterval is the period of health checks.
-	// Zero means DefaultHealthInterval (5 min); negative: no checks.
+	// Zero means pool.DefaultHealthCheckInterval (5 min); negative: no checks.
 	HealthCheckInterval time.Duration `yaml:"health_check_interval"`
 	// HealthCheckMaxConnections is how many idle sessions one round checks.
-	// Zero means DefaultHealthMax (5).
+	// Zero means pool.DefaultHealthCheckMaxConnections (5).
 	HealthCheckMaxConnections int `yaml:"health_check_max_connections"`
 	// UnhealthyAfterFailures destroys a session after this many failed
-	// checks in a row. Zero means DefaultUnhealthyAfter (3).
+	// checks in a row. Zero means pool.DefaultUnhealthyAfterFailures (3).
 	UnhealthyAfterFailures int `yaml:"unhealthy_after_failures"`
 	// ConnectRetries is how often a failed connect is retried before the
-	// next replica is tried. Zero means DefaultConnectRetries (3);
+	// next replica is tried. Zero means pool.DefaultConnectRetries (3);
 	// negative: no retry.
 	ConnectRetries int `yaml:"connect_retries"`
+	// EjectAfterRefusals ejects a replica that refused this many calls in a
+	// row (5xx or a transport failure on queue/join). Zero means
+	// pool.DefaultEjectAfterRefusals (3); negative: refusals never eject.
+	EjectAfterRefusals int `yaml:"eject_after_refusals"`
 	// UserAssignmentTTL is how long a user stays on its replica after
-	// their last call. Zero means DefaultAssignmentTTL (1 h); negative:
+	// their last call. Zero means pool.DefaultUserAssignmentTTL (1 h); negative:
 	// forever.
 	UserAssignmentTTL time.Duration `yaml:"user_assignment_ttl"`
 	// MaxWaiters bounds the callers waiting per replica; beyond it callers
-	// get 503 at once. Zero means DefaultMaxWaiters (1000).
+	// get 503 at once. Zero means pool.DefaultMaxWaiters (1000).
 	MaxWaiters int `yaml:"max_waiters"`
 	// StickySessions keeps a registered user on one pooled session (and so
 	// one gr.State) while it stays assigned. Default off.
@@ -193,6 +190,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("health_check_max_connections", c.Pool.HealthCheckMaxConnections),
 		slog.Int("unhealthy_after_failures", c.Pool.UnhealthyAfterFailures),
 		slog.Int("connect_retries", c.Pool.ConnectRetries),
+		slog.Int("eject_after_refusals", c.Pool.EjectAfterRefusals),
 		slog.Duration("user_assignment_ttl", c.Pool.UserAssignmentTTL),
 		slog.Int("max_waiters", c.Pool.MaxWaiters),
 		slog.Bool("sticky_sessions", c.Pool.StickySessions),
@@ -237,16 +235,17 @@ func (c *Config) Normalize() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	def(&c.Pool.MinConnections, DefaultMinConnections)
-	def(&c.Pool.MaxConnections, DefaultMaxConnections)
-	defd(&c.Pool.IdleTimeout, DefaultIdleTimeout)
-	defd(&c.Pool.QueueTimeout, DefaultQueueTimeout)
-	defd(&c.Pool.HealthCheckInterval, DefaultHealthInterval)
-	def(&c.Pool.HealthCheckMaxConnections, DefaultHealthMax)
-	def(&c.Pool.UnhealthyAfterFailures, DefaultUnhealthyAfter)
-	def(&c.Pool.ConnectRetries, DefaultConnectRetries)
-	defd(&c.Pool.UserAssignmentTTL, DefaultAssignmentTTL)
-	def(&c.Pool.MaxWaiters, DefaultMaxWaiters)
+	def(&c.Pool.MinConnections, pool.DefaultMinConnections)
+	def(&c.Pool.MaxConnections, pool.DefaultMaxConnections)
+	defd(&c.Pool.IdleTimeout, pool.DefaultIdleTimeout)
+	defd(&c.Pool.QueueTimeout, pool.DefaultQueueTimeout)
+	defd(&c.Pool.HealthCheckInterval, pool.DefaultHealthCheckInterval)
+	def(&c.Pool.HealthCheckMaxConnections, pool.DefaultHealthCheckMaxConnections)
+	def(&c.Pool.UnhealthyAfterFailures, pool.DefaultUnhealthyAfterFailures)
+	def(&c.Pool.ConnectRetries, pool.DefaultConnectRetries)
+	def(&c.Pool.EjectAfterRefusals, pool.DefaultEjectAfterRefusals)
+	defd(&c.Pool.UserAssignmentTTL, pool.DefaultUserAssignmentTTL)
+	def(&c.Pool.MaxWaiters, pool.DefaultMaxWaiters)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -394,6 +393,7 @@ type setting struct {
 	key, env, flag, usage string
 	set                   func(c *Config, v string) error
 	kind                  flagKind // how the flag is typed in -h
+	def                   any      // the default, shown in the usage text; nil: none
 }
 
 type flagKind int
@@ -441,43 +441,52 @@ func splitList(v string) []string {
 	return out
 }
 
+// boolSetter parses a boolean key.
+func boolSetter(f func(c *Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean", v)
+		}
+		*f(c) = b
+		return nil
+	}
+}
+
+// settings is every key with its environment variable, flag, usage and
+// default (from the constants, so the usage text cannot drift from them).
 var settings = []setting{
-	{"listen", "GRADIOPOOL_LISTEN", "listen", "TCP address to listen on (default " + DefaultListen + ")",
-		strSetter(func(c *Config) *string { return &c.Listen }), kindString},
+	{"listen", "GRADIOPOOL_LISTEN", "listen", "TCP address to listen on",
+		strSetter(func(c *Config) *string { return &c.Listen }), kindString, DefaultListen},
 	{"replicas", "GRADIOPOOL_REPLICAS", "replicas", "comma-separated Space ids or URLs",
-		func(c *Config, v string) error { c.Replicas = splitList(v); return nil }, kindString},
-	{"hub_url", "GRADIOPOOL_HUB_URL", "hub-url", "Hugging Face Hub API base URL (default: the client's)",
-		strSetter(func(c *Config) *string { return &c.HubURL }), kindString},
-	{"pool.min_connections", "GRADIOPOOL_POOL_MIN_CONNECTIONS", "min-connections", "warm sessions per replica (default 5, -1 none)",
-		intSetter(func(c *Config) *int { return &c.Pool.MinConnections }), kindInt},
-	{"pool.max_connections", "GRADIOPOOL_POOL_MAX_CONNECTIONS", "max-connections", "max sessions per replica (default 50)",
-		intSetter(func(c *Config) *int { return &c.Pool.MaxConnections }), kindInt},
-	{"pool.idle_timeout", "GRADIOPOOL_POOL_IDLE_TIMEOUT", "idle-timeout", "idle session removed after (default 10m)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleTimeout }), kindDuration},
-	{"pool.queue_timeout", "GRADIOPOOL_POOL_QUEUE_TIMEOUT", "queue-timeout", "max wait for a free session (default 30s)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.QueueTimeout }), kindDuration},
-	{"pool.health_check_interval", "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", "health-check-interval", "health check period (default 5m)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.HealthCheckInterval }), kindDuration},
-	{"pool.health_check_max_connections", "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", "health-check-max-connections", "sessions checked per round (default 5)",
-		intSetter(func(c *Config) *int { return &c.Pool.HealthCheckMaxConnections }), kindInt},
-	{"pool.unhealthy_after_failures", "GRADIOPOOL_POOL_UNHEALTHY_AFTER_FAILURES", "unhealthy-after-failures", "failed checks before a session is destroyed (default 3)",
-		intSetter(func(c *Config) *int { return &c.Pool.UnhealthyAfterFailures }), kindInt},
-	{"pool.connect_retries", "GRADIOPOOL_POOL_CONNECT_RETRIES", "connect-retries", "connect retries before the next replica (default 3)",
-		intSetter(func(c *Config) *int { return &c.Pool.ConnectRetries }), kindInt},
-	{"pool.user_assignment_ttl", "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", "user-assignment-ttl", "user -> replica assignment kept for (default 1h)",
-		durSetter(func(c *Config) *time.Duration { return &c.Pool.UserAssignmentTTL }), kindDuration},
-	{"pool.max_waiters", "GRADIOPOOL_POOL_MAX_WAITERS", "max-waiters", "max callers waiting per replica (default 1000)",
-		intSetter(func(c *Config) *int { return &c.Pool.MaxWaiters }), kindInt},
-	{"pool.sticky_sessions", "GRADIOPOOL_POOL_STICKY_SESSIONS", "sticky-sessions", "keep a user on one session (gr.State) (default false)",
-		func(c *Config, v string) error {
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err != nil {
-				return fmt.Errorf("%q is not a boolean", v)
-			}
-			c.Pool.StickySessions = b
-			return nil
-		}, kindBool},
-	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes (default 10 MiB)",
+		func(c *Config, v string) error { c.Replicas = splitList(v); return nil }, kindString, nil},
+	{"hub_url", "GRADIOPOOL_HUB_URL", "hub-url", "Hugging Face Hub API base URL",
+		strSetter(func(c *Config) *string { return &c.HubURL }), kindString, "the client's"},
+	{"pool.min_connections", "GRADIOPOOL_POOL_MIN_CONNECTIONS", "min-connections", "warm sessions per replica; -1 none",
+		intSetter(func(c *Config) *int { return &c.Pool.MinConnections }), kindInt, pool.DefaultMinConnections},
+	{"pool.max_connections", "GRADIOPOOL_POOL_MAX_CONNECTIONS", "max-connections", "max sessions (calls in flight) per replica",
+		intSetter(func(c *Config) *int { return &c.Pool.MaxConnections }), kindInt, pool.DefaultMaxConnections},
+	{"pool.idle_timeout", "GRADIOPOOL_POOL_IDLE_TIMEOUT", "idle-timeout", "idle session removed after; negative never",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleTimeout }), kindDuration, pool.DefaultIdleTimeout},
+	{"pool.queue_timeout", "GRADIOPOOL_POOL_QUEUE_TIMEOUT", "queue-timeout", "max wait for a free session; negative: the caller's deadline",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.QueueTimeout }), kindDuration, pool.DefaultQueueTimeout},
+	{"pool.health_check_interval", "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", "health-check-interval", "health check period; negative none",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.HealthCheckInterval }), kindDuration, pool.DefaultHealthCheckInterval},
+	{"pool.health_check_max_connections", "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", "health-check-max-connections", "idle sessions checked per round",
+		intSetter(func(c *Config) *int { return &c.Pool.HealthCheckMaxConnections }), kindInt, pool.DefaultHealthCheckMaxConnections},
+	{"pool.unhealthy_after_failures", "GRADIOPOOL_POOL_UNHEALTHY_AFTER_FAILURES", "unhealthy-after-failures", "failed checks in a row before a session is destroyed",
+		intSetter(func(c *Config) *int { return &c.Pool.UnhealthyAfterFailures }), kindInt, pool.DefaultUnhealthyAfterFailures},
+	{"pool.connect_retries", "GRADIOPOOL_POOL_CONNECT_RETRIES", "connect-retries", "connect retries before the next replica; negative none",
+		intSetter(func(c *Config) *int { return &c.Pool.ConnectRetries }), kindInt, pool.DefaultConnectRetries},
+	{"pool.eject_after_refusals", "GRADIOPOOL_POOL_EJECT_AFTER_REFUSALS", "eject-after-refusals", "refused calls in a row before a replica is ejected; negative never",
+		intSetter(func(c *Config) *int { return &c.Pool.EjectAfterRefusals }), kindInt, pool.DefaultEjectAfterRefusals},
+	{"pool.user_assignment_ttl", "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", "user-assignment-ttl", "user -> replica assignment kept after the last call; negative forever",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.UserAssignmentTTL }), kindDuration, pool.DefaultUserAssignmentTTL},
+	{"pool.max_waiters", "GRADIOPOOL_POOL_MAX_WAITERS", "max-waiters", "max callers waiting per replica",
+		intSetter(func(c *Config) *int { return &c.Pool.MaxWaiters }), kindInt, pool.DefaultMaxWaiters},
+	{"pool.sticky_sessions", "GRADIOPOOL_POOL_STICKY_SESSIONS", "sticky-sessions", "keep a user on one session (gr.State)",
+		boolSetter(func(c *Config) *bool { return &c.Pool.StickySessions }), kindBool, false},
+	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes",
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
@@ -485,19 +494,45 @@ var settings = []setting{
 			}
 			c.MaxBodyBytes = n
 			return nil
-		}, kindInt},
-	{"drain_timeout", "GRADIOPOOL_DRAIN_TIMEOUT", "drain-timeout", "on SIGTERM, time calls in flight may take (default 30s)",
-		durSetter(func(c *Config) *time.Duration { return &c.DrainTimeout }), kindDuration},
-	{"keepalive_interval", "GRADIOPOOL_KEEPALIVE_INTERVAL", "keepalive-interval", "keep-alive comment period on event streams (default 15s)",
-		durSetter(func(c *Config) *time.Duration { return &c.KeepAliveInterval }), kindDuration},
-	{"pending_call_ttl", "GRADIOPOOL_PENDING_CALL_TTL", "pending-call-ttl", "how long /gradio_api/call results are kept (default 10m)",
-		durSetter(func(c *Config) *time.Duration { return &c.PendingCallTTL }), kindDuration},
-	{"max_pending_calls", "GRADIOPOOL_MAX_PENDING_CALLS", "max-pending-calls", "max /gradio_api/call results kept (default 2000)",
-		intSetter(func(c *Config) *int { return &c.MaxPendingCalls }), kindInt},
-	{"log.format", "GRADIOPOOL_LOG_FORMAT", "log-format", "auto, json or text (default auto)",
-		strSetter(func(c *Config) *string { return &c.Log.Format }), kindString},
-	{"log.level", "GRADIOPOOL_LOG_LEVEL", "log-level", "debug, info, warn or error (default info)",
-		strSetter(func(c *Config) *string { return &c.Log.Level }), kindString},
+		}, kindInt, DefaultMaxBodyBytes},
+	{"drain_timeout", "GRADIOPOOL_DRAIN_TIMEOUT", "drain-timeout", "on SIGTERM, time calls in flight may take",
+		durSetter(func(c *Config) *time.Duration { return &c.DrainTimeout }), kindDuration, DefaultDrainTimeout},
+	{"keepalive_interval", "GRADIOPOOL_KEEPALIVE_INTERVAL", "keepalive-interval", "keep-alive comment period on event streams",
+		durSetter(func(c *Config) *time.Duration { return &c.KeepAliveInterval }), kindDuration, DefaultKeepAlive},
+	{"pending_call_ttl", "GRADIOPOOL_PENDING_CALL_TTL", "pending-call-ttl", "how long /gradio_api/call results are kept",
+		durSetter(func(c *Config) *time.Duration { return &c.PendingCallTTL }), kindDuration, DefaultPendingCallTTL},
+	{"max_pending_calls", "GRADIOPOOL_MAX_PENDING_CALLS", "max-pending-calls", "max /gradio_api/call results kept",
+		intSetter(func(c *Config) *int { return &c.MaxPendingCalls }), kindInt, DefaultMaxPendingCalls},
+	{"log.format", "GRADIOPOOL_LOG_FORMAT", "log-format", "auto, json or text",
+		strSetter(func(c *Config) *string { return &c.Log.Format }), kindString, "auto"},
+	{"log.level", "GRADIOPOOL_LOG_LEVEL", "log-level", "debug, info, warn or error",
+		strSetter(func(c *Config) *string { return &c.Log.Level }), kindString, "info"},
+}
+
+// usageText is a setting's usage with its default, e.g.
+// "max sessions (calls in flight) per replica (default 50)".
+func (s setting) usageText() string {
+	if s.def == nil {
+		return s.usage
+	}
+	return fmt.Sprintf("%s (default %s)", s.usage, formatDefault(s.def))
+}
+
+// formatDefault writes durations the way they are configured ("10m", not
+// "10m0s").
+func formatDefault(v any) string {
+	d, ok := v.(time.Duration)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }
 
 // ConfigEnvFile is the environment variable naming the YAML file when no
@@ -531,7 +566,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 // flag never overrides the environment or the file).
 func Flags(fs *flag.FlagSet) func(c *Config) error {
 	for _, s := range settings {
-		usage := s.usage + " [env " + s.env + "]"
+		usage := s.usageText() + " [env " + s.env + "]"
 		switch s.kind {
 		case kindInt:
 			fs.Int(s.flag, 0, usage)
@@ -558,11 +593,22 @@ func Flags(fs *flag.FlagSet) func(c *Config) error {
 	}
 }
 
-// EnvVars lists the (key, environment variable, flag) triples, for docs.
-func EnvVars() [][3]string {
-	out := make([][3]string, len(settings))
+// Setting describes one configuration key, for docs and tests.
+type Setting struct {
+	Key, Env, Flag, Usage string
+	Default               string // "" when the key has none
+}
+
+// Settings lists every key with its environment variable, flag, usage and
+// default, in the order of the usage text: the source of the README's
+// configuration table (a test checks that the README matches it).
+func Settings() []Setting {
+	out := make([]Setting, len(settings))
 	for i, s := range settings {
-		out[i] = [3]string{s.key, s.env, "--" + s.flag}
+		out[i] = Setting{Key: s.key, Env: s.env, Flag: "--" + s.flag, Usage: s.usage}
+		if s.def != nil {
+			out[i].Default = formatDefault(s.def)
+		}
 	}
 	return out
 }

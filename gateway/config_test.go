@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -174,7 +175,7 @@ func TestPoolConfigMapping(t *testing.T) {
 		{"min none", pc.MinConnections, -1},
 		{"max", pc.MaxConnections, 7},
 		{"queue timeout", pc.QueueTimeout, 3 * time.Second},
-		{"default idle", pc.IdleTimeout, gateway.DefaultIdleTimeout},
+		{"default idle", pc.IdleTimeout, pool.DefaultIdleTimeout},
 		{"retries", pc.ConnectRetries, 2},
 		{"waiters", pc.MaxWaiters, 9},
 		{"sticky", pc.StickySessions, true},

@@ -136,6 +136,7 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		HealthCheckMaxConnections: c.Pool.HealthCheckMaxConnections,
 		UnhealthyAfterFailures:    c.Pool.UnhealthyAfterFailures,
 		ConnectRetries:            c.Pool.ConnectRetries,
+		EjectAfterRefusals:        c.Pool.EjectAfterRefusals,
 		UserAssignmentTTL:         c.Pool.UserAssignmentTTL,
 		StickySessions:            c.Pool.StickySessions,
 		ClientOptions:             opts,

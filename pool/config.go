@@ -7,17 +7,30 @@ import (
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool/assign"
+	"github.com/gradiopool/gradiopool/pool/sessionpool"
 )
 
-// Defaults for zero fields of [Config]. They are the seed design's numbers.
+// Defaults for zero fields of [Config]: the seed design's numbers, the one
+// place they are declared for the pool, the gateway's configuration, its
+// usage text and the README. Where package sessionpool has the same knob,
+// the number is its default, so the two cannot drift.
+//
+// Vocabulary: a "connection" (the seed's word, kept in the configuration)
+// is one pooled Gradio session of a replica; package sessionpool calls it a
+// session. One session serves one call at a time.
+//
+// The rule for every numeric field: zero means the default; a negative
+// value turns the feature off where it can be turned off (documented per
+// field) and is passed on as it is, never mapped to zero.
 const (
-	DefaultMinConnections            = 5
-	DefaultMaxConnections            = 50
-	DefaultIdleTimeout               = 10 * time.Minute
-	DefaultQueueTimeout              = 30 * time.Second
-	DefaultHealthCheckInterval       = 5 * time.Minute
-	DefaultHealthCheckMaxConnections = 5
-	DefaultUnhealthyAfterFailures    = 3
+	DefaultMinConnections            = sessionpool.DefaultMinSessions
+	DefaultMaxConnections            = sessionpool.DefaultMaxSessions
+	DefaultIdleTimeout               = sessionpool.DefaultIdleTimeout
+	DefaultQueueTimeout              = sessionpool.DefaultQueueTimeout
+	DefaultMaxWaiters                = sessionpool.DefaultMaxWaiters
+	DefaultHealthCheckInterval       = sessionpool.DefaultHealthCheckInterval
+	DefaultHealthCheckMaxConnections = sessionpool.DefaultHealthCheckMax
+	DefaultUnhealthyAfterFailures    = sessionpool.DefaultUnhealthyAfter
 	DefaultConnectRetries            = 3
 	DefaultConnectRetryDelay         = 250 * time.Millisecond
 	DefaultEjectAfterRefusals        = 3
@@ -55,7 +68,7 @@ type Config struct {
 	QueueTimeout time.Duration
 	// MaxWaiters bounds each replica's waiter list; a caller beyond it is
 	// routed to another replica, or gets ErrQueueFull when all are full.
-	// Zero means sessionpool.DefaultMaxWaiters (1000); negative means
+	// Zero means DefaultMaxWaiters (1000); negative means
 	// unbounded.
 	MaxWaiters int
 	// HealthCheckInterval is how often each replica checks some of its idle
@@ -124,7 +137,7 @@ type Config struct {
 // settings is Config with every default applied.
 type settings struct {
 	Config
-	minConns, maxConns  int
+	maxConns            int
 	ejectBase, ejectMax time.Duration
 	connectRetryDelay   time.Duration
 	probeTimeout        time.Duration
@@ -132,11 +145,9 @@ type settings struct {
 
 func (c Config) withDefaults() settings {
 	s := settings{Config: c}
-	s.minConns = pick(c.MinConnections, DefaultMinConnections)
 	s.maxConns = pick(c.MaxConnections, DefaultMaxConnections)
-	if s.minConns > s.maxConns {
-		s.minConns = s.maxConns
-	}
+	// A minimum above the maximum is clamped; negative (none) passes on.
+	s.MinConnections = min(c.MinConnections, s.maxConns)
 	s.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
 	s.QueueTimeout = cmp.Or(c.QueueTimeout, DefaultQueueTimeout)
 	s.HealthCheckInterval = cmp.Or(c.HealthCheckInterval, DefaultHealthCheckInterval)
@@ -151,7 +162,8 @@ func (c Config) withDefaults() settings {
 	return s
 }
 
-// pick maps zero to def and negative to 0.
+// pick maps zero to def and negative to 0, for counts where "none" is 0
+// (retries, refusals before ejection).
 func pick(v, def int) int {
 	switch {
 	case v == 0:

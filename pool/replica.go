@@ -115,7 +115,7 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 		},
 		Close:               func(c *gradio.Client) { _ = c.Close() },
 		Check:               r.check,
-		MinSessions:         c.minConnsSP(),
+		MinSessions:         c.MinConnections, // zero: default; negative: none
 		MaxSessions:         c.maxConns,
 		MaxWaiters:          c.MaxWaiters,
 		QueueTimeout:        c.QueueTimeout,
@@ -131,14 +131,6 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 	}
 	r.sp = sp
 	return r, nil
-}
-
-// minConnsSP maps our MinConnections to sessionpool's (negative = none).
-func (s settings) minConnsSP() int {
-	if s.minConns == 0 {
-		return -1
-	}
-	return s.minConns
 }
 
 // check is the sessionpool health check: Ping, and on ErrAppChanged start
