@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 JSCLIENT = testdata/jsclient
 
-.PHONY: demo test lint unit jsclient bench bench-pool build
+.PHONY: demo test deps lint unit jsclient bench bench-pool build
 
 demo:
 	$(GO) run ./cmd/gradiopool demo
@@ -11,18 +11,22 @@ demo:
 build:
 	$(GO) build -o bin/gradiopool ./cmd/gradiopool
 
-# test is what CI runs: vet, staticcheck, the official JS client for the
-# conformance suite, and every Go test under the race detector. The REQUIRE
-# variables make the Node conformance suite and the real-Redis tests fail,
-# not skip, when Node or redis-server is missing.
-test: lint jsclient unit
+# test is what CI runs: it installs what the tests need when missing (deps),
+# then vet, staticcheck, the official JS client for the conformance suite,
+# and every Go test under the race detector. The REQUIRE variables make the
+# Node conformance suite and the real-Redis tests fail, not skip, when Node
+# or redis-server is missing.
+test: deps lint jsclient unit
+
+deps:
+	@bash scripts/test-deps.sh
 
 lint:
 	@test -z "$$(gofmt -l . | grep -v '^testdata/')" || (gofmt -l . ; echo 'gofmt needed'; exit 1)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-jsclient:
+jsclient: deps
 	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 unit:

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs and is missing: Node.js and npm (the
+# official JS client's conformance suite) and redis-server (the real-Redis
+# tests). As root it uses apt-get; otherwise it names the packages to
+# install and fails, so the tests never skip silently.
+set -euo pipefail
+
+need=()
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "make test needs these packages, which are missing: ${need[*]}" >&2
+  echo "install them (Debian/Ubuntu: sudo apt-get install ${need[*]}) and run make test again" >&2
+  exit 1
+fi
+echo "installing missing test dependencies: ${need[*]}" >&2
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
