@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 // has none, and every chart it names exists. It asserts nothing about
 // timings.
 func TestQuickReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the quick benchmark report takes about 30 s; make test runs it (no -short)")
+	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "BENCHMARKS.md")
 	var progress strings.Builder

@@ -226,28 +226,41 @@ func TestRealPoolNoLeakUnderChurn(t *testing.T) {
 		s.UpdateKnobs(func(k *gradiotest.Knobs) { k.Latency = 5 * time.Millisecond; k.StepDelay = 5 * time.Millisecond })
 	}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{} // kind/status: what each kind of call got
 	for i := range 40 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			path, body := "/v1/predict/upper", `{"data":["x"]}`
+			kind, path, body := "upper", "/v1/predict/upper", `{"data":["x"]}`
 			switch i % 4 {
 			case 1:
-				path, body = "/v1/predict/fail", `{"data":["x"]}`
+				kind, path, body = "fail", "/v1/predict/fail", `{"data":["x"]}`
 			case 2:
-				path, body = "/v1/submit/count", `{"data":[4]}`
+				kind, path, body = "count", "/v1/submit/count", `{"data":[4]}`
 			case 3:
-				path, body = "/v1/submit/slow", `{"data":[30]}`
+				kind, path, body = "slow", "/v1/submit/slow", `{"data":[30]}`
 				time.AfterFunc(time.Duration(i)*time.Millisecond, cancel)
 			}
 			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+path, strings.NewReader(body))
 			req.Header.Set(gateway.UserHeader, "user"+strconv.Itoa(i%7)+"@example.com")
+			outcome := "transport error"
 			if resp, err := http.DefaultClient.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
+				b, rerr := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				outcome = strconv.Itoa(resp.StatusCode)
+				switch {
+				case rerr != nil:
+					outcome += " cut"
+				case strings.Contains(string(b), "event: complete"):
+					outcome += " complete"
+				}
 			}
+			mu.Lock()
+			outcomes[kind+" "+outcome]++
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -256,4 +269,19 @@ func TestRealPoolNoLeakUnderChurn(t *testing.T) {
 		return st.InUseConnections == 0 && st.TotalQueued == 0
 	})
 	waitFor(t, "the apps to run nothing", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == 0 })
+	// The churn was real: every kind of call got its own ending.
+	t.Logf("outcomes: %v", outcomes)
+	for _, want := range []string{"upper 200", "fail 422", "count 200 complete"} {
+		if outcomes[want] == 0 {
+			t.Errorf("no %q among %v", want, outcomes)
+		}
+	}
+	// A caller of the 30 s call leaves before the answer (transport error)
+	// or mid-stream (200, body cut); it never sees it complete.
+	if left := outcomes["slow transport error"] + outcomes["slow 200 cut"]; left != 10 {
+		t.Errorf("want all 10 callers of the 30 s call to have left early: %v", outcomes)
+	}
+	if n := sims[0].Executions("upper") + sims[1].Executions("upper"); n != 10 {
+		t.Errorf("upper ran %d times, want 10", n)
+	}
 }

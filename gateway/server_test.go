@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -15,36 +14,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/logbuf"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gradiopool/gradiopool/gateway"
 )
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newGateway(t *testing.T, f *fake, mod func(*gateway.Config)) (*gateway.Gateway, *httptest.Server, *syncBuffer) {
+func newGateway(t *testing.T, f *fake, mod func(*gateway.Config)) (*gateway.Gateway, *httptest.Server, *logbuf.Buffer) {
 	t.Helper()
 	cfg := gateway.Config{Replicas: []string{"http://r1"}, MaxBodyBytes: 1024, KeepAliveInterval: 20 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	g := gateway.New(cfg, f, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)

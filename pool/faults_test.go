@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -25,6 +26,7 @@ func TestNoDoubleExecutionUnderFaults(t *testing.T) {
 
 	stop := make(chan struct{})
 	var faults sync.WaitGroup
+	var joinsFailed, streamsCut int // injected; what is left unconsumed is subtracted below
 	faults.Go(func() {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for {
@@ -36,9 +38,11 @@ func TestNoDoubleExecutionUnderFaults(t *testing.T) {
 			s := srvs[rng.IntN(len(srvs))]
 			switch rng.IntN(6) {
 			case 0:
-				s.FailNextJoins(1)
+				s.UpdateKnobs(func(k *gradiotest.Knobs) { k.FailJoin++ })
+				joinsFailed++
 			case 1:
-				s.CutNextStreams(1)
+				s.UpdateKnobs(func(k *gradiotest.Knobs) { k.CutStream++ })
+				streamsCut++
 			case 2:
 				s.SetQueueFull(true)
 				time.Sleep(2 * time.Millisecond)
@@ -97,6 +101,19 @@ func TestNoDoubleExecutionUnderFaults(t *testing.T) {
 		len(ok), failed, allFailed, st.Failovers, st.Calls, st.Errors)
 	if len(ok) == 0 {
 		t.Error("no call succeeded")
+	}
+	// The faults were real: some joins were refused and some streams cut
+	// while calls ran, and the pool moved calls because of them.
+	for _, s := range srvs {
+		joinsFailed -= s.CurrentKnobs().FailJoin
+		streamsCut -= s.CurrentKnobs().CutStream
+	}
+	t.Logf("faults that hit a call: %d refused joins, %d cut streams", joinsFailed, streamsCut)
+	if joinsFailed == 0 || streamsCut == 0 {
+		t.Errorf("faults never hit a call (%d refused joins, %d cut streams): the test proved nothing", joinsFailed, streamsCut)
+	}
+	if st.Failovers == 0 {
+		t.Error("no failover under faults")
 	}
 	if st.InUseConnections != 0 {
 		t.Errorf("%d sessions still in use after every call ended", st.InUseConnections)

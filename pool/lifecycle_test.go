@@ -1,12 +1,12 @@
 package pool_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/logbuf"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
@@ -68,27 +68,9 @@ func TestMarkBroken(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestLogsHideEmails(t *testing.T) {
 	srvs := replicas(t, 2)
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p := newPool(t, pool.Config{Replicas: append([]string{blackholeURL(t)}, urls(srvs)...), Logger: logger,
 		HashKey: []byte("test-key"), ClientOptions: []gradio.Option{gradio.WithHeaderTimeout(400 * time.Millisecond)}})

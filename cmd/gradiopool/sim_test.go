@@ -1,42 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/logbuf"
+
 	"go.uber.org/goleak"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a poller.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestSimCommand(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out logbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runSim(ctx, []string{"-replicas", "2", "-step-delay", "1ms"}, &out, io.Discard) }()
 	for i := 0; !strings.Contains(out.String(), "ready:") && i < 1000; i++ {

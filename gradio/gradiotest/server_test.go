@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -705,9 +706,21 @@ func TestCloseClientConnections(t *testing.T) {
 	}
 }
 
+// TestCloseUnstarted: closing a server that never started frees its port
+// and may be repeated.
 func TestCloseUnstarted(t *testing.T) {
 	s := gradiotest.NewUnstartedServer(nil)
+	addr := s.Listener.Addr().String()
 	s.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the port of a closed unstarted server is still held: %v", err)
+	}
+	l.Close()
+	s.Close() // again: no panic, nothing to do
+	if s.URL != "" {
+		t.Errorf("URL = %q for a server that never started", s.URL)
+	}
 }
 
 func TestDefaultStepDelay(t *testing.T) {
