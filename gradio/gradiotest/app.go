@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/backoff"
+
 	"golang.org/x/text/cases"
 	"golang.org/x/text/language"
 )
@@ -121,7 +123,7 @@ func (c *Call) Log(level, message string) {
 
 // Sleep waits d multiplied by the server's TimeScale knob, or until ctx ends.
 func (c *Call) Sleep(ctx context.Context, d time.Duration) error {
-	return sleepCtx(ctx, c.srv.scaled(d))
+	return backoff.Sleep(ctx, c.srv.scaled(d))
 }
 
 // StepDelay is the server's generator step delay knob, already scaled.
@@ -309,7 +311,7 @@ func builtinCount(ctx context.Context, c *Call, yield func(...any) error) error 
 	}
 	var parts []string
 	for i := 0; i < int(n); i++ {
-		if err := sleepCtx(ctx, c.StepDelay()); err != nil {
+		if err := backoff.Sleep(ctx, c.StepDelay()); err != nil {
 			return err
 		}
 		parts = append(parts, fmt.Sprint(i))
@@ -375,20 +377,6 @@ type pyError struct{ msg string }
 func (e *pyError) Error() string { return e.msg }
 
 func pyErr(format string, args ...any) error { return &pyError{fmt.Sprintf(format, args...)} }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -3,6 +3,8 @@ package gradiotest
 import (
 	"context"
 	"strings"
+
+	"github.com/gradiopool/gradiopool/internal/backoff"
 )
 
 // ChatApp returns an app whose outputs are nested JSON, to exercise
@@ -49,7 +51,7 @@ func chat(ctx context.Context, c *Call, yield func(...any) error) error {
 			w = " " + w
 		}
 		history[len(history)-1].Content += w
-		if err := sleepCtx(ctx, c.StepDelay()); err != nil {
+		if err := backoff.Sleep(ctx, c.StepDelay()); err != nil {
 			return err
 		}
 		snapshot := append([]chatMessage(nil), history...)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/backoff"
 )
 
 // fileDataSchema is the FileData JSON schema of Gradio 5's File component.
@@ -339,7 +341,7 @@ func (s *Server) connectDelay(r *http.Request) bool {
 	if d <= 0 {
 		return true
 	}
-	return sleepCtx(r.Context(), d) == nil
+	return backoff.Sleep(r.Context(), d) == nil
 }
 
 func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/backoff"
 )
 
 // Space stages (huggingface_hub SpaceStage, plus SLEEPING as the JS client
@@ -254,7 +256,7 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 		private, token, url = sp.private, sp.token, sp.url
 	}
 	h.mu.Unlock()
-	if cost > 0 && sleepCtx(r.Context(), cost) != nil {
+	if cost > 0 && backoff.Sleep(r.Context(), cost) != nil {
 		return
 	}
 	if sp == nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/backoff"
 )
 
 // runEvent executes one event on its own goroutine.
@@ -43,7 +45,7 @@ func (s *Server) runEvent(ev *event) {
 	} else {
 		s.emit(ev, msgStarts, nil)
 	}
-	if err := sleepCtx(ev.ctx, s.knobsNow().Latency); err != nil {
+	if err := backoff.Sleep(ev.ctx, s.knobsNow().Latency); err != nil {
 		return
 	}
 	inputs, err := s.prepareInputs(ev)
