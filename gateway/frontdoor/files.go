@@ -434,13 +434,16 @@ type rewriter struct {
 // rewriter returns the rewriter of app's messages for a caller that
 // reached the gateway at root gw.
 func (f *FrontDoor) rewriter(app *gradio.Client, replica, gw string) *rewriter {
-	roots := appRoots(app)
+	return f.newRewriter(appRoots(app), f.replicaIndex(replica), gw, app.Config().APIPrefix)
+}
+
+func (f *FrontDoor) newRewriter(roots []string, idx int, gw, prefix string) *rewriter {
 	alts := make([]string, len(roots))
 	for i, r := range roots {
 		alts[i] = regexp.QuoteMeta(r)
 	}
 	re := regexp.MustCompile(`"url":\s*"(?:` + strings.Join(alts, "|") + `)(?:/gradio_api)?/file=((?:[^"\\]|\\.)*)"`)
-	return &rewriter{f: f, idx: f.replicaIndex(replica), re: re, gw: gw, pre: app.Config().APIPrefix}
+	return &rewriter{f: f, idx: idx, re: re, gw: gw, pre: prefix}
 }
 
 // rewrite returns rec with each output file's url and path pointing at the
