@@ -5,7 +5,7 @@ import (
 )
 
 func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, g.backend.Stats(r.Context()))
+	writeJSON(w, http.StatusOK, g.statsDocument(r.Context()))
 }
 
 func (g *Gateway) handleReady(w http.ResponseWriter, r *http.Request) {

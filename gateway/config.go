@@ -69,6 +69,8 @@ type Config struct {
 	MaxPendingCalls int `yaml:"max_pending_calls"`
 	// Log selects the log format and level.
 	Log LogConfig `yaml:"log"`
+	// FrontDoor configures the Gradio front door (the gateway as one Gradio app).
+	FrontDoor FrontDoorConfig `yaml:"frontdoor"`
 
 	// Secrets come from the environment only (yaml:"-").
 	Secrets Secrets `yaml:"-"`

@@ -70,10 +70,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 func (g *Gateway) Pool() *pool.Pool { return g.pool }
 
 // Close closes what [Open] built: the pool (waiting for its sessions up to
-// ctx) and the Redis client. Call it after Serve returned. It does nothing
-// for a Gateway made by [New], whose backend belongs to the caller.
+// ctx) and the Redis client. Call it after Serve returned. For a Gateway
+// made by [New], whose backend belongs to the caller, it closes only the
+// Gradio front door (its sessions and kept uploads).
 func (g *Gateway) Close(ctx context.Context) error {
 	var errs []error
+	if g.front != nil {
+		errs = append(errs, g.front.Close()) // its sessions hold slots of the pool
+	}
 	if g.pool != nil {
 		errs = append(errs, g.pool.Close(ctx))
 	}

@@ -42,6 +42,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	g.draining.Store(true)
+	if g.front != nil {
+		g.front.Drain() // heartbeat streams end, so that Shutdown need not wait for them
+	}
 	g.log.Info("draining", slog.Int64("in_flight", g.inFlight.Load()), slog.Duration("drain_timeout", g.cfg.DrainTimeout))
 	dctx, cancel := context.WithTimeout(context.Background(), g.cfg.DrainTimeout)
 	defer cancel()

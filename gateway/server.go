@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -33,6 +34,7 @@ type Gateway struct {
 	now     func() time.Time
 
 	pending *pendingCalls
+	front   *frontdoor.FrontDoor // the Gradio front door; nil when off
 
 	// pool and closers are what Open built (nil for New); Close ends them.
 	pool    *pool.Pool
@@ -90,6 +92,7 @@ func (g *Gateway) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	open("GET /readyz", g.handleReady)
+	g.mountFrontDoor(api, open)
 	open("/", g.handleNoRoute)
 	g.mux = m
 }

@@ -10,6 +10,7 @@
 //                            [--hub-url URL --space OWNER/NAME]
 //                            [--private-space OWNER/NAME --hf-token TOKEN]
 //                            [--sleeping-space OWNER/NAME]
+//                            [--sticky-header 'NAME: VALUE']
 //   GRADIO_URL=URL node conformance.mjs
 //
 // Output: one JSON object per line on stdout, one per check:
@@ -35,6 +36,11 @@
 // (any non-loopback https://.../api/spaces/... URL) to --hub-url, the
 // simulator's Hub emulation, where --space maps to the app.
 //
+// --sticky-header is sent by the two clients of cancel/queued_job, whose jobs
+// must wait in one app's queue: behind a load balancer over several replicas
+// (the gradiopool gateway) a sticky key such as X-Gradiopool-User keeps them
+// on one replica. Without it the check runs exactly as before.
+//
 // --sim says the app is the gradiotest simulator, which enables the checks
 // that read its /_sim/ control endpoints (for example that a cancelled job
 // really stopped running on the server).
@@ -58,7 +64,7 @@ const CLIENT_VERSION = JSON.parse(
 // ---------------------------------------------------------------- arguments
 
 function parseArgs(argv) {
-	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\.", hubURL: "", space: "", privateSpace: "", hfToken: "", sleepingSpace: "" };
+	const o = { url: process.env.GRADIO_URL || "", wireOut: "", sim: false, only: null, timeoutMs: 60000, authURL: "", auth: "", apiPrefix: "/gradio_api", versionRe: "^[56]\\.", hubURL: "", space: "", privateSpace: "", hfToken: "", sleepingSpace: "", stickyHeader: null };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		if (a === "--wire-out") o.wireOut = argv[++i];
@@ -72,6 +78,12 @@ function parseArgs(argv) {
 		else if (a === "--private-space") o.privateSpace = argv[++i];
 		else if (a === "--hf-token") o.hfToken = argv[++i];
 		else if (a === "--sleeping-space") o.sleepingSpace = argv[++i];
+		else if (a === "--sticky-header") {
+			const h = argv[++i];
+			const c = h.indexOf(":");
+			if (c <= 0) usage("--sticky-header wants 'NAME: VALUE'");
+			o.stickyHeader = { [h.slice(0, c).trim()]: h.slice(c + 1).trim() };
+		}
 		else if (a === "--only") o.only = new Set(argv[++i].split(","));
 		else if (a === "--timeout-ms") o.timeoutMs = Number(argv[++i]);
 		else if (a.startsWith("--")) usage(`unknown flag ${a}`);
@@ -500,8 +512,9 @@ async function main() {
 	await check("cancel/queued_job", async () => {
 		// slow has Gradio's default concurrency_limit of 1: a second slow job
 		// waits in the queue; cancelling it ends it and it never runs.
-		const a = await connect();
-		const b = await connect();
+		const sticky = opts.stickyHeader ? { ...EVENTS, headers: opts.stickyHeader } : EVENTS;
+		const a = await connect(opts.url, sticky);
+		const b = await connect(opts.url, sticky);
 		try {
 			const before = opts.sim ? await simState() : null;
 			const running = a.submit("/slow", [600]);

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// FrontDoorConfig configures the Gradio front door: the gateway serving the
+// Gradio app protocol of its replicas at / (see package frontdoor).
+type FrontDoorConfig struct {
+	// Disabled turns the front door off (its routes answer 404). Default
+	// false: on whenever the backend is a pool.
+	Disabled bool `yaml:"disabled"`
+	// SessionTTL is how long a caller's session (and its replica and gr.State
+	// there) is kept after its last request when it has no stream open.
+	// Zero means frontdoor.DefaultSessionTTL (1 h).
+	SessionTTL time.Duration `yaml:"session_ttl"`
+	// UploadDir keeps uploads until the join that uses them. Empty means a
+	// temporary directory removed at exit.
+	UploadDir string `yaml:"upload_dir"`
+	// TrustForwardedHeaders makes the announced root URL honour
+	// X-Forwarded-Proto/X-Forwarded-Host. Default false.
+	TrustForwardedHeaders bool `yaml:"trust_forwarded_headers"`
+	// ForwardCallerToken sends the caller's own HF token (X-HF-Authorization,
+	// or Authorization when no API keys are set) and X-IP-Token to the
+	// Spaces instead of HF_TOKEN. Default false: never forwarded.
+	ForwardCallerToken bool `yaml:"forward_caller_token"`
+}
+
+func init() {
+	settings = append(settings,
+		setting{"frontdoor.disabled", "GRADIOPOOL_FRONTDOOR_DISABLED", "frontdoor-disabled", "turn the Gradio front door off",
+			boolSetter(func(c *Config) *bool { return &c.FrontDoor.Disabled }), kindBool, false},
+		setting{"frontdoor.session_ttl", "GRADIOPOOL_FRONTDOOR_SESSION_TTL", "frontdoor-session-ttl", "front-door session kept after its last request when no stream is open",
+			durSetter(func(c *Config) *time.Duration { return &c.FrontDoor.SessionTTL }), kindDuration, frontdoor.DefaultSessionTTL},
+		setting{"frontdoor.upload_dir", "GRADIOPOOL_FRONTDOOR_UPLOAD_DIR", "frontdoor-upload-dir", "where front-door uploads wait for their join",
+			strSetter(func(c *Config) *string { return &c.FrontDoor.UploadDir }), kindString, "a temporary directory"},
+		setting{"frontdoor.trust_forwarded_headers", "GRADIOPOOL_FRONTDOOR_TRUST_FORWARDED_HEADERS", "frontdoor-trust-forwarded-headers", "front-door root URL from X-Forwarded-Proto/Host",
+			boolSetter(func(c *Config) *bool { return &c.FrontDoor.TrustForwardedHeaders }), kindBool, false},
+		setting{"frontdoor.forward_caller_token", "GRADIOPOOL_FRONTDOOR_FORWARD_CALLER_TOKEN", "frontdoor-forward-caller-token", "send the caller's HF token and X-IP-Token to the Spaces",
+			boolSetter(func(c *Config) *bool { return &c.FrontDoor.ForwardCallerToken }), kindBool, false},
+	)
+}
+
+// Pool returns the pool behind the backend (the front door needs it).
+func (b *poolBackend) Pool() *pool.Pool { return b.p }
+
+// mountFrontDoor adds the Gradio front door's routes when the backend is a
+// pool and the front door is not disabled.
+func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFunc)) {
+	pb, ok := g.backend.(interface{ Pool() *pool.Pool })
+	if !ok || g.cfg.FrontDoor.Disabled {
+		return
+	}
+	fd, err := frontdoor.New(pb.Pool(), frontdoor.Config{
+		SessionTTL:         g.cfg.FrontDoor.SessionTTL,
+		UploadDir:          g.cfg.FrontDoor.UploadDir,
+		TrustForwarded:     g.cfg.FrontDoor.TrustForwardedHeaders,
+		ForwardCallerToken: g.cfg.FrontDoor.ForwardCallerToken,
+		CallerAuthIsKey:    len(g.cfg.Secrets.APIKeys) > 0,
+		MaxBodyBytes:       g.cfg.MaxBodyBytes,
+		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process
+		HashUser:           g.backend.UserTag,
+		Logger:             g.log,
+	})
+	if err != nil {
+		g.log.Error("front door disabled", "error", err)
+		return
+	}
+	g.front = fd
+	for _, rt := range fd.Routes() {
+		if rt.Open {
+			open(rt.Pattern, rt.Handler)
+		} else {
+			api(rt.Pattern, rt.Handler)
+		}
+	}
+	g.metrics.reg.MustRegister(&frontDoorCollector{fd: fd})
+}
+
+// FrontDoor returns the Gradio front door, nil when off.
+func (g *Gateway) FrontDoor() *frontdoor.FrontDoor { return g.front }
+
+// statsDocument is the pool-stats document plus the front door's numbers.
+func (g *Gateway) statsDocument(ctx context.Context) any {
+	st := g.backend.Stats(ctx)
+	if g.front == nil {
+		return st
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return st
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return st
+	}
+	m["frontDoor"], _ = json.Marshal(g.front.Stats())
+	return m
+}
+
+var (
+	descFDOpen = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions",
+		"Gradio front-door caller sessions open now.", nil, nil)
+	descFDPinned = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions_pinned",
+		"Front-door sessions bound to each replica.", []string{"replica"}, nil)
+	descFDInFlight = prometheus.NewDesc(MetricsNamespace+"_frontdoor_calls_in_flight",
+		"Front-door calls holding a slot of their replica.", nil, nil)
+	descFDExpired = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions_expired_total",
+		"Front-door sessions expired (no stream, idle for session_ttl).", nil, nil)
+	descFDMoved = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions_moved_total",
+		"Front-door sessions moved to another replica after a refused join.", nil, nil)
+	descFDStateLost = prometheus.NewDesc(MetricsNamespace+"_frontdoor_state_lost_total",
+		"Moves of sessions that had calls on their old replica (their gr.State starts empty).", nil, nil)
+	descFDLost = prometheus.NewDesc(MetricsNamespace+"_frontdoor_calls_lost_total",
+		"Front-door calls accepted by a replica and then lost (reported, never re-run).", nil, nil)
+)
+
+type frontDoorCollector struct{ fd *frontdoor.FrontDoor }
+
+func (c *frontDoorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descFDOpen, descFDPinned, descFDInFlight, descFDExpired, descFDMoved, descFDStateLost, descFDLost} {
+		ch <- d
+	}
+}
+
+func (c *frontDoorCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.fd.Stats()
+	ch <- prometheus.MustNewConstMetric(descFDOpen, prometheus.GaugeValue, float64(st.Open))
+	ch <- prometheus.MustNewConstMetric(descFDInFlight, prometheus.GaugeValue, float64(st.InFlight))
+	for r, n := range st.Pinned {
+		ch <- prometheus.MustNewConstMetric(descFDPinned, prometheus.GaugeValue, float64(n), r)
+	}
+	ch <- prometheus.MustNewConstMetric(descFDExpired, prometheus.CounterValue, float64(st.Expired))
+	ch <- prometheus.MustNewConstMetric(descFDMoved, prometheus.CounterValue, float64(st.Moved))
+	ch <- prometheus.MustNewConstMetric(descFDStateLost, prometheus.CounterValue, float64(st.StateLost))
+	ch <- prometheus.MustNewConstMetric(descFDLost, prometheus.CounterValue, float64(st.Lost))
+}

@@ -1,0 +1,44 @@
+// Package frontdoor makes the gateway look like one Gradio app: the
+// official clients (@gradio/client, gradio_client) connect to the gateway
+// unchanged and their calls run on the pool's replicas.
+//
+//	fd := frontdoor.New(p, frontdoor.Config{})   // p is the *pool.Pool
+//	defer fd.Close()
+//	for _, rt := range fd.Routes() { mux.HandleFunc(rt.Pattern, rt.Handler) }
+//
+// # Sessions
+//
+// A caller's session_hash is the unit of stickiness. Its first queue/join
+// picks a replica (the user's pinned replica when X-Gradiopool-User names a
+// user, else the least loaded) and a fresh backend session hash there; every
+// later join, the queue/data stream, cancel, and the files of that caller go
+// to the same replica and backend session, so gr.State, event ids and
+// uploads stay together. The mapping is kept in a [Store] (in memory by
+// default) and expires when the caller has no stream open (data or
+// heartbeat) and made no request for Config.SessionTTL.
+//
+// Each call in flight holds one slot of its replica's session pool, from
+// its join until its process_completed passes through the gateway (or its
+// stream is lost, or the session expires), so the pool's MaxConnections
+// still bounds the calls in flight per replica; an idle caller session
+// holds no slot.
+//
+// # Failover
+//
+// A join that the replica refused (not sent, a 5xx, a full queue) moves the
+// session to another replica when it has no call in flight there: a new
+// backend session, whose gr.State starts empty; the gateway logs this and
+// counts it (Stats.StateLost). A join that was accepted and then lost (the
+// replica's stream broke) is reported to the caller as Gradio reports an
+// error (process_completed with success false), never run again.
+//
+// # Files
+//
+// Uploads carry no session hash, so the gateway keeps each upload and sends
+// it to the replica of the session whose join uses it (once per replica).
+// Output file URLs and paths are rewritten to the gateway as
+// /gradio_api/file=/gradiopool/{replica}/{signature}/{path}: the signature
+// (HMAC of the replica and the path) makes the URL a capability, so a
+// caller can fetch only files the gateway handed out, and never a file of
+// the gateway host.
+package frontdoor

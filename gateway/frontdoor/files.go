@@ -1,0 +1,488 @@
+package frontdoor
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// heldPrefix starts the paths the gateway answers for its uploads; a join
+// whose data names one gets the file sent to its replica first.
+const heldPrefix = "/gradiopool-upload/"
+
+// filePrefix starts the virtual paths of replica files handed out by the
+// gateway: /gradiopool/{replica index}/{signature}{replica path}.
+const filePrefix = "/gradiopool/"
+
+// uploads keeps uploaded files until the joins that use them.
+type uploads struct {
+	cfgDir string // configured directory; "" means a temporary one
+	now    func() time.Time
+
+	dirOnce sync.Once // creates dir on the first upload
+	dir     string
+	own     bool // dir is ours to remove
+	dirErr  error
+
+	mu sync.Mutex // guards m
+	m  map[string]*held
+}
+
+type held struct {
+	id, name, file string
+	created        time.Time
+	mu             sync.Mutex        // guards sent; held while a copy is sent to a replica
+	sent           map[string]string // replica -> its path of the file
+}
+
+func newUploads(dir string, now func() time.Time) *uploads {
+	return &uploads{cfgDir: dir, now: now, m: map[string]*held{}}
+}
+
+func (u *uploads) ensureDir() (string, error) {
+	u.dirOnce.Do(func() {
+		if u.cfgDir != "" {
+			u.dir, u.dirErr = u.cfgDir, os.MkdirAll(u.cfgDir, 0o700)
+			return
+		}
+		u.dir, u.dirErr = os.MkdirTemp("", "gradiopool-uploads-")
+		u.own = u.dirErr == nil
+	})
+	return u.dir, u.dirErr
+}
+
+func (u *uploads) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.m)
+}
+
+func (u *uploads) get(id string) *held {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.m[id]
+}
+
+// put stores r as a new upload named name, at most limit bytes (0: no
+// limit); it returns the gateway path.
+func (u *uploads) put(name string, r io.Reader, limit int64) (string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	dir, err := u.ensureDir()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "up-")
+	if err != nil {
+		return "", err
+	}
+	src := r
+	if limit > 0 {
+		src = io.LimitReader(r, limit+1)
+	}
+	n, err := io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && limit > 0 && n > limit {
+		err = errTooLarge
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	h := &held{id: id, name: name, file: f.Name(), created: u.now(), sent: map[string]string{}}
+	u.mu.Lock()
+	u.m[id] = h
+	u.mu.Unlock()
+	return heldPrefix + id + "/" + name, nil
+}
+
+var errTooLarge = errors.New("too large")
+
+func (u *uploads) sweep(before time.Time) {
+	u.mu.Lock()
+	var old []*held
+	for id, h := range u.m {
+		if h.created.Before(before) {
+			delete(u.m, id)
+			old = append(old, h)
+		}
+	}
+	u.mu.Unlock()
+	for _, h := range old {
+		_ = os.Remove(h.file)
+	}
+}
+
+func (u *uploads) close() error {
+	u.mu.Lock()
+	all := u.m
+	u.m = map[string]*held{}
+	u.mu.Unlock()
+	for _, h := range all {
+		_ = os.Remove(h.file)
+	}
+	u.dirOnce.Do(func() {}) // no directory after close
+	if u.own {
+		return os.RemoveAll(u.dir)
+	}
+	return nil
+}
+
+// cleanName keeps the base name of an uploaded file, Gradio-like.
+func cleanName(n string) string {
+	n = filepath.Base(strings.ReplaceAll(n, "\\", "/"))
+	n = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(`/\:*?"<>|`, r) {
+			return '_'
+		}
+		return r
+	}, n)
+	if n == "" || n == "." || n == ".." {
+		var b [5]byte
+		_, _ = rand.Read(b[:])
+		n = "tmp" + hex.EncodeToString(b[:])
+	}
+	return n
+}
+
+// handleUpload is POST upload: multipart parts named "files"; the answer
+// is a JSON list of paths, one per part, like Gradio's. The files stay
+// here until a join uses them.
+func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || ct != "multipart/form-data" || params["boundary"] == "" {
+		detail(w, http.StatusBadRequest, "the upload must be multipart/form-data with parts named files")
+		return
+	}
+	f.start()
+	var limit int64
+	if app, _, err := f.reference(r.Context()); err == nil {
+		limit = app.Config().MaxFileSize
+	}
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	var paths []string
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			detail(w, http.StatusBadRequest, "malformed multipart body: "+err.Error())
+			return
+		}
+		if part.FormName() != "files" {
+			_ = part.Close()
+			continue
+		}
+		p, err := f.ups.put(cleanName(part.FileName()), part, limit)
+		_ = part.Close()
+		if errors.Is(err, errTooLarge) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = fmt.Fprintf(w, "File size exceeded maximum allowed size of %d bytes.", limit)
+			return
+		}
+		if err != nil {
+			detail(w, http.StatusInternalServerError, "storing the upload: "+err.Error())
+			return
+		}
+		paths = append(paths, p)
+	}
+	b, _ := json.Marshal(paths)
+	relay(w, http.StatusOK, "application/json", b)
+}
+
+// badFileError is a file reference the caller may not use.
+type badFileError struct{ msg string }
+
+func (e *badFileError) Error() string { return e.msg }
+
+// localizeFiles rewrites the paths of FileData in a join's data for the
+// replica: held uploads are sent there first (once), files handed out by
+// the gateway become that replica's paths again (copied when they live on
+// another replica). Data without such paths is returned unchanged.
+func (f *FrontDoor) localizeFiles(ctx context.Context, app *gradio.Client, replica string, data json.RawMessage) (json.RawMessage, error) {
+	if !bytes.Contains(data, []byte(heldPrefix)) && !bytes.Contains(data, []byte(filePrefix)) {
+		return data, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &badFileError{msg: "data is not JSON: " + err.Error()}
+	}
+	var werr error
+	var walk func(x any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case []any:
+			for i := range t {
+				t[i] = walk(t[i])
+			}
+		case map[string]any:
+			if p, ok := t["path"].(string); ok && werr == nil {
+				np, changed, err := f.localPath(ctx, app, replica, p)
+				if err != nil {
+					werr = err
+				} else if changed {
+					t["path"] = np
+					if _, ok := t["url"]; ok {
+						t["url"] = nil
+					}
+				}
+			}
+			for k, e := range t {
+				t[k] = walk(e)
+			}
+		}
+		return x
+	}
+	v = walk(v)
+	if werr != nil {
+		return nil, werr
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// localPath maps one path for replica.
+func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, p string) (string, bool, error) {
+	switch {
+	case strings.HasPrefix(p, heldPrefix):
+		rest := strings.TrimPrefix(p, heldPrefix)
+		id, _, _ := strings.Cut(rest, "/")
+		h := f.ups.get(id)
+		if h == nil {
+			return "", false, &badFileError{msg: "gradiopool: the upload " + p + " is unknown or expired; upload it again"}
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if rp, ok := h.sent[replica]; ok {
+			return rp, true, nil
+		}
+		file, err := os.Open(h.file)
+		if err != nil {
+			return "", false, &badFileError{msg: "gradiopool: the upload " + p + " is gone; upload it again"}
+		}
+		defer file.Close()
+		fd, err := app.Upload(ctx, h.name, file)
+		if err != nil {
+			return "", false, err
+		}
+		h.sent[replica] = fd.Path
+		return fd.Path, true, nil
+	case strings.HasPrefix(p, filePrefix):
+		idx, orig, ok := f.verifyFile(p)
+		if !ok {
+			return "", false, &badFileError{msg: "gradiopool: file not allowed: " + p}
+		}
+		if f.replicas[idx] == replica {
+			return orig, true, nil
+		}
+		// A file of another replica: copy it over.
+		src, err := f.appFor(ctx, f.replicas[idx])
+		if err != nil {
+			return "", false, err
+		}
+		req, err := src.NewRequest(ctx, http.MethodGet, fileURL(src, orig), nil)
+		if err != nil {
+			return "", false, err
+		}
+		resp, err := src.Do(req, true)
+		if err != nil {
+			return "", false, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", false, &badFileError{msg: fmt.Sprintf("gradiopool: file %s: replica answered %d", p, resp.StatusCode)}
+		}
+		fd, err := app.Upload(ctx, path.Base(orig), resp.Body)
+		if err != nil {
+			return "", false, err
+		}
+		return fd.Path, true, nil
+	}
+	return p, false, nil
+}
+
+// sign is the capability of replica index idx's file p.
+func (f *FrontDoor) sign(idx int, p string) string {
+	m := hmac.New(sha256.New, f.cfg.HashKey)
+	m.Write([]byte("file\x00" + strconv.Itoa(idx) + "\x00" + p))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// virtualPath is the gateway path of replica idx's file p.
+func (f *FrontDoor) virtualPath(idx int, p string) string {
+	return filePrefix + strconv.Itoa(idx) + "/" + f.sign(idx, p) + p
+}
+
+// verifyFile checks a virtual path and returns the replica index and its
+// path there.
+func (f *FrontDoor) verifyFile(vp string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(vp, filePrefix)
+	if !ok {
+		return 0, "", false
+	}
+	is, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, "", false
+	}
+	sig, p, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, "", false
+	}
+	p = "/" + p
+	idx, err := strconv.Atoi(is)
+	if err != nil || idx < 0 || idx >= len(f.replicas) || strconv.Itoa(idx) != is {
+		return 0, "", false
+	}
+	if !hmac.Equal([]byte(sig), []byte(f.sign(idx, p))) {
+		return 0, "", false
+	}
+	return idx, p, true
+}
+
+// fileURL is the replica URL of its file p.
+func fileURL(app *gradio.Client, p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return app.URL("file=" + strings.Join(segs, "/"))
+}
+
+// handleFile is GET/HEAD file=/{path} (and the file/ alias): only the
+// virtual paths the gateway handed out, streamed from their replica.
+func (f *FrontDoor) handleFile(w http.ResponseWriter, r *http.Request) {
+	vp := "/" + r.PathValue("path")
+	idx, p, ok := f.verifyFile(vp)
+	if !ok {
+		detail(w, http.StatusForbidden, "File not allowed: "+vp)
+		return
+	}
+	app, err := f.appFor(r.Context(), f.replicas[idx])
+	if err != nil {
+		detail(w, http.StatusBadGateway, "gradiopool: "+err.Error())
+		return
+	}
+	req, err := app.NewRequest(r.Context(), r.Method, fileURL(app, p), nil)
+	if err != nil {
+		detail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	for _, h := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	f.callerHeaders(r, req.Header)
+	resp, err := app.Do(req, true)
+	if err != nil {
+		detail(w, http.StatusBadGateway, "gradiopool: download: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Content-Length", "Content-Disposition", "Content-Range", "Accept-Ranges", "Etag", "Last-Modified", "Cache-Control"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// rewriter rewrites the file URLs and paths of one replica's messages.
+type rewriter struct {
+	f   *FrontDoor
+	idx int
+	re  *regexp.Regexp
+	gw  string
+	pre string
+}
+
+// rewriter returns the rewriter of app's messages for a caller that
+// reached the gateway at root gw.
+func (f *FrontDoor) rewriter(app *gradio.Client, replica, gw string) *rewriter {
+	return f.newRewriter(appRoots(app), f.replicaIndex(replica), gw, app.Config().APIPrefix)
+}
+
+func (f *FrontDoor) newRewriter(roots []string, idx int, gw, prefix string) *rewriter {
+	alts := make([]string, len(roots))
+	for i, r := range roots {
+		alts[i] = regexp.QuoteMeta(r)
+	}
+	re := regexp.MustCompile(`"url":\s*"(?:` + strings.Join(alts, "|") + `)(?:/gradio_api)?/file=((?:[^"\\]|\\.)*)"`)
+	return &rewriter{f: f, idx: idx, re: re, gw: gw, pre: prefix}
+}
+
+// rewrite returns rec with each output file's url and path pointing at the
+// gateway; other bytes are untouched (field order and values intact).
+func (rw *rewriter) rewrite(rec []byte) []byte {
+	if rw.idx < 0 || !bytes.Contains(rec, []byte("/file=")) {
+		return rec
+	}
+	var paths []string
+	out := rw.re.ReplaceAllFunc(rec, func(m []byte) []byte {
+		sub := rw.re.FindSubmatch(m)
+		var raw string
+		if err := json.Unmarshal(append(append([]byte{'"'}, sub[1]...), '"'), &raw); err != nil {
+			return m
+		}
+		p := raw
+		if u, err := url.PathUnescape(raw); err == nil {
+			p = u
+		}
+		if !strings.HasPrefix(p, "/") {
+			return m
+		}
+		paths = append(paths, p)
+		vp := rw.f.virtualPath(rw.idx, p)
+		return append([]byte(`"url":`), jsonString(rw.gw+rw.pre+"/file="+vp)...)
+	})
+	for _, p := range paths {
+		vp := jsonString(rw.f.virtualPath(rw.idx, p))
+		old := jsonString(p)
+		out = bytes.ReplaceAll(out, append([]byte(`"path":`), old...), append([]byte(`"path":`), vp...))
+		out = bytes.ReplaceAll(out, append([]byte(`"path": `), old...), append([]byte(`"path": `), vp...))
+	}
+	return out
+}
+
+func jsonString(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}

@@ -1,0 +1,409 @@
+package frontdoor
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// Defaults of [Config].
+const (
+	DefaultSessionTTL        = time.Hour
+	DefaultUploadTTL         = time.Hour
+	DefaultHeartbeatInterval = 15 * time.Second
+	DefaultMaxBodyBytes      = 10 << 20
+)
+
+// UserHeader names the caller's user (an e-mail); absent means anonymous.
+const UserHeader = "X-Gradiopool-User"
+
+// Config configures a [FrontDoor]. The zero value works.
+type Config struct {
+	// SessionTTL is how long a caller session is kept after its last
+	// request when it has no stream open. Zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// UploadTTL is how long an upload is kept for the joins that use it.
+	// Zero means DefaultUploadTTL.
+	UploadTTL time.Duration
+	// HeartbeatInterval is the period of "data: ALIVE" on
+	// /heartbeat/{session_hash}. Zero means DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// MaxBodyBytes bounds a join, cancel or reset body. Zero means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// UploadDir holds uploads until their join. Empty means a fresh
+	// temporary directory, removed by Close.
+	UploadDir string
+	// TrustForwarded makes the announced root honour X-Forwarded-Proto and
+	// X-Forwarded-Host (set it only behind a proxy that sets them).
+	TrustForwarded bool
+	// ForwardCallerToken sends the caller's own Hugging Face token (and
+	// X-IP-Token) to the replicas instead of the gateway's HF_TOKEN: taken
+	// from X-HF-Authorization, or from Authorization when CallerAuthIsKey
+	// is false.
+	ForwardCallerToken bool
+	// CallerAuthIsKey says that Authorization carries the gateway's API
+	// key (GRADIOPOOL_API_KEYS is set), not an HF token.
+	CallerAuthIsKey bool
+	// HashKey keys the signatures of file URLs, the session owner hash and
+	// the user hash of logs. Empty means random per process (file URLs
+	// then do not survive a restart).
+	HashKey []byte
+	// HashUser returns the loggable hash of a user (an e-mail). Nil means
+	// the first 8 hex digits of HMAC-SHA256(HashKey, user).
+	HashUser func(string) string
+	// Store keeps the caller-session mapping. Nil means a new
+	// [MemoryStore].
+	Store Store
+	// Logger receives session events. Nil means no logging.
+	Logger *slog.Logger
+	// Now is the clock (tests inject one). Nil means time.Now.
+	Now func() time.Time
+}
+
+// Route is one HTTP route of the front door. Open routes need no API key
+// (signed file downloads; Gradio's own open routes).
+type Route struct {
+	Pattern string
+	Handler http.HandlerFunc
+	Open    bool
+}
+
+// FrontDoor serves the Gradio protocol over a pool. It is safe for
+// concurrent use.
+type FrontDoor struct {
+	p        *pool.Pool
+	cfg      Config
+	log      *slog.Logger
+	store    Store
+	replicas []string // pool order: the index is the replica id in file URLs
+	appID    uint64
+	ups      *uploads
+
+	mu       sync.Mutex // guards sessions; nothing slow runs under it
+	sessions map[string]*session
+
+	refMu sync.Mutex // guards ref
+	ref   refConfig
+
+	stats counters
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	startOnce sync.Once
+	drain     chan struct{} // closed by Drain
+	drainOnce sync.Once
+}
+
+type counters struct {
+	created, expired, moved, stateLost, lost, joins, refused atomic.Uint64
+}
+
+// New returns the front door of p. From its first session on it runs a
+// sweeper (sessions, uploads) that Close stops.
+func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.UploadTTL <= 0 {
+		cfg.UploadTTL = DefaultUploadTTL
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if len(cfg.HashKey) == 0 {
+		cfg.HashKey = make([]byte, 32)
+		_, _ = rand.Read(cfg.HashKey)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HashUser == nil {
+		key := cfg.HashKey
+		cfg.HashUser = func(u string) string {
+			if u == "" {
+				return ""
+			}
+			m := hmac.New(sha256.New, key)
+			m.Write([]byte(u))
+			return hex.EncodeToString(m.Sum(nil))[:8]
+		}
+	}
+	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*session{}}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if f.store == nil {
+		f.store = NewMemoryStore(cfg.Now)
+	}
+	if p != nil {
+		f.replicas = p.Replicas()
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
+	f.ups = newUploads(cfg.UploadDir, cfg.Now)
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.drain = make(chan struct{})
+	return f, nil
+}
+
+// start runs the sweeper from the first session on, so that a gateway
+// whose front door is never used runs nothing for it.
+func (f *FrontDoor) start() {
+	f.startOnce.Do(func() {
+		if f.ctx.Err() != nil {
+			return
+		}
+		f.wg.Add(1)
+		go f.sweepLoop()
+	})
+}
+
+// Drain ends the heartbeat streams (a gateway that drains must not wait
+// for them: clients keep them open for ever). Calls in flight go on.
+func (f *FrontDoor) Drain() { f.drainOnce.Do(func() { close(f.drain) }) }
+
+// Close stops the sweeper, ends every session (releasing the slots of
+// their calls in flight) and removes the uploads it kept.
+func (f *FrontDoor) Close() error {
+	f.cancel()
+	f.startOnce.Do(func() {}) // no sweeper after Close
+	f.wg.Wait()
+	f.mu.Lock()
+	all := f.sessions
+	f.sessions = map[string]*session{}
+	f.mu.Unlock()
+	for _, s := range all {
+		s.releaseAll()
+	}
+	return f.ups.close()
+}
+
+// Routes lists the front door's routes, each under /gradio_api (Gradio 5/6)
+// and without the prefix (Gradio 4.44), plus /config.
+func (f *FrontDoor) Routes() []Route {
+	rs := []Route{
+		{Pattern: "GET /config", Handler: f.handleConfig},
+		{Pattern: "GET /config/{$}", Handler: f.handleConfig},
+	}
+	for _, p := range []string{"/gradio_api", ""} {
+		rs = append(rs,
+			Route{Pattern: "GET " + p + "/info", Handler: f.handleInfo},
+			Route{Pattern: "GET " + p + "/app_id", Handler: f.handleAppID, Open: true},
+			Route{Pattern: "POST " + p + "/queue/join", Handler: f.handleJoin},
+			Route{Pattern: "GET " + p + "/queue/data", Handler: f.handleData},
+			Route{Pattern: "GET " + p + "/heartbeat/{session_hash}", Handler: f.handleHeartbeat},
+			Route{Pattern: "POST " + p + "/cancel", Handler: f.handleCancel},
+			Route{Pattern: "POST " + p + "/reset", Handler: f.handleReset},
+			Route{Pattern: "POST " + p + "/upload", Handler: f.handleUpload},
+			// Downloads are capability URLs (signed): no API key, like
+			// Gradio's file routes reached from an <img> tag.
+			Route{Pattern: "GET " + p + "/file=/{path...}", Handler: f.handleFile, Open: true},
+			Route{Pattern: "HEAD " + p + "/file=/{path...}", Handler: f.handleFile, Open: true},
+			Route{Pattern: "GET " + p + "/file/{path...}", Handler: f.handleFile, Open: true},
+		)
+	}
+	return rs
+}
+
+// Stats are the front door's numbers for pool-stats and metrics.
+type Stats struct {
+	// Open is the caller sessions known now; Pinned counts them per
+	// replica (bound by a first join).
+	Open   int            `json:"openSessions"`
+	Pinned map[string]int `json:"pinnedSessions"`
+	// InFlight is the calls holding a slot now.
+	InFlight int `json:"callsInFlight"`
+	// Cumulative since start.
+	Created   uint64 `json:"sessionsCreated"`
+	Expired   uint64 `json:"sessionsExpired"`
+	Joins     uint64 `json:"joins"`
+	Refused   uint64 `json:"joinsRefused"`
+	Moved     uint64 `json:"sessionsMoved"`
+	StateLost uint64 `json:"stateLost"`
+	Lost      uint64 `json:"callsLost"`
+	Uploads   int    `json:"uploadsKept"`
+}
+
+// Stats returns a snapshot.
+func (f *FrontDoor) Stats() Stats {
+	st := Stats{Pinned: map[string]int{}}
+	for _, n := range f.replicas {
+		st.Pinned[n] = 0
+	}
+	f.mu.Lock()
+	list := make([]*session, 0, len(f.sessions))
+	for _, s := range f.sessions {
+		list = append(list, s)
+	}
+	f.mu.Unlock()
+	st.Open = len(list)
+	for _, s := range list {
+		s.mu.Lock()
+		if s.bind.Replica != "" {
+			st.Pinned[s.bind.Replica]++
+		}
+		st.InFlight += len(s.pending)
+		s.mu.Unlock()
+	}
+	st.Created = f.stats.created.Load()
+	st.Expired = f.stats.expired.Load()
+	st.Joins = f.stats.joins.Load()
+	st.Refused = f.stats.refused.Load()
+	st.Moved = f.stats.moved.Load()
+	st.StateLost = f.stats.stateLost.Load()
+	st.Lost = f.stats.lost.Load()
+	st.Uploads = f.ups.count()
+	return st
+}
+
+// sweepLoop expires sessions and uploads.
+func (f *FrontDoor) sweepLoop() {
+	defer f.wg.Done()
+	every := min(max(f.cfg.SessionTTL/4, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+			f.sweep()
+		}
+	}
+}
+
+// sweep expires the sessions idle for SessionTTL with no stream open, and
+// the uploads older than UploadTTL.
+func (f *FrontDoor) sweep() {
+	now := f.cfg.Now()
+	var dead []*session
+	f.mu.Lock()
+	for k, s := range f.sessions {
+		s.mu.Lock()
+		idle := s.streams == 0 && now.Sub(s.lastSeen) >= f.cfg.SessionTTL
+		s.mu.Unlock()
+		if idle {
+			delete(f.sessions, k)
+			dead = append(dead, s)
+		}
+	}
+	f.mu.Unlock()
+	for _, s := range dead {
+		n := s.releaseAll()
+		ctx, cancel := context.WithTimeout(f.ctx, 2*time.Second)
+		_ = f.store.Delete(ctx, s.front)
+		cancel()
+		f.stats.expired.Add(1)
+		f.log.Debug("front door: session expired", slog.String("session", shortHash(s.front)), slog.Int("calls_released", n))
+	}
+	f.ups.sweep(now.Add(-f.cfg.UploadTTL))
+}
+
+// shortHash is the part of a session hash that may be logged.
+func shortHash(h string) string {
+	if len(h) > 4 {
+		return h[:4] + "…"
+	}
+	return h
+}
+
+// owner is the keyed hash of the caller's credentials: a session answers
+// only to the credentials that created it.
+func (f *FrontDoor) owner(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if v == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, f.cfg.HashKey)
+	m.Write([]byte("owner\x00" + v))
+	return hex.EncodeToString(m.Sum(nil)[:12])
+}
+
+// errBadUser is a malformed X-Gradiopool-User.
+var errBadUser = errors.New("the " + UserHeader + " header must be one e-mail address")
+
+// user returns the caller's normalised user ("" anonymous).
+func user(r *http.Request) (string, error) {
+	u := strings.ToLower(strings.TrimSpace(r.Header.Get(UserHeader)))
+	if len(u) > 320 || strings.IndexFunc(u, unicode.IsControl) >= 0 || strings.ContainsAny(u, " \t") {
+		return "", errBadUser
+	}
+	return u, nil
+}
+
+// validHash accepts a caller's session hash: short and plain, since it is
+// a map key and travels in URLs.
+func validHash(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// newBackendHash makes the session hash the gateway uses at a replica: the
+// caller's own hash never reaches a replica, so callers cannot collide with
+// each other or with the pool's sessions there.
+func newBackendHash() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "gp" + hex.EncodeToString(b[:])
+}
+
+// callerHeaders copies what the caller may send to the replica: its own
+// token and X-IP-Token when ForwardCallerToken is set.
+func (f *FrontDoor) callerHeaders(r *http.Request, out http.Header) {
+	if !f.cfg.ForwardCallerToken {
+		return
+	}
+	tok := r.Header.Get("X-HF-Authorization")
+	if tok == "" && !f.cfg.CallerAuthIsKey {
+		tok = r.Header.Get("Authorization")
+	}
+	if tok != "" {
+		out.Set("Authorization", tok)
+	}
+	if ip := r.Header.Get("X-IP-Token"); ip != "" {
+		out.Set("X-IP-Token", ip)
+	}
+}
+
+// appFor returns the app of a replica, or an error for the caller.
+func (f *FrontDoor) appFor(ctx context.Context, replica string) (*gradio.Client, error) {
+	return f.p.App(ctx, replica)
+}
+
+// replicaIndex is the position of name in the pool's replica list, -1 if
+// none.
+func (f *FrontDoor) replicaIndex(name string) int {
+	for i, n := range f.replicas {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}

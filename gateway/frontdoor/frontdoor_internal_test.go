@@ -1,0 +1,139 @@
+package frontdoor
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is an injected clock: hours pass in no time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newTestDoor(t *testing.T, cfg Config) *FrontDoor {
+	t.Helper()
+	f, err := New(nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func TestSessionsExpireWhenIdleWithoutStreams(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store := NewMemoryStore(clk.now)
+	f := newTestDoor(t, Config{SessionTTL: time.Hour, Now: clk.now, Store: store})
+	ctx := context.Background()
+
+	idle := f.session(ctx, "idle", "", true)
+	idle.setBinding(ctx, Binding{Replica: "r1", Backend: "gp1"})
+	streaming := f.session(ctx, "streaming", "", true)
+	streaming.setBinding(ctx, Binding{Replica: "r2", Backend: "gp2"})
+	endStream := streaming.stream() // e.g. the caller's heartbeat
+
+	clk.add(59 * time.Minute)
+	f.sweep()
+	if st := f.Stats(); st.Open != 2 || st.Expired != 0 {
+		t.Fatalf("after 59 min: %+v, want both sessions", st)
+	}
+	clk.add(2 * time.Minute)
+	f.sweep()
+	if st := f.Stats(); st.Open != 1 || st.Expired != 1 {
+		t.Fatalf("after 61 min: %+v, want the idle session expired", st)
+	}
+	if _, ok, _ := store.Get(ctx, "idle"); ok {
+		t.Error("the expired session's binding is still in the store")
+	}
+	if f.session(ctx, "idle", "", false) != nil {
+		t.Error("an expired session is still found")
+	}
+
+	clk.add(5 * time.Hour) // an open stream keeps a session however long
+	f.sweep()
+	if st := f.Stats(); st.Open != 1 {
+		t.Fatalf("with its heartbeat open: %+v, want the session kept", st)
+	}
+	endStream() // the heartbeat ends: the TTL starts now
+	clk.add(59 * time.Minute)
+	f.sweep()
+	if st := f.Stats(); st.Open != 1 {
+		t.Fatalf("59 min after its stream closed: %+v", st)
+	}
+	clk.add(time.Minute)
+	f.sweep()
+	if st := f.Stats(); st.Open != 0 || st.Expired != 2 || store.Len() != 0 {
+		t.Fatalf("60 min after its stream closed: %+v, store %d entries", st, store.Len())
+	}
+}
+
+func TestSessionOwnedByItsCredentials(t *testing.T) {
+	f := newTestDoor(t, Config{})
+	ctx := context.Background()
+	if f.session(ctx, "s1", "alice-key", true) == nil {
+		t.Fatal("no session")
+	}
+	if f.session(ctx, "s1", "mallory-key", true) != nil {
+		t.Error("another caller's credentials reached the session")
+	}
+	if f.session(ctx, "s1", "", false) != nil {
+		t.Error("a caller without credentials reached the session")
+	}
+}
+
+func TestFileURLsAreSignedCapabilities(t *testing.T) {
+	f := newTestDoor(t, Config{HashKey: []byte("k")})
+	f.replicas = []string{"a", "b"}
+	rw := f.newRewriter([]string{"http://10.0.0.1:7860"}, 1, "https://gw.example", "/gradio_api")
+	in := `{"msg":"process_completed","event_id":"e","output":{"data":[{"path":"/tmp/gradio/x y/f.bin","url":"http://10.0.0.1:7860/gradio_api/file=/tmp/gradio/x y/f.bin","size":3,"orig_name":"f.bin","mime_type":null,"is_stream":false,"meta":{"_type":"gradio.FileData"}}]},"success":true}`
+	out := string(rw.rewrite([]byte(in)))
+	vp := f.virtualPath(1, "/tmp/gradio/x y/f.bin")
+	if !strings.Contains(out, `"path":"`+vp+`"`) || !strings.Contains(out, `"url":"https://gw.example/gradio_api/file=`+vp+`"`) {
+		t.Fatalf("rewritten: %s", out)
+	}
+	if strings.Contains(out, "10.0.0.1") {
+		t.Errorf("the replica's address leaked: %s", out)
+	}
+	// Everything but the two fields is byte for byte the same.
+	if strings.Replace(strings.Replace(out, vp, "/tmp/gradio/x y/f.bin", 1), "https://gw.example/gradio_api/file="+vp, "http://10.0.0.1:7860/gradio_api/file=/tmp/gradio/x y/f.bin", 1) != in {
+		t.Errorf("other bytes changed:\n%s\n%s", in, out)
+	}
+	if idx, p, ok := f.verifyFile(vp); !ok || idx != 1 || p != "/tmp/gradio/x y/f.bin" {
+		t.Errorf("verify(%s) = %d %q %v", vp, idx, p, ok)
+	}
+	for _, bad := range []string{
+		"/gradiopool/1/AAAAAAAAAAAAAAAAAAAAAA/tmp/gradio/x y/f.bin", // forged signature
+		strings.Replace(vp, "/gradiopool/1/", "/gradiopool/0/", 1),  // signed for replica 1, asked of 0
+		strings.Replace(vp, "f.bin", "g.bin", 1),                    // another file
+		"/gradiopool/1/" + f.sign(1, "/etc/passwd") + "/../etc/passwd",
+		"/etc/passwd",
+		"/gradiopool/9/" + f.sign(9, "/x") + "/x", // no such replica
+	} {
+		if _, _, ok := f.verifyFile(bad); ok {
+			t.Errorf("verify accepted %q", bad)
+		}
+	}
+}
+
+func TestValidHash(t *testing.T) {
+	for h, want := range map[string]bool{"abc123": true, "a-b_c.d": true, "": false, "a b": false, "a/b": false, strings.Repeat("a", 129): false} {
+		if validHash(h) != want {
+			t.Errorf("validHash(%q) = %v", h, !want)
+		}
+	}
+}

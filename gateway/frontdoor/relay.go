@@ -1,0 +1,655 @@
+package frontdoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/sse"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// maxSmallBody bounds the replica answers the gateway reads whole (join,
+// cancel, info).
+const maxSmallBody = 16 << 20
+
+// detail writes Gradio's error shape {"detail": msg}.
+func detail(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]string{"detail": msg})
+	_, _ = w.Write(b)
+}
+
+// relay writes a replica's answer (status, content type, body) as is.
+func relay(w http.ResponseWriter, status int, ctype string, body []byte) {
+	if ctype != "" {
+		w.Header().Set("Content-Type", ctype)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func readSmall(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
+}
+
+// readBody reads a caller's JSON body into a map.
+func (f *FrontDoor) readBody(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			detail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit))
+		} else {
+			detail(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		}
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		detail(w, http.StatusBadRequest, "the body must be a JSON object")
+		return nil, false
+	}
+	return m, true
+}
+
+func str(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// refusal is a join the replica provably did not take.
+type refusal struct {
+	status int
+	ctype  string
+	body   []byte
+	err    error
+}
+
+// handleJoin is POST queue/join: bind the session (first join), take a
+// slot of its replica, forward the join with the backend session hash, and
+// keep the slot until the call ends.
+func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
+	m, ok := f.readBody(w, r)
+	if !ok {
+		return
+	}
+	front := str(m["session_hash"])
+	if front == "" {
+		detail(w, http.StatusBadRequest, "Session hash not found.")
+		return
+	}
+	if !validHash(front) {
+		detail(w, http.StatusBadRequest, "session_hash must be 1-128 letters, digits, '-', '_' or '.'")
+		return
+	}
+	u, err := user(r)
+	if err != nil {
+		detail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx := r.Context()
+	s := f.session(ctx, front, f.owner(r), true)
+	if s == nil {
+		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
+		return
+	}
+	f.stats.joins.Add(1)
+	endpoint := "fn_index=" + string(m["fn_index"])
+	var tried []string
+	var last *refusal
+	for range len(f.replicas) + 1 {
+		lease, b, err := f.slotFor(ctx, s, u, tried)
+		if err != nil {
+			if last != nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call: "+err.Error())
+			return
+		}
+		ref, done := f.join(w, r, s, lease, b, m, endpoint)
+		if done {
+			return
+		}
+		f.stats.refused.Add(1)
+		lease.Refused(endpoint, ref.err)
+		f.log.Warn("front door: replica refused a join", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(front)), slog.String("user", f.cfg.HashUser(u)), slog.Any("error", ref.err))
+		last = ref
+		if len(s.inFlight()) > 0 {
+			break // the session's other calls run there: it cannot move
+		}
+		tried = append(tried, b.Replica)
+	}
+	if last == nil {
+		detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
+		return
+	}
+	if last.body != nil {
+		relay(w, last.status, last.ctype, last.body)
+		return
+	}
+	detail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call: "+last.err.Error())
+}
+
+// slotFor returns a slot for the session's next call: on its replica, or
+// on a new one when it is not bound yet or its replica is in tried (it
+// refused); moving loses the backend session (and its gr.State).
+func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string) (*pool.Lease, Binding, error) {
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	b := s.binding()
+	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
+		l, err := f.p.AcquireOn(ctx, b.Replica, u)
+		if err == nil {
+			return l, b, nil
+		}
+		var re *pool.ReplicaError
+		if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
+			!errors.As(err, &re) || len(s.inFlight()) > 0 {
+			return nil, b, err
+		}
+		// The replica cannot serve (ejected, unreachable): move.
+		tried = append(tried, b.Replica)
+	}
+	l, err := f.p.AcquireExcept(ctx, u, tried...)
+	if err != nil {
+		return nil, b, err
+	}
+	nb := Binding{Replica: l.Replica(), Backend: newBackendHash(), Owner: b.Owner}
+	if b.Replica != "" {
+		f.stats.moved.Add(1)
+		s.mu.Lock()
+		hadState := s.accepted > 0
+		s.mu.Unlock()
+		if hadState {
+			f.stats.stateLost.Add(1)
+		}
+		f.log.Warn("front door: session moved to another replica; its gr.State starts empty there",
+			slog.String("from", b.Replica), slog.String("to", nb.Replica), slog.String("session", shortHash(s.front)),
+			slog.String("user", f.cfg.HashUser(u)), slog.Bool("state_lost", hadState))
+	} else {
+		f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
+			slog.String("session", shortHash(s.front)), slog.String("user", f.cfg.HashUser(u)))
+	}
+	s.setBinding(ctx, nb)
+	return l, nb, nil
+}
+
+// join forwards one join under lease. done means the caller got its
+// answer (accepted, or an error that moving would not fix); otherwise the
+// replica refused and the caller's join may go elsewhere.
+func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lease *pool.Lease, b Binding, m map[string]json.RawMessage, endpoint string) (*refusal, bool) {
+	app := lease.Client()
+	body := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		body[k] = v
+	}
+	body["session_hash"], _ = json.Marshal(b.Backend)
+	if data, ok := m["data"]; ok {
+		nd, err := f.localizeFiles(r.Context(), app, b.Replica, data)
+		if err != nil {
+			var bad *badFileError
+			if errors.As(err, &bad) {
+				lease.Release()
+				detail(w, http.StatusBadRequest, bad.Error())
+				return nil, true
+			}
+			return &refusal{err: fmt.Errorf("sending uploads: %w", err)}, false
+		}
+		body["data"] = nd
+	}
+	out, _ := json.Marshal(body)
+	// The join must not be cut half-way by a caller that goes away: the
+	// app may have queued the call, and its slot must be accounted.
+	jctx := context.WithoutCancel(r.Context())
+	req, err := app.NewRequest(jctx, http.MethodPost, app.URL("queue/join"), bytes.NewReader(out))
+	if err != nil {
+		lease.Release()
+		detail(w, http.StatusInternalServerError, err.Error())
+		return nil, true
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if v := r.Header.Get("X-Gradio-User"); v != "" {
+		req.Header.Set("X-Gradio-User", v)
+	}
+	f.callerHeaders(r, req.Header)
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+	}))
+	resp, err := app.Do(req, true)
+	if err != nil {
+		if !sent.Load() {
+			return &refusal{err: fmt.Errorf("queue/join not sent: %w", err)}, false
+		}
+		// Sent, no answer: the app may have queued it. Never run twice.
+		lease.Release()
+		f.stats.lost.Add(1)
+		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
+		return nil, true
+	}
+	rb, err := readSmall(resp)
+	ctype := resp.Header.Get("Content-Type")
+	if err != nil {
+		lease.Release()
+		f.stats.lost.Add(1)
+		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
+		return nil, true
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var v struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(rb, &v) != nil || v.EventID == "" {
+			lease.Release()
+			relay(w, resp.StatusCode, ctype, rb)
+			return nil, true
+		}
+		lease.Accepted()
+		s.addPending(v.EventID, lease)
+		relay(w, resp.StatusCode, ctype, rb)
+		return nil, true
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: fmt.Errorf("%w: queue/join %d %s", gradio.ErrQueueFull, resp.StatusCode, excerpt(rb))}, false
+	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusGatewayTimeout:
+		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: fmt.Errorf("queue/join %d %s", resp.StatusCode, excerpt(rb))}, false
+	}
+	lease.Release()
+	relay(w, resp.StatusCode, ctype, rb)
+	return nil, true
+}
+
+func excerpt(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// startSSE writes the headers of an event stream.
+func startSSE(w http.ResponseWriter) *http.ResponseController {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	return rc
+}
+
+func writeRecord(w http.ResponseWriter, rc *http.ResponseController, data []byte) error {
+	if _, err := io.WriteString(w, "data: "); err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, "\n\n"); err != nil {
+		return err
+	}
+	return rc.Flush()
+}
+
+// sessionNotFound is what Gradio streams for an unknown session.
+var sessionNotFound = []byte(`{"msg":"unexpected_error","event_id":null,"message":"404: Not Found","session_not_found":true,"success":false}`)
+
+// handleData is GET queue/data: the caller's stream, relayed from its
+// backend session's stream with event ids and messages intact (file URLs
+// rewritten to the gateway). Each process_completed frees its call's slot.
+func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	front := r.URL.Query().Get("session_hash")
+	var s *session
+	if validHash(front) {
+		s = f.session(ctx, front, f.owner(r), false)
+	}
+	if s == nil || s.binding().Replica == "" {
+		rc := startSSE(w)
+		_ = writeRecord(w, rc, sessionNotFound)
+		return
+	}
+	defer s.stream()()
+	b := s.binding()
+	app, err := f.appFor(ctx, b.Replica)
+	if err != nil {
+		f.failPending(w, startSSE(w), s, b, err)
+		return
+	}
+	q := url.Values{"session_hash": {b.Backend}}
+	req, err := app.NewRequest(ctx, http.MethodGet, app.URL("queue/data")+"?"+q.Encode(), nil)
+	if err != nil {
+		f.failPending(w, startSSE(w), s, b, err)
+		return
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	f.callerHeaders(r, req.Header)
+	resp, err := app.Do(req, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.releaseAll()
+			return
+		}
+		f.failPending(w, startSSE(w), s, b, err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		rb, _ := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
+		if resp.StatusCode >= 500 {
+			f.failPending(w, startSSE(w), s, b, fmt.Errorf("queue/data %d %s", resp.StatusCode, excerpt(rb)))
+			return
+		}
+		relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+		return
+	}
+	rc := startSSE(w)
+	rw := f.rewriter(app, b.Replica, f.root(r))
+	rd := sse.NewReader(resp.Body)
+	defer rd.Release()
+	var cause error
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			cause = err
+			break
+		}
+		var msg struct {
+			Msg     string  `json:"msg"`
+			EventID *string `json:"event_id"`
+		}
+		_ = json.Unmarshal(ev.Data, &msg)
+		if werr := writeRecord(w, rc, rw.rewrite(ev.Data)); werr != nil {
+			break // the caller went away
+		}
+		switch msg.Msg {
+		case "process_completed":
+			if msg.EventID != nil {
+				s.complete(*msg.EventID)
+			}
+		case "close_stream":
+			return
+		}
+	}
+	if ctx.Err() != nil || cause == nil {
+		// The caller went away: the replica drops the session's calls when
+		// its stream closes (Gradio's rule), so their slots are free.
+		s.releaseAll()
+		return
+	}
+	if errors.Is(cause, io.EOF) {
+		cause = errors.New("the replica ended the stream without close_stream")
+	}
+	f.failPending(w, rc, s, b, cause)
+}
+
+// failPending reports every call in flight of s as lost (Gradio's error
+// shape: process_completed with success false), frees their slots and
+// closes the stream. The calls are never run again.
+func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseController, s *session, b Binding, cause error) {
+	ids := s.inFlight()
+	for _, id := range ids {
+		msg := fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", b.Replica, cause)
+		rec, _ := json.Marshal(map[string]any{
+			"msg": "process_completed", "event_id": id,
+			"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},
+			"success": false, "title": "Error",
+		})
+		_ = writeRecord(w, rc, rec)
+		s.complete(id)
+		f.stats.lost.Add(1)
+	}
+	if len(ids) > 0 {
+		f.log.Warn("front door: replica lost calls in flight", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)), slog.Any("error", cause))
+	}
+	_ = writeRecord(w, rc, []byte(`{"msg":"close_stream","event_id":null}`))
+}
+
+// handleHeartbeat is GET heartbeat/{session_hash}: the gateway's own ALIVE
+// stream. It keeps the caller's session (open stream: it does not expire).
+// JS clients open it at connect, before any join.
+func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	front := r.PathValue("session_hash")
+	if !validHash(front) {
+		detail(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s := f.session(r.Context(), front, f.owner(r), true)
+	if s == nil {
+		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
+		return
+	}
+	defer s.stream()()
+	rc := startSSE(w)
+	t := time.NewTicker(f.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if writeRecord(w, rc, []byte("ALIVE")) != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-f.ctx.Done():
+			return
+		case <-f.drain:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handleCancel is POST cancel: forwarded to the session's replica with its
+// backend session hash.
+func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
+	m, ok := f.readBody(w, r)
+	if !ok {
+		return
+	}
+	front := str(m["session_hash"])
+	var s *session
+	if validHash(front) {
+		s = f.session(r.Context(), front, f.owner(r), false)
+	}
+	if s == nil || s.binding().Replica == "" {
+		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		return
+	}
+	b := s.binding()
+	app, err := f.appFor(r.Context(), b.Replica)
+	if err != nil {
+		detail(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	m["session_hash"], _ = json.Marshal(b.Backend)
+	out, _ := json.Marshal(m)
+	req, err := app.NewRequest(r.Context(), http.MethodPost, app.URL("cancel"), bytes.NewReader(out))
+	if err != nil {
+		detail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	f.callerHeaders(r, req.Header)
+	resp, err := app.Do(req, true)
+	if err != nil {
+		detail(w, http.StatusBadGateway, "gradiopool: cancel: "+err.Error())
+		return
+	}
+	rb, _ := readSmall(resp)
+	relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+}
+
+// handleReset is POST reset: a no-op in Gradio 6 and only cleanup in 4.x,
+// answered by the gateway.
+func (f *FrontDoor) handleReset(w http.ResponseWriter, r *http.Request) {
+	if _, ok := f.readBody(w, r); !ok {
+		return
+	}
+	relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+}
+
+// refConfig is the reference app whose config and /info the gateway serves.
+type refConfig struct {
+	app     *gradio.Client
+	replica string
+	info    map[string][]byte // /info bodies by query, for app
+}
+
+// reference returns the app of the first replica (in pool order) that
+// connects.
+func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, error) {
+	var errs []error
+	for _, n := range f.replicas {
+		app, err := f.p.App(ctx, n)
+		if err == nil {
+			return app, n, nil
+		}
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		errs = append(errs, err)
+	}
+	return nil, "", fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
+}
+
+var appIDRe = regexp.MustCompile(`"app_id":\s*\d+`)
+
+// handleConfig is GET /config: the replicas' config, with root and URLs
+// pointing at the gateway as the caller reached it and the gateway's own
+// app_id.
+func (f *FrontDoor) handleConfig(w http.ResponseWriter, r *http.Request) {
+	app, _, err := f.reference(r.Context())
+	if err != nil {
+		detail(w, http.StatusServiceUnavailable, "gradiopool: "+err.Error())
+		return
+	}
+	out := replaceRoots(app.Config().Raw, appRoots(app), f.root(r))
+	out = appIDRe.ReplaceAll(out, []byte(`"app_id":`+strconv.FormatUint(f.appID, 10)))
+	relay(w, http.StatusOK, "application/json", out)
+}
+
+// handleInfo is GET info: the reference replica's /info (cached per query
+// string), URLs rewritten.
+func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	app, replica, err := f.reference(ctx)
+	if err != nil {
+		detail(w, http.StatusServiceUnavailable, "gradiopool: "+err.Error())
+		return
+	}
+	q := r.URL.RawQuery
+	f.refMu.Lock()
+	if f.ref.app != app {
+		f.ref = refConfig{app: app, replica: replica, info: map[string][]byte{}}
+	}
+	body, ok := f.ref.info[q]
+	f.refMu.Unlock()
+	if !ok {
+		u := app.URL("info")
+		if q != "" {
+			u += "?" + q
+		}
+		req, err := app.NewRequest(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			detail(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		f.callerHeaders(r, req.Header)
+		resp, err := app.Do(req, true)
+		if err != nil {
+			detail(w, http.StatusBadGateway, "gradiopool: info: "+err.Error())
+			return
+		}
+		rb, err := readSmall(resp)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+			return
+		}
+		body = rb
+		f.refMu.Lock()
+		if f.ref.app == app && len(f.ref.info) < 16 {
+			f.ref.info[q] = body
+		}
+		f.refMu.Unlock()
+	}
+	relay(w, http.StatusOK, "application/json", replaceRoots(body, appRoots(app), f.root(r)))
+}
+
+// handleAppID is GET app_id: the gateway's own id, stable while it runs.
+func (f *FrontDoor) handleAppID(w http.ResponseWriter, r *http.Request) {
+	relay(w, http.StatusOK, "application/json", []byte(`{"app_id":`+strconv.FormatUint(f.appID, 10)+`}`))
+}
+
+// root is the gateway's root URL as the caller reached it.
+func (f *FrontDoor) root(r *http.Request) string {
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if f.cfg.TrustForwarded {
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+			scheme = p
+		}
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/\\ \"'<>") {
+			host = h
+		}
+	}
+	return scheme + "://" + host
+}
+
+func firstValue(v string) string {
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i]
+	}
+	return strings.TrimSpace(v)
+}
+
+// appRoots are the roots a replica writes into its answers: its base URL
+// and the root it computed for the pool's connect.
+func appRoots(app *gradio.Client) []string {
+	roots := []string{strings.TrimRight(app.BaseURL(), "/")}
+	if cr := strings.TrimRight(app.Config().Root, "/"); cr != "" && cr != roots[0] {
+		roots = append(roots, cr)
+	}
+	return roots
+}
+
+// replaceRoots replaces every root string prefix in a JSON document with
+// the gateway's root.
+func replaceRoots(b []byte, roots []string, gw string) []byte {
+	for _, rt := range roots {
+		if rt == "" {
+			continue
+		}
+		b = bytes.ReplaceAll(b, []byte(`"`+rt), []byte(`"`+gw))
+		// code snippets embed the URL inside longer strings
+		b = bytes.ReplaceAll(b, []byte(rt+"/"), []byte(gw+"/"))
+	}
+	return b
+}

@@ -1,0 +1,215 @@
+package frontdoor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// Binding is what ties a caller's session to a replica: the part of a
+// session that several gateway instances would share.
+type Binding struct {
+	// Replica is the pool's name of the replica ("" until the first join).
+	Replica string `json:"replica"`
+	// Backend is the session hash the gateway uses at that replica.
+	Backend string `json:"backend"`
+	// Owner is the keyed hash of the credentials that created the session.
+	Owner string `json:"owner"`
+}
+
+// Store keeps caller session hash -> Binding. Implementations must be safe
+// for concurrent use; an entry may vanish after its ttl.
+type Store interface {
+	Get(ctx context.Context, front string) (Binding, bool, error)
+	Set(ctx context.Context, front string, b Binding, ttl time.Duration) error
+	Delete(ctx context.Context, front string) error
+}
+
+// MemoryStore is the in-process [Store].
+type MemoryStore struct {
+	now func() time.Time
+	mu  sync.Mutex // guards m
+	m   map[string]memEntry
+}
+
+type memEntry struct {
+	b     Binding
+	until time.Time
+}
+
+// NewMemoryStore returns an empty store on the clock now (nil: time.Now).
+func NewMemoryStore(now func() time.Time) *MemoryStore {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryStore{now: now, m: map[string]memEntry{}}
+}
+
+// Get implements [Store].
+func (m *MemoryStore) Get(_ context.Context, front string) (Binding, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[front]
+	if !ok {
+		return Binding{}, false, nil
+	}
+	if !e.until.IsZero() && !m.now().Before(e.until) {
+		delete(m.m, front)
+		return Binding{}, false, nil
+	}
+	return e.b, true, nil
+}
+
+// Set implements [Store]; ttl <= 0 means no expiry.
+func (m *MemoryStore) Set(_ context.Context, front string, b Binding, ttl time.Duration) error {
+	e := memEntry{b: b}
+	if ttl > 0 {
+		e.until = m.now().Add(ttl)
+	}
+	m.mu.Lock()
+	m.m[front] = e
+	m.mu.Unlock()
+	return nil
+}
+
+// Delete implements [Store].
+func (m *MemoryStore) Delete(_ context.Context, front string) error {
+	m.mu.Lock()
+	delete(m.m, front)
+	m.mu.Unlock()
+	return nil
+}
+
+// Len is the number of entries (expired ones included until read).
+func (m *MemoryStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.m)
+}
+
+// session is this instance's live view of a caller session.
+type session struct {
+	front string
+	f     *FrontDoor
+
+	// bindMu serialises binding the session to a replica (its first join,
+	// or a move after a refusal): two joins racing must not pick two
+	// replicas. It is held across the join request of a binding.
+	bindMu sync.Mutex
+
+	mu       sync.Mutex // guards the fields below; no I/O under it
+	bind     Binding
+	pending  map[string]*pool.Lease // calls in flight: event id -> slot
+	accepted int                    // calls the current replica accepted (state may exist there)
+	streams  int                    // open data and heartbeat streams
+	lastSeen time.Time
+}
+
+// session returns the live session for front, creating it when create is
+// set; nil when unknown or when owner differs (another caller's session is
+// treated as unknown, never reached).
+func (f *FrontDoor) session(ctx context.Context, front, owner string, create bool) *session {
+	now := f.cfg.Now()
+	f.mu.Lock()
+	s := f.sessions[front]
+	f.mu.Unlock()
+	if s == nil {
+		b, ok, err := f.store.Get(ctx, front)
+		if err != nil || !ok {
+			if !create {
+				return nil
+			}
+			b = Binding{Owner: owner}
+		}
+		ns := &session{front: front, f: f, bind: b, pending: map[string]*pool.Lease{}, lastSeen: now}
+		f.start()
+		f.mu.Lock()
+		if s = f.sessions[front]; s == nil {
+			s = ns
+			f.sessions[front] = s
+			f.stats.created.Add(1)
+		}
+		f.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bind.Owner != owner {
+		return nil
+	}
+	s.lastSeen = now
+	return s
+}
+
+// binding returns the current binding.
+func (s *session) binding() Binding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bind
+}
+
+// setBinding records a new binding (first join or move) in the store.
+func (s *session) setBinding(ctx context.Context, b Binding) {
+	s.mu.Lock()
+	s.bind = b
+	s.accepted = 0
+	s.mu.Unlock()
+	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
+}
+
+// addPending records an accepted call holding l.
+func (s *session) addPending(eventID string, l *pool.Lease) {
+	s.mu.Lock()
+	s.pending[eventID] = l
+	s.accepted++
+	s.mu.Unlock()
+}
+
+// complete releases the slot of a call that ended.
+func (s *session) complete(eventID string) {
+	s.mu.Lock()
+	l := s.pending[eventID]
+	delete(s.pending, eventID)
+	s.mu.Unlock()
+	if l != nil {
+		l.Release()
+	}
+}
+
+// inFlight returns the event ids of the calls in flight.
+func (s *session) inFlight() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.pending))
+	for id := range s.pending {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// releaseAll releases every slot (the calls' stream is gone: the replica
+// dropped them, or the session expired) and returns how many.
+func (s *session) releaseAll() int {
+	s.mu.Lock()
+	ls := s.pending
+	s.pending = map[string]*pool.Lease{}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Release()
+	}
+	return len(ls)
+}
+
+// stream counts an open stream until the returned func runs.
+func (s *session) stream() func() {
+	s.mu.Lock()
+	s.streams++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.streams--
+		s.lastSeen = s.f.cfg.Now()
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,158 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool/sessionpool"
+)
+
+// ErrUnknownReplica is returned for a replica name the pool does not have.
+var ErrUnknownReplica = errors.New("pool: unknown replica")
+
+// The functions below serve callers that speak the Gradio protocol
+// themselves on a replica's app (the gateway's Gradio front door): they
+// choose a replica, hold one of its slots per call in flight, and report
+// whether the replica took the call. A Lease from them is never a sticky
+// reservation: it is only the slot, so MaxConnections still bounds the
+// calls in flight per replica.
+
+// App returns the connected app of the named replica, connecting it first
+// if needed. It is the pool's own client: do not Close it; its URL,
+// NewRequest and Do reach the app.
+func (p *Pool) App(ctx context.Context, replica string) (*gradio.Client, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	r := p.byName[replica]
+	if r == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, replica)
+	}
+	p.init()
+	app, _, err := r.getApp(ctx)
+	if err != nil {
+		return nil, &ReplicaError{Replica: r.name, Err: err}
+	}
+	return app, nil
+}
+
+// AcquireOn takes a slot of the named replica for user ("" anonymous) and
+// refreshes the user's assignment to it; it never moves to another
+// replica. Errors: ErrUnknownReplica, *ReplicaError (ejected, queue
+// time-out, connect failure), ctx's error, ErrClosed.
+func (p *Pool) AcquireOn(ctx context.Context, replica, user string) (*Lease, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	r := p.byName[replica]
+	if r == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, replica)
+	}
+	p.init()
+	if ok, probe, cause := r.admit(time.Now()); !ok {
+		return nil, &ReplicaError{Replica: r.name, Err: cause}
+	} else if probe {
+		if err := r.probe(ctx); err != nil {
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+	}
+	key := p.users.Key(user)
+	s, err := r.acquireSession(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &ReplicaError{Replica: r.name, Err: err}
+	}
+	if key != "" {
+		p.pin(ctx, key, r, r)
+	}
+	return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}, nil
+}
+
+// AcquireExcept is Acquire's routing (the user's replica, else round robin
+// for new users, least loaded for anonymous ones; failover past replicas
+// that cannot serve) that skips the named replicas and takes a plain slot
+// even when StickySessions is on.
+func (p *Pool) AcquireExcept(ctx context.Context, user string, exclude ...string) (*Lease, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	p.init()
+	key := p.users.Key(user)
+	skip := map[*replica]bool{}
+	for _, n := range exclude {
+		if r := p.byName[n]; r != nil {
+			skip[r] = true
+		}
+	}
+	var assigned *replica
+	if key != "" {
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		if name, ok, err := p.store.Get(sctx, key); err == nil && ok {
+			assigned = p.byName[name]
+		}
+		cancel()
+	}
+	var causes []*ReplicaError
+	for _, r := range p.order(key, assigned) {
+		if skip[r] {
+			continue
+		}
+		ok, probe, cause := r.admit(time.Now())
+		if !ok {
+			causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
+			continue
+		}
+		if probe {
+			if err := r.probe(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+				p.failover(r, "", err)
+				continue
+			}
+		}
+		s, err := r.acquireSession(ctx)
+		if err == nil {
+			if key != "" {
+				p.pin(ctx, key, r, assigned)
+			}
+			return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrQueueTimeout) || errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+		p.failover(r, "", err)
+	}
+	return nil, &AllReplicasFailedError{Causes: causes}
+}
+
+// Refused reports that the replica refused the call made under this lease
+// (a transport failure before the join was sent, a 5xx or a full queue):
+// it counts towards the replica's ejection (three in a row), counts a
+// failover and ends the lease. endpoint names the call for the event.
+func (l *Lease) Refused(endpoint string, err error) {
+	if !errors.Is(err, gradio.ErrQueueFull) {
+		l.r.refused(err)
+	}
+	l.r.errs.Add(1)
+	l.p.failover(l.r, endpoint, err)
+	l.Release()
+}
+
+// Accepted reports that the replica accepted a call made under this lease
+// (it clears the replica's refusal count). The lease stays held until the
+// call ends.
+func (l *Lease) Accepted() {
+	l.r.calls.Add(1)
+	l.r.succeed()
+}
