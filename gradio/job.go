@@ -113,13 +113,14 @@ type Job struct {
 	v0key    string              // key in s.pending for v0 jobs (set before publication)
 	onFinish func(err error)     // releases a job's own stream or socket (set before publication)
 	after    []*afterDone        // AfterDone callbacks not run yet
+	hook     EventHook           // from the Submit ctx (WithEventHook); nil if none
 }
 
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
 type afterDone struct{ f func() }
 
 func newJob(s *session, ctx context.Context, dep *Dependency, endpoint string) *Job {
-	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{})}
+	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{}), hook: eventHookFrom(ctx)}
 }
 
 // ID returns the event id the app assigned (empty for a v0 app until the
@@ -263,6 +264,9 @@ func sendGrace(ch chan<- Event, ev Event, closed <-chan struct{}) bool {
 // emit queues an event for the Events reader. Callers hold j.mu.
 func (j *Job) emitLocked(ev Event) {
 	j.status = ev
+	if j.hook != nil {
+		j.hook(ev)
+	}
 	if j.quiet {
 		return
 	}
