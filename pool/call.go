@@ -1,10 +1,13 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gradiopool/gradiopool/gradio"
 )
@@ -30,6 +33,7 @@ type Call struct {
 	attempts int
 	waited   time.Duration // in Acquire, over every attempt
 	released chan struct{} // closed once the lease is released
+	trace    *callTrace    // nil when not traced
 }
 
 // Job returns the underlying Gradio job.
@@ -100,6 +104,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		return nil, ErrClosed
 	}
 	p.init()
+	ctx, ct := p.startCall(ctx, endpoint)
 	key := p.users.Key(user)
 	start := time.Now()
 	exclude := map[*replica]bool{}
@@ -111,16 +116,30 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	var waited time.Duration
 	for attempt := 1; ; attempt++ {
 		t0 := time.Now()
-		l, err := p.acquire(ctx, key, exclude, causes, &failed)
+		span := ct.child(SpanAcquire, AttrAttempt.Int(attempt))
+		actx := ctx
+		if span != nil {
+			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
+		}
+		l, err := p.acquire(actx, key, exclude, causes, &failed)
 		waited += time.Since(t0)
 		if err != nil {
+			endSpan(span, err)
+			ct.end("", failed+1, err)
 			return nil, err
 		}
 		r := l.r
+		if span != nil {
+			span.SetAttributes(AttrReplica.String(r.name))
+		}
+		endSpan(span, nil)
 		r.calls.Add(1)
-		job, err := l.client.Submit(ctx, endpoint, args...)
+		span = ct.child(SpanJoin, AttrReplica.String(r.name), AttrAttempt.Int(attempt))
+		job, err := l.client.Submit(ct.jobContext(ctx), endpoint, args...)
+		endSpan(span, err)
 		if err == nil {
-			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{})}
+			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{}), trace: ct}
+			ct.joined()
 			p.releaseWhenDone(c, endpoint, start)
 			return c, nil
 		}
@@ -138,6 +157,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		}
 		if ctx.Err() != nil || !retry || attempt >= maxAttempts {
 			p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(key), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
+			ct.end(r.name, failed+1, cmp.Or(ctx.Err(), err))
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -154,6 +174,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if !sessionLevel(err) {
 			exclude[r] = true
 		}
+		ct.failover(r.name, err)
 		p.failover(r, endpoint, err)
 	}
 }
@@ -180,6 +201,7 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 			r.errs.Add(1)
 		}
 		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
+		c.trace.end(r.name, c.attempts, err)
 		close(c.released)
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool/assign"
 	"github.com/gradiopool/gradiopool/pool/sessionpool"
@@ -132,6 +134,10 @@ type Config struct {
 	// OnEvent, if set, is called synchronously for every [Event]; it must be
 	// quick and must not call back into the Pool. Use it for metrics.
 	OnEvent func(Event)
+	// TracerProvider makes the OpenTelemetry spans of each call (see
+	// SpanCall). Nil means the global provider (otel.GetTracerProvider: no
+	// spans until the program sets one).
+	TracerProvider trace.TracerProvider
 }
 
 // settings is Config with every default applied.
@@ -141,6 +147,7 @@ type settings struct {
 	ejectBase, ejectMax time.Duration
 	connectRetryDelay   time.Duration
 	probeTimeout        time.Duration
+	tracer              trace.Tracer
 }
 
 func (c Config) withDefaults() settings {
@@ -159,6 +166,7 @@ func (c Config) withDefaults() settings {
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
 	s.connectRetryDelay = DefaultConnectRetryDelay
 	s.probeTimeout = DefaultProbeTimeout
+	s.tracer = tracerOf(c.TracerProvider)
 	return s
 }
 

@@ -216,7 +216,7 @@ func (r *replica) appChanged(s *gradio.Client) {
 
 // acquireSession returns a pooled session of this replica.
 func (r *replica) acquireSession(ctx context.Context) (*sessionpool.Session[*gradio.Client], error) {
-	if _, _, err := r.getApp(ctx); err != nil {
+	if _, _, err := r.getAppTraced(ctx); err != nil {
 		return nil, err
 	}
 	s, err := r.sp.Acquire(ctx)

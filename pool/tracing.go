@@ -1,0 +1,267 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// TracerName is the instrumentation scope of the pool's spans.
+const TracerName = "github.com/gradiopool/gradiopool/pool"
+
+// Span names. A call is one "gradiopool.call" span whose children say where
+// its time went: each attempt's "gradiopool.acquire" (waiting for a
+// session; its child "gradiopool.connect" when the replica's app had to be
+// connected first) and "gradiopool.join" (the queue/join request), then
+// "gradiopool.queue" (inside the Space's own queue), "gradiopool.run" (from
+// the start to the first output) and "gradiopool.stream" (partial outputs
+// until the end; generators only).
+const (
+	SpanCall    = "gradiopool.call"
+	SpanAcquire = "gradiopool.acquire"
+	SpanConnect = "gradiopool.connect"
+	SpanJoin    = "gradiopool.join"
+	SpanQueue   = "gradiopool.queue"
+	SpanRun     = "gradiopool.run"
+	SpanStream  = "gradiopool.stream"
+)
+
+// Span attribute keys. None carries an e-mail, a user key, a token, a
+// session hash or an app's error message (which may quote user input): a
+// failure is described by its kind only (error.type, the span status).
+const (
+	AttrEndpoint  = attribute.Key("gradiopool.endpoint")
+	AttrReplica   = attribute.Key("gradiopool.replica")
+	AttrAttempt   = attribute.Key("gradiopool.attempt")
+	AttrAttempts  = attribute.Key("gradiopool.attempts")
+	AttrRank      = attribute.Key("gradio.queue.rank")
+	AttrQueueSize = attribute.Key("gradio.queue.size")
+	AttrETA       = attribute.Key("gradio.queue.eta_ms")
+	AttrOutputs   = attribute.Key("gradio.outputs")
+	AttrErrorType = attribute.Key("error.type")
+)
+
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(TracerName)
+}
+
+// callTrace follows one call. A nil *callTrace (the span is not recorded:
+// tracing is off) does nothing, so an untraced call costs one Start.
+type callTrace struct {
+	tracer trace.Tracer
+	ctx    context.Context // carries the call span
+	span   trace.Span
+
+	mu        sync.Mutex
+	phase     trace.Span // queue, run or stream; nil before and after
+	phaseName string
+	outputs   int
+}
+
+// startCall starts the call span; ctx is returned unchanged when the span
+// is not recorded.
+func (p *Pool) startCall(ctx context.Context, endpoint string) (context.Context, *callTrace) {
+	sctx, span := p.cfg.tracer.Start(ctx, SpanCall, trace.WithAttributes(AttrEndpoint.String(endpoint)))
+	if !span.IsRecording() {
+		return ctx, nil
+	}
+	ct := &callTrace{tracer: p.cfg.tracer, ctx: sctx, span: span}
+	return sctx, ct
+}
+
+// child starts a child span of the call.
+func (ct *callTrace) child(name string, attrs ...attribute.KeyValue) trace.Span {
+	if ct == nil {
+		return nil
+	}
+	_, s := ct.tracer.Start(ct.ctx, name, trace.WithAttributes(attrs...))
+	return s
+}
+
+// jobContext is the context a job is submitted with: the job's events
+// drive the queue, run and stream spans.
+func (ct *callTrace) jobContext(ctx context.Context) context.Context {
+	if ct == nil {
+		return ctx
+	}
+	return gradio.WithEventHook(ctx, ct.onEvent)
+}
+
+// joined starts the queue span once the app accepted the job (unless its
+// events already moved the call on).
+func (ct *callTrace) joined() {
+	if ct == nil {
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.phaseName == "" {
+		ct.enterLocked(SpanQueue)
+	}
+}
+
+func (ct *callTrace) enterLocked(name string) {
+	if ct.phase != nil {
+		ct.phase.End()
+	}
+	_, ct.phase = ct.tracer.Start(ct.ctx, name)
+	ct.phaseName = name
+}
+
+// onEvent is the job's gradio.EventHook.
+func (ct *callTrace) onEvent(ev gradio.Event) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.phaseName == "done" {
+		return
+	}
+	switch ev.Kind {
+	case gradio.EventQueued:
+		if ct.phaseName == "" {
+			ct.enterLocked(SpanQueue)
+		}
+		if ct.phaseName == SpanQueue {
+			ct.phase.SetAttributes(AttrRank.Int(ev.Rank), AttrQueueSize.Int(ev.QueueSize), AttrETA.Int64(ev.ETA.Milliseconds()))
+		}
+	case gradio.EventStarted:
+		if ct.phaseName != SpanRun && ct.phaseName != SpanStream {
+			ct.enterLocked(SpanRun)
+		}
+	case gradio.EventOutput:
+		if ct.phaseName != SpanStream {
+			ct.enterLocked(SpanStream)
+		}
+		ct.outputs++
+	case gradio.EventCompleted, gradio.EventError:
+		if ct.phase != nil {
+			if ct.phaseName == SpanStream {
+				ct.phase.SetAttributes(AttrOutputs.Int(ct.outputs))
+			}
+			endSpan(ct.phase, ev.Err)
+		}
+		ct.phase, ct.phaseName = nil, "done"
+	}
+}
+
+// failover records that the call moves away from replica.
+func (ct *callTrace) failover(replica string, err error) {
+	if ct == nil {
+		return
+	}
+	ct.span.AddEvent("failover", trace.WithAttributes(AttrReplica.String(replica), AttrErrorType.String(ErrorKind(err))))
+}
+
+// end ends the call span (and a phase left open) with err's kind.
+func (ct *callTrace) end(replica string, attempts int, err error) {
+	if ct == nil {
+		return
+	}
+	ct.mu.Lock()
+	if ct.phase != nil {
+		endSpan(ct.phase, err)
+		ct.phase = nil
+	}
+	ct.phaseName = "done"
+	ct.mu.Unlock()
+	if replica != "" {
+		ct.span.SetAttributes(AttrReplica.String(replica))
+	}
+	ct.span.SetAttributes(AttrAttempts.Int(attempts))
+	endSpan(ct.span, err)
+}
+
+// endSpan ends s (nil: nothing), marking it failed with err's kind.
+func endSpan(s trace.Span, err error) {
+	if s == nil {
+		return
+	}
+	if err != nil {
+		kind := ErrorKind(err)
+		s.SetAttributes(AttrErrorType.String(kind))
+		s.SetStatus(codes.Error, kind)
+	}
+	s.End()
+}
+
+// ErrorKind names the kind of a call's failure without its message (which
+// may quote an app's output or a user's input): "canceled",
+// "deadline_exceeded", "queue_timeout", "queue_full", "closed",
+// "all_replicas_failed", "replica_ejected", "app_error", "connection_lost",
+// "connect_error", "space_not_running", "metadata_error", "protocol_error",
+// "bad_arguments", "unknown_endpoint", "upload_too_large", "app_changed" or
+// "error".
+func ErrorKind(err error) string {
+	var (
+		all   *AllReplicasFailedError
+		ej    *ejectedError
+		app   *gradio.AppError
+		lost  *gradio.ConnectionLostError
+		conn  *gradio.ConnectError
+		space *gradio.SpaceError
+		meta  *gradio.MetadataError
+		proto *gradio.ProtocolError
+		arg   *gradio.ArgumentError
+		big   *gradio.UploadTooLargeError
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &all): // before the rest: it unwraps to every cause
+		return "all_replicas_failed"
+	case errors.Is(err, context.Canceled), errors.Is(err, gradio.ErrCanceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, ErrQueueTimeout):
+		return "queue_timeout"
+	case errors.Is(err, ErrQueueFull), errors.Is(err, gradio.ErrQueueFull):
+		return "queue_full"
+	case errors.Is(err, ErrClosed), errors.Is(err, gradio.ErrClosed):
+		return "closed"
+	case errors.As(err, &ej):
+		return "replica_ejected"
+	case errors.As(err, &app):
+		return "app_error"
+	case errors.As(err, &lost):
+		return "connection_lost"
+	case errors.As(err, &conn):
+		return "connect_error"
+	case errors.As(err, &space):
+		return "space_not_running"
+	case errors.As(err, &meta):
+		return "metadata_error"
+	case errors.As(err, &proto):
+		return "protocol_error"
+	case errors.As(err, &arg):
+		return "bad_arguments"
+	case errors.Is(err, gradio.ErrUnknownEndpoint):
+		return "unknown_endpoint"
+	case errors.As(err, &big):
+		return "upload_too_large"
+	case errors.Is(err, gradio.ErrAppChanged):
+		return "app_changed"
+	}
+	return "error"
+}
+
+// getAppTraced is getApp with a connect span when the app must be
+// connected first (the first call, or after a restart or an ejection).
+func (r *replica) getAppTraced(ctx context.Context) (*gradio.Client, uint64, error) {
+	if app, _ := r.currentApp(); app != nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return r.getApp(ctx)
+	}
+	ctx, span := r.p.cfg.tracer.Start(ctx, SpanConnect, trace.WithAttributes(AttrReplica.String(r.name)))
+	app, gen, err := r.getApp(ctx)
+	endSpan(span, err)
+	return app, gen, err
+}
