@@ -30,17 +30,8 @@ func (g *Gateway) serveAuthed(w http.ResponseWriter, r *http.Request, auth authK
 			}
 		}
 	case authAdmin:
-		if g.cfg.Secrets.AdminToken != "" {
-			tok, ok := bearer(r)
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="gradiopool-admin"`)
-				writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the admin token is required: Authorization: Bearer <token>"})
-				return
-			}
-			if !matchAny(tok, []string{g.cfg.Secrets.AdminToken}) {
-				writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: "the admin token is not valid"})
-				return
-			}
+		if !g.checkAdmin(w, r) { // bearer token or the dashboard's login cookie (admin_auth.go)
+			return
 		}
 	}
 	h(w, r)

@@ -34,6 +34,8 @@ type Metrics struct {
 	calls     *prometheus.CounterVec // replica
 	created   *prometheus.CounterVec // replica
 	destroyed *prometheus.CounterVec // replica, reason
+
+	hooks metricHooks // the admin history's view of calls and pool events
 }
 
 // NewMetrics returns metrics reading the pool gauges from b at scrape time
@@ -124,6 +126,7 @@ func (m *Metrics) observeCall(replica string, wait, total time.Duration) {
 	}
 	m.use.WithLabelValues(replica).Observe((total - wait).Seconds())
 	m.calls.WithLabelValues(replica).Inc()
+	m.hooks.onCall(replica, wait, total)
 }
 
 func (m *Metrics) callError(code string) { m.errors.WithLabelValues(code).Inc() }

@@ -153,6 +153,7 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 
 // OnPoolEvent feeds the pool's events to the metrics (pool.Config.OnEvent).
 func (m *Metrics) OnPoolEvent(e pool.Event) {
+	m.hooks.onPool(e)
 	switch e.Kind {
 	case pool.EventConnected:
 		m.ObserveCreate(e.Replica, e.Duration, nil)

@@ -33,6 +33,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	histCtx, stopHist := context.WithCancel(context.Background())
+	histDone := make(chan struct{})
+	go func() { defer close(histDone); g.history.Run(histCtx) }()
+	defer func() { stopHist(); <-histDone }()
 	g.log.Info("gateway listening", slog.String("addr", ln.Addr().String()))
 
 	select {

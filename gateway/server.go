@@ -39,6 +39,7 @@ type Gateway struct {
 	// pool and closers are what Open built (nil for New); Close ends them.
 	pool    *pool.Pool
 	closers []func() error
+	history *History // the dashboard's last hour (admin_ui.go)
 
 	// jobsCtx is the parent of calls that outlive their request (the
 	// /gradio_api/call POST); cancelJobs ends them after a drain.
@@ -64,6 +65,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now}
 	g.jobsCtx, g.cancelJobs = context.WithCancel(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
+	g.initAdmin()
 	g.routes()
 	return g
 }
@@ -93,6 +95,7 @@ func (g *Gateway) routes() {
 	})
 	open("GET /readyz", g.handleReady)
 	g.mountFrontDoor(api, open)
+	g.adminRoutes(m)
 	open("/", g.handleNoRoute)
 	g.mux = m
 }

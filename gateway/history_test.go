@@ -1,0 +1,237 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// statsBackend is a Backend whose only real method is Stats.
+type statsBackend struct {
+	mu sync.Mutex
+	st pool.Stats
+}
+
+func (b *statsBackend) set(f func(*pool.Stats)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(&b.st)
+}
+
+func (b *statsBackend) Stats(context.Context) pool.Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.st
+	st.Pools = map[string]pool.ReplicaStats{}
+	for k, v := range b.st.Pools {
+		st.Pools[k] = v
+	}
+	return st
+}
+func (b *statsBackend) Predict(context.Context, string, string, []any) (*Result, error) {
+	return nil, errors.New("not here")
+}
+func (b *statsBackend) Submit(context.Context, string, string, []any) (Call, error) {
+	return nil, errors.New("not here")
+}
+func (b *statsBackend) Gauges(context.Context) []ReplicaGauges { return nil }
+func (b *statsBackend) UserTag(string) string                  { return "" }
+func (b *statsBackend) Ready() bool                            { return true }
+
+func newStatsBackend(names ...string) *statsBackend {
+	b := &statsBackend{st: pool.Stats{Replicas: names, Pools: map[string]pool.ReplicaStats{}}}
+	for _, n := range names {
+		b.st.Pools[n] = pool.ReplicaStats{State: pool.StateReady}
+	}
+	return b
+}
+
+// fakeClock is an injected clock.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time      { return c.t }
+func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *fakeClock               { return &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func TestHistoryRing(t *testing.T) {
+	b := newStatsBackend("a")
+	clk := newClock()
+	h := newHistory(b, 10, 5*time.Second, 4, 3)
+	h.now = clk.now
+	var times []int64
+	for range 6 {
+		h.sample(context.Background())
+		times = append(times, clk.t.UnixMilli())
+		clk.add(5 * time.Second)
+	}
+	doc := h.Doc(0)
+	if doc.Capacity != 4 || doc.IntervalSeconds != 5 {
+		t.Errorf("capacity %d, interval %v", doc.Capacity, doc.IntervalSeconds)
+	}
+	if len(doc.Points) != 4 {
+		t.Fatalf("%d points, want the ring's 4", len(doc.Points))
+	}
+	for i, p := range doc.Points {
+		if p.UnixMs != times[2+i] {
+			t.Errorf("point %d at %d, want %d (oldest first, the two oldest dropped)", i, p.UnixMs, times[2+i])
+		}
+		if len(p.Replicas) != 1 || p.Replicas[0].Name != "a" || p.Replicas[0].Max != 10 {
+			t.Errorf("point %d replicas = %+v", i, p.Replicas)
+		}
+	}
+	if got := h.Doc(times[3]).Points; len(got) != 2 || got[0].UnixMs != times[4] {
+		t.Errorf("since the 4th point: %d points, want the 5th and 6th", len(got))
+	}
+	if got := h.Doc(times[5]).Points; len(got) != 0 {
+		t.Errorf("since the last point: %d points, want none", len(got))
+	}
+	if doc.Replicas[0] != "a" {
+		t.Errorf("replicas = %v", doc.Replicas)
+	}
+}
+
+func TestHistoryRates(t *testing.T) {
+	b := newStatsBackend("a", "b")
+	clk := newClock()
+	h := newHistory(b, 10, 5*time.Second, 10, 10)
+	h.now = clk.now
+	h.sample(context.Background()) // baseline: no rates yet
+	b.set(func(st *pool.Stats) {
+		st.Pools["a"] = pool.ReplicaStats{State: pool.StateReady, Calls: 10, Errors: 2, Failovers: 1, QueueTimeouts: 3, InUseConnections: 4}
+		st.UserAssignments = 7
+	})
+	for i := 1; i <= 100; i++ {
+		h.observeCall("a", time.Duration(i)*time.Millisecond, time.Duration(10*i)*time.Millisecond)
+	}
+	clk.add(5 * time.Second)
+	h.sample(context.Background())
+	p := h.Doc(0).Points[1]
+	a := p.Replicas[0]
+	if a.Calls != 10 || a.CallsPerSecond != 2 || a.ErrorRate != 0.2 || a.Failovers != 1 || a.QueueTimeouts != 3 || a.CallsTotal != 10 {
+		t.Errorf("replica a = %+v; want 10 calls, 2/s, error rate 0.2, 1 failover, 3 time-outs", a)
+	}
+	if p.CallsPerSecond != 2 || p.UserAssignments != 7 || p.Seconds != 5 {
+		t.Errorf("point = calls/s %v, users %d, seconds %v", p.CallsPerSecond, p.UserAssignments, p.Seconds)
+	}
+	if a.WaitP50Ms == nil || *a.WaitP50Ms != 50 || *a.WaitP95Ms != 95 || *a.CallP50Ms != 500 || *a.CallP95Ms != 950 {
+		t.Errorf("percentiles = %v %v %v %v; want 50 95 500 950", fp(a.WaitP50Ms), fp(a.WaitP95Ms), fp(a.CallP50Ms), fp(a.CallP95Ms))
+	}
+	if bp := p.Replicas[1]; bp.Calls != 0 || bp.ErrorRate != 0 || bp.WaitP50Ms != nil {
+		t.Errorf("idle replica b = %+v", bp)
+	}
+	// The next interval starts afresh; a counter that went back (a new
+	// pool) gives 0, not a huge number.
+	b.set(func(st *pool.Stats) { st.Pools["a"] = pool.ReplicaStats{State: pool.StateReady, Calls: 3} })
+	clk.add(5 * time.Second)
+	h.sample(context.Background())
+	a = h.Doc(0).Points[2].Replicas[0]
+	if a.Calls != 0 || a.WaitP50Ms != nil {
+		t.Errorf("after a reset: %+v", a)
+	}
+	// JSON: a missing percentile is null, the Space queue too (until the
+	// pool reports it).
+	raw, _ := json.Marshal(a)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	if v, ok := m["wait_p95_ms"]; !ok || v != nil {
+		t.Errorf("wait_p95_ms = %v, want null", v)
+	}
+	if v, ok := m["space_queue"]; !ok || v != nil {
+		t.Errorf("space_queue = %v, want null", v)
+	}
+}
+
+func fp(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestHistoryLatencySamplesBounded(t *testing.T) {
+	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 2)
+	for i := range 3 * maxLatencySamples {
+		h.observeCall("a", time.Duration(i), time.Duration(i))
+	}
+	if l := h.lat["a"]; len(l.wait) != maxLatencySamples || l.seen != 3*maxLatencySamples {
+		t.Errorf("kept %d of %d samples, want %d", len(l.wait), l.seen, maxLatencySamples)
+	}
+}
+
+func TestHistoryEvents(t *testing.T) {
+	clk := newClock()
+	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 3)
+	h.now = clk.now
+	h.onPoolEvent(pool.Event{Kind: pool.EventQueued, Replica: "a"})   // not listed
+	h.onPoolEvent(pool.Event{Kind: pool.EventCallDone, Replica: "a"}) // not listed
+	h.onPoolEvent(pool.Event{Kind: pool.EventSessionCreated, Replica: "a"})
+	h.onPoolEvent(pool.Event{Kind: pool.EventHealthCheck, Replica: "a", Err: errors.New("ping failed")})
+	h.onPoolEvent(pool.Event{Kind: pool.EventEjected, Replica: "a", Err: errors.New("down")})
+	h.onPoolEvent(pool.Event{Kind: pool.EventFailover, Replica: "a"})
+	evs := h.Doc(0).Events
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	want := []string{"health_check", "ejected", "failover"}
+	if len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+		t.Fatalf("events = %v, want %v (the ring's last 3, oldest first)", kinds, want)
+	}
+	if evs[0].Reason != "failed" || evs[1].Error != "down" {
+		t.Errorf("events = %+v", evs)
+	}
+}
+
+func TestDisplayState(t *testing.T) {
+	for _, tt := range []struct {
+		rs   pool.ReplicaStats
+		want string
+	}{
+		{pool.ReplicaStats{State: pool.StateReady}, "ready"},
+		{pool.ReplicaStats{State: pool.StateEjected, LastError: "x"}, "ejected"},
+		{pool.ReplicaStats{State: pool.StateEjected, LastError: (&gradio.SpaceError{Space: "o/s", Stage: "SLEEPING"}).Error()}, "sleeping"},
+		{pool.ReplicaStats{State: pool.StateReady, LastError: "gradio: space o/s is not running (stage SLEEPING)"}, "ready"},
+	} {
+		if got := displayState(tt.rs); got != tt.want {
+			t.Errorf("displayState(%+v) = %q, want %q", tt.rs, got, tt.want)
+		}
+	}
+}
+
+// TestHistoryRunHour runs the sampler for two hours of fake time: the
+// ring holds the last hour, one point every interval.
+func TestHistoryRunHour(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newStatsBackend("a")
+		h := newHistory(b, 10, DefaultHistoryInterval, DefaultHistoryPoints, 10)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); h.Run(ctx) }()
+		time.Sleep(2*time.Hour + time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		pts := h.Doc(0).Points
+		if len(pts) != DefaultHistoryPoints {
+			t.Fatalf("%d points, want %d", len(pts), DefaultHistoryPoints)
+		}
+		for i := 1; i < len(pts); i++ {
+			if d := pts[i].Time.Sub(pts[i-1].Time); d != DefaultHistoryInterval {
+				t.Fatalf("points %d and %d are %v apart, want %v", i-1, i, d, DefaultHistoryInterval)
+			}
+		}
+		if span := pts[len(pts)-1].Time.Sub(pts[0].Time); span != time.Hour-DefaultHistoryInterval {
+			t.Errorf("the ring spans %v, want an hour", span)
+		}
+		if now := time.Now(); now.Sub(pts[len(pts)-1].Time) > DefaultHistoryInterval {
+			t.Errorf("the last point is %v old", now.Sub(pts[len(pts)-1].Time))
+		}
+	})
+}

@@ -1,0 +1,43 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// metricHooks lets the admin history see what the metrics see (completed
+// calls, pool events) without a second hook in the pool or the handlers.
+type metricHooks struct {
+	mu    sync.RWMutex
+	calls []func(replica string, wait, total time.Duration)
+	pool  []func(pool.Event)
+}
+
+func (h *metricHooks) add(call func(replica string, wait, total time.Duration), poolEv func(pool.Event)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if call != nil {
+		h.calls = append(h.calls, call)
+	}
+	if poolEv != nil {
+		h.pool = append(h.pool, poolEv)
+	}
+}
+
+func (h *metricHooks) onCall(replica string, wait, total time.Duration) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, f := range h.calls {
+		f(replica, wait, total)
+	}
+}
+
+func (h *metricHooks) onPool(e pool.Event) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, f := range h.pool {
+		f(e)
+	}
+}
