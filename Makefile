@@ -14,8 +14,9 @@ build:
 # test is what CI runs: it installs what the tests need when missing (deps),
 # then vet, staticcheck, the official JS client for the conformance suite,
 # and every Go test under the race detector. The REQUIRE variables make the
-# Node conformance suite and the real-Redis tests fail, not skip, when Node
-# or redis-server is missing.
+# Node conformance suite, the real-Redis tests and the dashboard's browser
+# test fail, not skip, when Node, redis-server or chromium is missing; the
+# browser test's screenshot goes to GRADIOPOOL_ARTIFACTS.
 test: deps lint jsclient unit
 
 deps:
@@ -30,7 +31,8 @@ jsclient: deps
 	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 unit:
-	GRADIOPOOL_REQUIRE_NODE=1 GRADIOPOOL_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 30m ./...
+	GRADIOPOOL_REQUIRE_NODE=1 GRADIOPOOL_REQUIRE_REDIS=1 GRADIOPOOL_REQUIRE_CHROMIUM=1 \
+	GRADIOPOOL_ARTIFACTS=$(CURDIR)/test-artifacts $(GO) test -race -count=1 -timeout 30m ./...
 
 bench:
 	$(GO) run ./cmd/gradiopool bench

@@ -4,3 +4,13 @@ import "time"
 
 // SetClock replaces the gateway's clock (pending-call expiry, durations).
 func (g *Gateway) SetClock(now func() time.Time) { g.now = now }
+
+// SetHistory sets the dashboard history's interval and size; call it
+// before Serve or RunHistory.
+func (g *Gateway) SetHistory(interval time.Duration, points int) {
+	g.history.mu.Lock()
+	defer g.history.mu.Unlock()
+	g.history.interval = interval
+	g.history.points = make([]HistoryPoint, points)
+	g.history.next, g.history.full = 0, false
+}

@@ -102,7 +102,8 @@ function drawChart(box, field, names, scale) {
   };
   lab(L - 4, T + 10, num(ymax, ymax < 10 ? 1 : 0), "end");
   lab(L - 4, H - B, "0", "end");
-  lab(L, H - 6, "−" + Math.round(state.capacity * state.interval / 60) + " min", "start");
+  const span = state.capacity * state.interval;
+  lab(L, H - 6, "−" + (span < 120 ? Math.round(span) + " s" : Math.round(span / 60) + " min"), "start");
   lab(W - R, H - 6, "now", "end");
   names.forEach((name) => {
     let d = "", pen = false;
@@ -134,7 +135,7 @@ function legend(names) {
 
 function renderEvents() {
   const body = $("#events");
-  const rows = state.events.slice(-50).reverse().map((e) => {
+  const rows = state.events.slice(-25).reverse().map((e) => {
     const tr = document.createElement("tr");
     tr.dataset.kind = e.kind;
     for (const text of [clock(e.unix_ms), e.kind.replace(/_/g, " "), e.replica || "", [e.reason, e.error].filter(Boolean).join(": ")]) {

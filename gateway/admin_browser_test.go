@@ -1,0 +1,231 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// chromiumPath finds a Chromium: GRADIOPOOL_CHROMIUM, else chromium on the
+// PATH (the Debian package CI installs). Missing, the test skips, or fails
+// when GRADIOPOOL_REQUIRE_CHROMIUM=1 (make test sets it).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("GRADIOPOOL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("GRADIOPOOL_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal("chromium is required (GRADIOPOOL_REQUIRE_CHROMIUM=1) but not installed: apt-get install chromium")
+	}
+	t.Skip("chromium not installed; set GRADIOPOOL_REQUIRE_CHROMIUM=1 to make this a failure")
+	return ""
+}
+
+// artifactDir is where the test leaves its screenshot: GRADIOPOOL_ARTIFACTS
+// (make test sets it), else a temporary directory.
+func artifactDir(t *testing.T) string {
+	if d := os.Getenv("GRADIOPOOL_ARTIFACTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// TestDashboardInChromium drives the dashboard in headless Chromium: a
+// wrong token is refused, the right one logs in, every replica appears,
+// the numbers move while a workload runs, a killed replica shows as
+// ejected; the page is saved as a screenshot.
+func TestDashboardInChromium(t *testing.T) {
+	chrome := chromiumPath(t)
+	const token = "dashboard-test-token"
+
+	var sims []*gradiotest.Server
+	var urls []string
+	for range 3 {
+		s := gradiotest.NewUnstartedServer(nil)
+		s.DefaultConcurrencyLimit = -1
+		s.Latency = 20 * time.Millisecond
+		s.Start()
+		t.Cleanup(s.Close)
+		sims = append(sims, s)
+		urls = append(urls, s.URL)
+	}
+	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 2, MaxConnections: 6}}
+	cfg.Secrets.AdminToken = token
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(nil, metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(b)
+	g := gateway.New(cfg, b, nil, metrics)
+	g.SetHistory(250*time.Millisecond, 160) // a 40 s chart: the test's whole run
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(serveCtx, ln) }()
+	t.Cleanup(func() {
+		stopServe()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	names := p.Replicas()
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1100),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	// The browser lives as long as the context of the first Run: start it
+	// on bctx, then bound the steps.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting %s: %v", chrome, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		for i, a := range actions {
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			err := chromedp.Do(sctx, a)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s (step %d): %v", step, i+1, err)
+			}
+		}
+	}
+	poll := func(step, predicate string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+			t.Fatalf("%s: waiting for %s: %v", step, predicate, err)
+		}
+	}
+	eval := func(expr string) int {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[int](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+
+	// A wrong token: the form again, with the refusal, and no dashboard.
+	do("wrong token",
+		chromedp.Navigate(base+"/admin"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token"),
+	)
+	if resp, err := chromedp.RunResponse(ctx, chromedp.Submit(chromedp.CSS("#login"))); err != nil || resp.Status != http.StatusForbidden {
+		t.Fatalf("submitting a wrong token: %v, %v; want 403", resp, err)
+	}
+	poll("refusal", `(document.querySelector("#login-error")||{textContent:""}).textContent.includes("not valid")`)
+	if n := eval(`document.querySelectorAll("article.replica").length`); n != 0 {
+		t.Fatal("a wrong token shows the dashboard")
+	}
+
+	// The right token: every replica appears.
+	do("log in", chromedp.SendKeys(chromedp.CSS("#token"), token))
+	if resp, err := chromedp.RunResponse(ctx, chromedp.Submit(chromedp.CSS("#login"))); err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("logging in: %v, %v; want the dashboard", resp, err)
+	}
+	for _, n := range names {
+		poll("replica "+n, fmt.Sprintf(`!!document.querySelector('article.replica[data-replica=%q] [data-field="state"]')?.textContent`, n))
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || strings.Contains(loc, token) {
+		t.Fatalf("location %q (%v): the token must not be in the URL", loc, err)
+	}
+
+	// A workload: the calls counters move.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; i < 20000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("POST", base+"/v1/predict/upper", strings.NewReader(`{"data":["x"]}`))
+				req.Header.Set(gateway.UserHeader, fmt.Sprintf("user%d-%d@example.com", w, i%7))
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	calls := func(n string) string {
+		return fmt.Sprintf(`Number((document.querySelector('article.replica[data-replica=%q] [data-field="calls_total"]')||{textContent:""}).textContent.replace(/\D/g,""))`, n)
+	}
+	for _, n := range names {
+		poll("calls on "+n, calls(n)+` > 0`)
+	}
+	poll("calls per second", `parseFloat(document.querySelector('.summary [data-field="calls_per_second"]')?.textContent) > 0`)
+	before := eval(calls(names[0]))
+	poll("calls grow", fmt.Sprintf(`%s > %d`, calls(names[0]), before))
+
+	// Kill a replica: its card says so, the events list the ejection.
+	sims[1].Close()
+	killed := names[1]
+	poll("ejected", fmt.Sprintf(`document.querySelector('article.replica[data-replica=%q]')?.dataset.state === "ejected"`, killed))
+	poll("event", `!!document.querySelector('#events tr[data-kind="ejected"]')`)
+	poll("charts", `document.querySelectorAll('[data-chart="calls_per_second"] path.series').length >= 2`)
+	// The survivors keep serving, and the numbers keep moving.
+	before = eval(calls(names[0]))
+	poll("calls after the kill", fmt.Sprintf(`%s > %d`, calls(names[0]), before+100))
+	poll("two ready", `document.querySelector('.summary [data-field="status"]')?.textContent.startsWith("2 of 3")`)
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(artifactDir(t), "dashboard.png")
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(shot))
+}
