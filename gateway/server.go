@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -39,7 +42,8 @@ type Gateway struct {
 	// pool and closers are what Open built (nil for New); Close ends them.
 	pool    *pool.Pool
 	closers []func() error
-	history *History // the dashboard's last hour (admin_ui.go)
+	history *History     // the dashboard's last hour (admin_ui.go)
+	tracer  trace.Tracer // request spans (tracing.go)
 
 	// jobsCtx is the parent of calls that outlive their request (the
 	// /gradio_api/call POST); cancelJobs ends them after a drain.
@@ -62,7 +66,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 	if metrics == nil {
 		metrics = NewMetrics(b)
 	}
-	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now}
+	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName)}
 	g.jobsCtx, g.cancelJobs = context.WithCancel(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()
@@ -124,7 +128,7 @@ func (g *Gateway) handleNoRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.serveTraced(w, r) }
 
 // track counts a call in flight for the drain; the returned func ends it.
 func (g *Gateway) track() func() {

@@ -49,13 +49,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	shutdownTracing, tracing, err := gateway.SetupTracing(ctx) // OTEL_* environment; off when unset
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(tctx) // flushes the last spans
+	}()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	logger.Info("starting gateway", slog.Any("config", cfg))
+	logger.Info("starting gateway", slog.Any("config", cfg), slog.Bool("tracing", tracing))
 	if cfg.Secrets.AdminToken == "" {
-		logger.Warn("GRADIOPOOL_ADMIN_TOKEN is not set: /api/admin/* and /metrics are open")
+		logger.Warn("GRADIOPOOL_ADMIN_TOKEN is not set: /admin, /api/admin/* and /metrics are open")
 	}
 	if len(cfg.Secrets.APIKeys) == 0 {
 		logger.Warn("GRADIOPOOL_API_KEYS is not set: the call endpoints are open")
