@@ -79,7 +79,8 @@ func TestEventHook(t *testing.T) {
 	})
 	t.Run("no hook", func(t *testing.T) {
 		// A context without a hook changes nothing.
-		if _, err := c.Predict(context.WithValue(testCtx(t), struct{}{}, 1), "upper", "x"); err != nil {
+		type otherKey struct{}
+		if _, err := c.Predict(context.WithValue(testCtx(t), otherKey{}, 1), "upper", "x"); err != nil {
 			t.Fatal(err)
 		}
 	})
