@@ -65,6 +65,10 @@ type Options struct {
 	Quick bool
 	// Verbose writes the gateway's and pool's logs to stderr (text).
 	Verbose bool
+	// Keep keeps the replicas and the gateway (and so its dashboard at
+	// /admin) serving for this long after the summary, so a person can look;
+	// ctx ending stops it sooner. Zero: stop at once.
+	Keep time.Duration
 }
 
 // Run is `gradiopool demo`: three simulated replicas behind the gateway, a
@@ -135,7 +139,8 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		stopGateway()
 		<-served
 	}()
-	fmt.Fprintf(stdout, "  gateway on %s; %d registered users + %d anonymous callers\n\n", base, plan.users, plan.anon)
+	fmt.Fprintf(stdout, "  gateway on %s (live dashboard: %s/admin); %d registered users + %d anonymous callers\n\n",
+		base, base, plan.users, plan.anon)
 
 	d := &demo{plan: plan, base: base, hub: hub, sims: sims, stderr: stderr,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}}
@@ -160,6 +165,15 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	d.summary(stdout, baseline, elapsed, stats, metricsText)
 	if d.ok.Load() == 0 {
 		return errors.New("demo: no call succeeded")
+	}
+	if opts.Keep > 0 {
+		fmt.Fprintf(stdout, "\nkeeping the replicas and the gateway up for %v: dashboard at %s/admin (Ctrl-C to stop)\n", opts.Keep, base)
+		t := time.NewTimer(opts.Keep)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 	return nil
 }
