@@ -43,6 +43,10 @@ const (
 	// MaxLifetime is randomly shortened, so that sessions connected together
 	// are not all replaced at the same moment.
 	LifetimeJitter = 0.1
+	// DefaultPriorityMaxWait is the starvation bound of priority classes:
+	// a third of DefaultQueueTimeout, so that a low-priority waiter is
+	// promoted well before it would time out.
+	DefaultPriorityMaxWait = 10 * time.Second
 )
 
 // Config configures a [Pool]. The zero value of every field except Connect
@@ -90,6 +94,12 @@ type Config[T any] struct {
 	// ErrQueueTimeout. 0: DefaultQueueTimeout (30 s); negative: wait until
 	// the caller's context ends.
 	QueueTimeout time.Duration
+
+	// PriorityMaxWait is the starvation bound of priority classes (see
+	// [Priority]): a waiter that has waited this long is served before
+	// younger waiters of higher classes. 0: DefaultPriorityMaxWait (10 s);
+	// negative: never promoted (strict priority).
+	PriorityMaxWait time.Duration
 
 	// IdleTimeout closes sessions that have been idle (not acquired) for
 	// longer, never going below MinSessions. 0: DefaultIdleTimeout (10 min);
@@ -173,6 +183,7 @@ func (cfg Config[T]) normalize() (Config[T], error) {
 	cfg.MaxWaiters = cmp.Or(cfg.MaxWaiters, DefaultMaxWaiters)
 	cfg.QueueTimeout = cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout)
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.PriorityMaxWait = cmp.Or(cfg.PriorityMaxWait, DefaultPriorityMaxWait)
 	cfg.HealthCheckInterval = cmp.Or(cfg.HealthCheckInterval, DefaultHealthCheckInterval)
 	cfg.HealthCheckMax = cmp.Or(cfg.HealthCheckMax, DefaultHealthCheckMax)
 	cfg.HealthCheckTimeout = cmp.Or(cfg.HealthCheckTimeout, DefaultHealthCheckTimeout)

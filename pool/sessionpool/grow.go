@@ -70,7 +70,7 @@ func (p *Pool[T]) connect(vctx context.Context, gen uint64) {
 		// error (the oldest, as the queue serves everything in order)
 		// rather than waiting out its time-out on a failing replica.
 		if p.waitq.n > p.connecting-p.stale {
-			w := p.waitq.head
+			w := p.waitq.next(now)
 			p.waitq.remove(w)
 			w.ch <- waitResult[T]{err: cerr}
 		}

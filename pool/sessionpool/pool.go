@@ -33,7 +33,7 @@ type Pool[T any] struct {
 	closed      bool
 	initialized bool
 	idle        []*item[T] // sorted by lastUsed, oldest first; the end is the most recently used
-	waitq       waitList[T]
+	waitq       waitQueue[T]
 	open        int // idle + inUse + checking
 	inUse       int
 	checking    int // items out for a health check
@@ -80,6 +80,7 @@ func New[T any](cfg Config[T]) (*Pool[T], error) {
 		idle:       make([]*item[T], 0, cfg.MaxSessions),
 	}
 	p.waiters.New = func() any { return &waiter[T]{ch: make(chan waitResult[T], 1)} }
+	p.waitq.maxWait = int64(cfg.PriorityMaxWait)
 	return p, nil
 }
 
@@ -185,6 +186,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], 
 
 	w := p.waiters.Get().(*waiter[T])
 	w.start = entered
+	w.prio = PriorityFrom(ctx)
 	w.deadline = 0
 	if p.cfg.QueueTimeout > 0 {
 		w.deadline = entered + int64(p.cfg.QueueTimeout)
@@ -193,7 +195,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], 
 			p.queueTimer.Reset(time.Duration(w.deadline - now))
 		}
 	}
-	p.waitq.pushBack(w)
+	p.waitq.push(w)
 	p.stat.EmptyAcquireCount++
 	p.growForLocked(ctx)
 	var ev Event
@@ -327,7 +329,7 @@ func (p *Pool[T]) release(it *item[T]) {
 		p.mu.Unlock()
 		return
 	}
-	if w := p.waitq.head; w != nil {
+	if w := p.waitq.next(now); w != nil {
 		s := p.assignLocked(it, w, now)
 		p.mu.Unlock()
 		w.ch <- waitResult[T]{s: s} // outside mu: shorter critical section under contention
@@ -350,7 +352,7 @@ func (p *Pool[T]) release(it *item[T]) {
 // use) to the oldest waiter, or makes it idle in lastUsed order.
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) putLocked(it *item[T], now int64) {
-	if w := p.waitq.head; w != nil {
+	if w := p.waitq.next(now); w != nil {
 		p.handOffLocked(it, w, now)
 		return
 	}
@@ -367,13 +369,13 @@ func (p *Pool[T]) putLocked(it *item[T], now int64) {
 	}
 }
 
-// handOffLocked gives it to waiter w (the head of the queue).
+// handOffLocked gives it to waiter w (the next of the queue).
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) handOffLocked(it *item[T], w *waiter[T], now int64) {
 	w.ch <- waitResult[T]{s: p.assignLocked(it, w, now)}
 }
 
-// assignLocked takes waiter w (the head of the queue) out of the queue and
+// assignLocked takes waiter w (the next of the queue) out of the queue and
 // returns the handle of it for w; the caller must then send it on w.ch,
 // under mu or after releasing it (w.ch has room, and w, being out of the
 // queue, waits for exactly that send).
@@ -489,7 +491,7 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 			p.healthTimer.Stop()
 			p.retryTimer.Stop()
 		}
-		for w := p.waitq.popFront(); w != nil; w = p.waitq.popFront() {
+		for w := p.waitq.popAny(); w != nil; w = p.waitq.popAny() {
 			w.ch <- waitResult[T]{err: ErrPoolClosed}
 		}
 		for i, it := range p.idle {

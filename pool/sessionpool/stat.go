@@ -14,6 +14,9 @@ type Stat struct {
 	Checking   int // idle sessions taken out for a health check: never handed out meanwhile
 	Connecting int // Connect calls in flight
 	Waiting    int // callers in the FIFO queue (the seed's queueLength; see QueueLength)
+	// WaitingHigh, WaitingLow: of Waiting, those of PriorityHigh and
+	// PriorityLow (the rest are PriorityNormal).
+	WaitingHigh, WaitingLow int
 	Healthy    int // open sessions whose last health check passed or that have not been checked
 	Unhealthy  int // open sessions with at least one consecutive failed check
 
@@ -71,6 +74,8 @@ func (p *Pool[T]) Stat() Stat {
 	s.Checking = p.checking
 	s.Connecting = p.connecting
 	s.Waiting = p.waitq.n
+	byClass := p.waitq.waitingByPriority()
+	s.WaitingLow, s.WaitingHigh = byClass[PriorityLow+1], byClass[PriorityHigh+1]
 	s.Unhealthy = p.unhealthy
 	s.Healthy = p.open - p.unhealthy
 	s.MinSessions = p.cfg.MinSessions

@@ -8,6 +8,7 @@ import (
 type waiter[T any] struct {
 	next, prev *waiter[T]
 	queued     bool
+	prio       Priority           // class of the Acquire (see WithPriority)
 	start      int64              // pool clock when it joined
 	served     int64              // pool clock when it was handed a session
 	deadline   int64              // pool clock when it times out; 0: never
@@ -61,8 +62,8 @@ func (l *waitList[T]) popFront() *waiter[T] {
 }
 
 // expireWaiters is queueTimer's callback: it fails the waiters whose
-// deadline passed. They are at the head of the queue, as every waiter has
-// the same QueueTimeout.
+// deadline passed. They are at the heads of the class lists, as every
+// waiter has the same QueueTimeout.
 func (p *Pool[T]) expireWaiters() {
 	now := p.now()
 	p.mu.Lock()
@@ -72,7 +73,7 @@ func (p *Pool[T]) expireWaiters() {
 		return
 	}
 	var evs []Event
-	for w := p.waitq.head; w != nil && w.deadline != 0 && w.deadline <= now; w = p.waitq.head {
+	for w := p.waitq.oldestDeadline(); w != nil && w.deadline <= now; w = p.waitq.oldestDeadline() {
 		p.waitq.remove(w)
 		p.stat.QueueTimeouts++
 		w.ch <- waitResult[T]{err: ErrQueueTimeout}
@@ -82,7 +83,7 @@ func (p *Pool[T]) expireWaiters() {
 			evs = append(evs, ev)
 		}
 	}
-	if w := p.waitq.head; w != nil && w.deadline != 0 {
+	if w := p.waitq.oldestDeadline(); w != nil {
 		p.queueArmed = true
 		p.queueTimer.Reset(time.Duration(w.deadline - now))
 	}
