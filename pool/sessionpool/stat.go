@@ -17,8 +17,8 @@ type Stat struct {
 	// WaitingHigh, WaitingLow: of Waiting, those of PriorityHigh and
 	// PriorityLow (the rest are PriorityNormal).
 	WaitingHigh, WaitingLow int
-	Healthy    int // open sessions whose last health check passed or that have not been checked
-	Unhealthy  int // open sessions with at least one consecutive failed check
+	Healthy                 int // open sessions whose last health check passed or that have not been checked
+	Unhealthy               int // open sessions with at least one consecutive failed check
 
 	MinSessions int
 	MaxSessions int
