@@ -73,11 +73,15 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	return user, args, apiName, nil
 }
 
-// callContext applies the caller's own deadline, if any.
+// callContext applies the caller's priority class and own deadline, if any.
 func callContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	base, perr := priorityContext(r)
+	if perr != nil {
+		return nil, nil, perr
+	}
 	v := strings.TrimSpace(r.Header.Get(TimeoutHeader))
 	if v == "" {
-		ctx, cancel := context.WithCancel(r.Context())
+		ctx, cancel := context.WithCancel(base)
 		return ctx, cancel, nil
 	}
 	d, err := time.ParseDuration(v)
@@ -91,7 +95,7 @@ func callContext(r *http.Request) (context.Context, context.CancelFunc, *apiErro
 	if d <= 0 {
 		return nil, nil, badRequest("bad_timeout", "%s must be positive", TimeoutHeader)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d)
+	ctx, cancel := context.WithTimeout(base, d)
 	return ctx, cancel, nil
 }
 

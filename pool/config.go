@@ -68,6 +68,12 @@ type Config struct {
 	// the waiter then gets ErrQueueTimeout. Zero means DefaultQueueTimeout
 	// (30 s); negative disables (wait as long as the context allows).
 	QueueTimeout time.Duration
+	// PriorityMaxWait is the starvation bound of priority classes (see
+	// [WithPriority]): a waiter that has waited this long is served before
+	// younger waiters of higher classes. Zero means
+	// sessionpool.DefaultPriorityMaxWait (10 s); negative means strict
+	// priority (never promoted).
+	PriorityMaxWait time.Duration
 	// MaxWaiters bounds each replica's waiter list; a caller beyond it is
 	// routed to another replica, or gets ErrQueueFull when all are full.
 	// Zero means DefaultMaxWaiters (1000); negative means

@@ -119,6 +119,7 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 		MaxSessions:         c.maxConns,
 		MaxWaiters:          c.MaxWaiters,
 		QueueTimeout:        c.QueueTimeout,
+		PriorityMaxWait:     c.PriorityMaxWait,
 		IdleTimeout:         c.IdleTimeout,
 		HealthCheckInterval: c.HealthCheckInterval,
 		HealthCheckMax:      c.HealthCheckMaxConnections,
