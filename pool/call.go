@@ -34,6 +34,7 @@ type Call struct {
 	waited   time.Duration // in Acquire, over every attempt
 	released chan struct{} // closed once the lease is released
 	trace    *callTrace    // nil when not traced
+	load     *callLoad     // the call's share of its replica's capacity bookkeeping
 }
 
 // Job returns the underlying Gradio job.
@@ -121,7 +122,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if span != nil {
 			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
 		}
-		l, err := p.acquire(actx, key, exclude, causes, &failed)
+		l, err := p.acquire(withEndpoint(actx, endpoint), key, exclude, causes, &failed)
 		waited += time.Since(t0)
 		if err != nil {
 			endSpan(span, err)
@@ -135,14 +136,16 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		endSpan(span, nil)
 		r.calls.Add(1)
 		span = ct.child(SpanJoin, AttrReplica.String(r.name), AttrAttempt.Int(attempt))
-		job, err := l.client.Submit(ct.jobContext(ctx), endpoint, args...)
+		load := r.beginCall(endpoint)
+		job, err := l.client.Submit(jobContext(ctx, load, ct), endpoint, args...)
 		endSpan(span, err)
 		if err == nil {
-			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{}), trace: ct}
+			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{}), trace: ct, load: load}
 			ct.joined()
 			p.releaseWhenDone(c, endpoint, start)
 			return c, nil
 		}
+		load.end()
 		if !callerError(err) {
 			r.errs.Add(1)
 		}
@@ -186,6 +189,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 // Submit ctx ending, or the session closing), so the callback always runs.
 func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 	c.job.AfterDone(func() {
+		c.load.end() // ended by the final event already, unless the app never sent one
 		_, err := c.job.Wait(context.Background())
 		var lost *gradio.ConnectionLostError
 		if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {

@@ -110,6 +110,16 @@ type Config struct {
 	// moves unless their replica fails. Zero means DefaultUserAssignmentTTL
 	// (1 h); negative means assignments never expire.
 	UserAssignmentTTL time.Duration
+	// Routing chooses the replica of anonymous calls: RouteExpectedTime
+	// (zero, the default) weighs each Space's own queue and run time;
+	// RouteLeastInUse counts only our calls.
+	Routing Routing
+	// RebalanceFactor moves a registered user off their replica when a
+	// call is expected to complete more than this many times later there
+	// than on the quickest replica (then they are pinned to that one).
+	// Zero (default) or less: users stay on their replica (stickiness
+	// first); e.g. 3 moves a user whose replica is three times slower.
+	RebalanceFactor float64
 	// MaxLifetime destroys a session older than that (at release, or when
 	// idle). Zero (default) means no limit.
 	MaxLifetime time.Duration

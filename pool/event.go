@@ -26,6 +26,11 @@ const (
 	EventFailover                              // a call moved from Replica to another (Err = cause)
 	EventCallDone                              // a call ended (Duration; Err on failure)
 	EventQueueFull                             // a caller was refused: the replica's waiter list was full
+	// EventConcurrencyLimited: our calls to Endpoint of Replica waited in
+	// the Space's own queue while Concurrency of ours ran there, and
+	// MaxConnections is higher: the sessions beyond it only wait inside
+	// the Space. Logged once per replica and endpoint.
+	EventConcurrencyLimited
 )
 
 var kindNames = map[EventKind]string{
@@ -34,7 +39,7 @@ var kindNames = map[EventKind]string{
 	EventSessionDestroyed: "session_destroyed", EventAssigned: "assigned", EventQueued: "queued",
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
-	EventQueueFull: "queue_full",
+	EventQueueFull: "queue_full", EventConcurrencyLimited: "concurrency_limited",
 }
 
 func (k EventKind) String() string {
@@ -58,6 +63,9 @@ type Event struct {
 	Waiting  int           // EventQueued: waiters on the replica
 	Until    time.Time     // EventEjected: end of the back-off
 	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...
+	// Concurrency is, for EventConcurrencyLimited, the most of our calls
+	// seen running at once on the replica's endpoint.
+	Concurrency int
 }
 
 // emit delivers an event to the hook and to the logger.
@@ -115,6 +123,10 @@ func (p *Pool) emit(e Event) {
 	}
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	if e.Kind == EventConcurrencyLimited {
+		attrs = append(attrs, slog.Int("effective_concurrency", e.Concurrency), slog.Int("max_connections", p.cfg.maxConns),
+			slog.String("advice", "the Space runs this endpoint's calls at most this many at a time: sessions above it only wait in the Space's queue; lower max_connections or raise the app's concurrency_limit"))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))

@@ -229,7 +229,7 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 			assigned = p.byName[name] // nil if the replica list changed
 		}
 	}
-	for _, r := range p.order(key, assigned) {
+	for _, r := range p.order(ctx, key, assigned) {
 		if exclude[r] {
 			continue
 		}

@@ -98,7 +98,7 @@ func (p *Pool) AcquireExcept(ctx context.Context, user string, exclude ...string
 		cancel()
 	}
 	var causes []*ReplicaError
-	for _, r := range p.order(key, assigned) {
+	for _, r := range p.order(ctx, key, assigned) {
 		if skip[r] {
 			continue
 		}

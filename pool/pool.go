@@ -282,19 +282,21 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 	}
 }
 
-// order lists the replicas to try for key, best first: the assigned one;
-// for a new user the next in round robin; for anonymous users the least
-// loaded. The rest follow in configuration order after the first.
-func (p *Pool) order(key string, assigned *replica) []*replica {
+// order lists the replicas to try for key, best first: the assigned one
+// (or, with RebalanceFactor, a much quicker one); for a new user the next
+// in round robin; for anonymous users the one where the call is expected
+// to complete first (see Routing). The rest follow in configuration order
+// after the first.
+func (p *Pool) order(ctx context.Context, key string, assigned *replica) []*replica {
 	n := len(p.replicas)
 	first := 0
 	switch {
 	case assigned != nil:
-		first = assigned.idx
+		first = p.rebalanced(ctx, assigned).idx
 	case key != "":
 		first = int(p.rrNew.Add(1)-1) % n
 	default:
-		first = p.leastLoaded()
+		first = p.anonymousFirst(ctx)
 	}
 	out := make([]*replica, 0, n)
 	for i := range n {

@@ -54,6 +54,8 @@ type replica struct {
 	calls, errs, failovers atomic.Uint64
 	stickyTimeouts         atomic.Uint64 // sticky users who gave up waiting for their own session
 	stickyWaiting          atomic.Int32  // sticky users waiting for their own session
+
+	cap capacity // the Space's queues as reported, and our calls there
 }
 
 // replicaName derives the stats name of src: the name part of a Space id,

@@ -58,6 +58,18 @@ type ReplicaStats struct {
 	ConsecutiveFailures int        `json:"consecutiveFailures"` // replica-level failures in a row
 	EjectedUntil        *time.Time `json:"ejectedUntil,omitempty"`
 	LastError           string     `json:"lastError,omitempty"`
+
+	// SpaceQueue is the Space's own queue as it reported it (estimation
+	// messages of our calls), summed over endpoints, less what it has
+	// worked off since (estimated).
+	SpaceQueue int `json:"spaceQueue"`
+	// SpaceETA is the time, in seconds, a new call is expected to take
+	// there: the work queued ahead of it at the Space and for our
+	// sessions, spread over the Space's effective concurrency, plus its own
+	// run (what anonymous routing compares).
+	SpaceETA float64 `json:"spaceEtaSeconds"`
+	// Endpoints details SpaceQueue per endpoint the pool has called.
+	Endpoints map[string]EndpointLoad `json:"endpoints,omitempty"`
 }
 
 // statsStoreTimeout bounds the Store.Len call of Stats (a shared store does
@@ -75,6 +87,8 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		Ready:       p.Ready(),
 	}
 	reserved := p.sticky.count()
+	now := time.Now()
+	fallback := p.processTimes()
 	var lastHealth time.Time
 	for _, r := range p.replicas {
 		s := r.sp.Stat()
@@ -97,6 +111,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			SessionsCreated:      uint64(s.Created),
 			SessionsDestroyed:    uint64(s.Destroyed()),
 		}
+		r.capacityStats(&rs, now, fallback)
 		r.mu.Lock()
 		rs.URL = publicSource(r.baseURL)
 		rs.ConsecutiveFailures = r.fails

@@ -88,15 +88,6 @@ func (ct *callTrace) child(name string, attrs ...attribute.KeyValue) trace.Span 
 	return s
 }
 
-// jobContext is the context a job is submitted with: the job's events
-// drive the queue, run and stream spans.
-func (ct *callTrace) jobContext(ctx context.Context) context.Context {
-	if ct == nil {
-		return ctx
-	}
-	return gradio.WithEventHook(ctx, ct.onEvent)
-}
-
 // joined starts the queue span once the app accepted the job (unless its
 // events already moved the call on).
 func (ct *callTrace) joined() {
