@@ -73,4 +73,9 @@ type ReplicaGauges struct {
 	Unhealthy  int
 	// QueueTimeouts is cumulative since start.
 	QueueTimeouts uint64
+	// SpaceQueue is the app's own queue as it last reported it (less what
+	// it worked off since); SpaceETA the seconds a new call is expected to
+	// take there (see pool.ReplicaStats).
+	SpaceQueue int
+	SpaceETA   float64
 }

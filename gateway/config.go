@@ -119,6 +119,21 @@ type PoolConfig struct {
 	// StickySessions keeps a registered user on one pooled session (and so
 	// one gr.State) while it stays assigned. Default off.
 	StickySessions bool `yaml:"sticky_sessions"`
+	// PriorityMaxWait is the starvation bound of the priority classes
+	// (X-Gradiopool-Priority): a waiter is promoted after it. Zero means
+	// pool.DefaultPriorityMaxWait (10 s); negative: strict priority.
+	PriorityMaxWait time.Duration `yaml:"priority_max_wait"`
+	// Routing is how anonymous calls pick a replica: "expected_time"
+	// (default: the Space's own queue, run time and concurrency) or
+	// "least_in_use" (our calls only).
+	Routing string `yaml:"routing"`
+	// RebalanceFactor moves a registered user off their replica when a
+	// call is expected to take more than this many times longer there
+	// than on the quickest one. Zero (default): never (stickiness first).
+	RebalanceFactor float64 `yaml:"rebalance_factor"`
+	// WarmUp opens the minimum sessions at start instead of at the first
+	// call. Default off.
+	WarmUp bool `yaml:"warm_up"`
 }
 
 // LogConfig selects the log output.
@@ -196,6 +211,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("user_assignment_ttl", c.Pool.UserAssignmentTTL),
 		slog.Int("max_waiters", c.Pool.MaxWaiters),
 		slog.Bool("sticky_sessions", c.Pool.StickySessions),
+		slog.Duration("priority_max_wait", c.Pool.PriorityMaxWait),
+		slog.String("routing", c.Pool.Routing),
+		slog.Float64("rebalance_factor", c.Pool.RebalanceFactor),
+		slog.Bool("warm_up", c.Pool.WarmUp),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Duration("keepalive_interval", c.KeepAliveInterval),
@@ -248,6 +267,10 @@ func (c *Config) Normalize() {
 	def(&c.Pool.EjectAfterRefusals, pool.DefaultEjectAfterRefusals)
 	defd(&c.Pool.UserAssignmentTTL, pool.DefaultUserAssignmentTTL)
 	def(&c.Pool.MaxWaiters, pool.DefaultMaxWaiters)
+	defd(&c.Pool.PriorityMaxWait, pool.DefaultPriorityMaxWait)
+	if c.Pool.Routing == "" {
+		c.Pool.Routing = routingExpectedTime
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -320,6 +343,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes: %d, must not be negative", c.MaxBodyBytes)
+	}
+	switch p.Routing {
+	case routingExpectedTime, routingLeastInUse:
+	default:
+		bad("pool.routing: %q, want %s or %s", p.Routing, routingExpectedTime, routingLeastInUse)
+	}
+	if f := p.RebalanceFactor; f != 0 && !(f >= 1) {
+		bad("pool.rebalance_factor: %v, want 0 (off) or at least 1", f)
 	}
 	switch c.Log.Format {
 	case "auto", "json", "text":
@@ -443,6 +474,24 @@ func splitList(v string) []string {
 	return out
 }
 
+// floatSetter parses a decimal key.
+func floatSetter(f func(c *Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", v)
+		}
+		*f(c) = x
+		return nil
+	}
+}
+
+// Values of PoolConfig.Routing.
+const (
+	routingExpectedTime = "expected_time"
+	routingLeastInUse   = "least_in_use"
+)
+
 // boolSetter parses a boolean key.
 func boolSetter(f func(c *Config) *bool) func(*Config, string) error {
 	return func(c *Config, v string) error {
@@ -488,6 +537,14 @@ var settings = []setting{
 		intSetter(func(c *Config) *int { return &c.Pool.MaxWaiters }), kindInt, pool.DefaultMaxWaiters},
 	{"pool.sticky_sessions", "GRADIOPOOL_POOL_STICKY_SESSIONS", "sticky-sessions", "keep a user on one session (gr.State)",
 		boolSetter(func(c *Config) *bool { return &c.Pool.StickySessions }), kindBool, false},
+	{"pool.priority_max_wait", "GRADIOPOOL_POOL_PRIORITY_MAX_WAIT", "priority-max-wait", "a waiter of a lower priority class is served after waiting this long; negative strict priority",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.PriorityMaxWait }), kindDuration, pool.DefaultPriorityMaxWait},
+	{"pool.routing", "GRADIOPOOL_POOL_ROUTING", "routing", "anonymous calls: expected_time (the Space's own queue) or least_in_use",
+		strSetter(func(c *Config) *string { return &c.Pool.Routing }), kindString, routingExpectedTime},
+	{"pool.rebalance_factor", "GRADIOPOOL_POOL_REBALANCE_FACTOR", "rebalance-factor", "move a user whose replica is expected this many times slower than the best; 0 never",
+		floatSetter(func(c *Config) *float64 { return &c.Pool.RebalanceFactor }), kindString, 0},
+	{"pool.warm_up", "GRADIOPOOL_POOL_WARM_UP", "warm-up", "open the minimum sessions at start, not at the first call",
+		boolSetter(func(c *Config) *bool { return &c.Pool.WarmUp }), kindBool, false},
 	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes",
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

@@ -152,12 +152,16 @@ var (
 		"Callers waiting for a free session, by replica.", []string{"replica"}, nil)
 	descQueueTimeouts = prometheus.NewDesc(MetricsNamespace+"_queue_timeouts_total",
 		"Callers that gave up waiting for a session (queue_timeout), by replica.", []string{"replica"}, nil)
+	descSpaceQueue = prometheus.NewDesc(MetricsNamespace+"_space_queue",
+		"The Space's own queue as its estimation messages reported it (less what it worked off since), by replica.", []string{"replica"}, nil)
+	descSpaceETA = prometheus.NewDesc(MetricsNamespace+"_space_eta_seconds",
+		"Expected completion time of a new call on the replica: the Space's queue and ours, over its effective concurrency, plus one run.", []string{"replica"}, nil)
 	descReady = prometheus.NewDesc(MetricsNamespace+"_ready",
 		"1 when at least one replica is usable.", nil, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descReady} {
+	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descSpaceQueue, descSpaceETA, descReady} {
 		ch <- d
 	}
 }
@@ -184,6 +188,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		g(descUnhealthy, float64(r.Unhealthy), r.Name)
 		g(descWaiting, float64(r.Waiting), r.Name)
 		cnt(descQueueTimeouts, r.QueueTimeouts, r.Name)
+		g(descSpaceQueue, float64(r.SpaceQueue), r.Name)
+		g(descSpaceETA, r.SpaceETA, r.Name)
 	}
 	ready := 0.0
 	if c.b.Ready() {

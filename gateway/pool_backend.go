@@ -68,7 +68,7 @@ func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
 		out = append(out, ReplicaGauges{
 			Name: n, Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
 			Max: b.max, Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
-			QueueTimeouts: r.QueueTimeouts,
+			QueueTimeouts: r.QueueTimeouts, SpaceQueue: r.SpaceQueue, SpaceETA: r.SpaceETA,
 		})
 	}
 	return out
@@ -139,8 +139,14 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		EjectAfterRefusals:        c.Pool.EjectAfterRefusals,
 		UserAssignmentTTL:         c.Pool.UserAssignmentTTL,
 		StickySessions:            c.Pool.StickySessions,
+		PriorityMaxWait:           c.Pool.PriorityMaxWait,
+		RebalanceFactor:           c.Pool.RebalanceFactor,
+		WarmUp:                    c.Pool.WarmUp,
 		ClientOptions:             opts,
 		Logger:                    logger,
+	}
+	if c.Pool.Routing == routingLeastInUse {
+		pc.Routing = pool.RouteLeastInUse
 	}
 	if c.Secrets.HashKey != "" {
 		pc.HashKey = []byte(c.Secrets.HashKey)

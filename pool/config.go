@@ -40,6 +40,7 @@ const (
 	DefaultEjectBase                 = time.Second
 	DefaultEjectMax                  = time.Minute
 	DefaultProbeTimeout              = 10 * time.Second
+	DefaultPriorityMaxWait           = sessionpool.DefaultPriorityMaxWait
 )
 
 // Config configures [New]. The zero value of every field but Replicas means
@@ -71,7 +72,7 @@ type Config struct {
 	// PriorityMaxWait is the starvation bound of priority classes (see
 	// [WithPriority]): a waiter that has waited this long is served before
 	// younger waiters of higher classes. Zero means
-	// sessionpool.DefaultPriorityMaxWait (10 s); negative means strict
+	// DefaultPriorityMaxWait (10 s); negative means strict
 	// priority (never promoted).
 	PriorityMaxWait time.Duration
 	// MaxWaiters bounds each replica's waiter list; a caller beyond it is
@@ -137,6 +138,11 @@ type Config struct {
 	// session hash without network cost, but its app-side state lives until
 	// the reservation ends. Anonymous users are never sticky.
 	StickySessions bool
+	// WarmUp initialises the pool in New (each replica connects and opens
+	// MinConnections sessions in the background) instead of at the first
+	// call: a slower start instead of a slower first call. Default off
+	// (the seed's lazy start).
+	WarmUp bool
 	// ClientOptions are passed to gradio.Connect for every replica (token,
 	// Hub URL, headers, wake time-out, ...).
 	ClientOptions []gradio.Option

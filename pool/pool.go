@@ -93,6 +93,9 @@ func New(cfg Config) (*Pool, error) {
 	if p.sticky != nil {
 		p.goBackground(p.sticky.sweepLoop)
 	}
+	if cfg.WarmUp {
+		p.Warm()
+	}
 	return p, nil
 }
 
