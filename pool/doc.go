@@ -31,7 +31,8 @@
 // call at a time, so MaxConnections (50) bounds a replica's calls in flight.
 // Each replica has its own session pool (package sessionpool): most recently
 // used idle session first, new sessions on demand up to the maximum, then a
-// FIFO queue whose waiters give up after QueueTimeout (ErrQueueTimeout).
+// FIFO queue whose waiters give up after QueueTimeout (ErrQueueTimeout);
+// [WithPriority] puts a call in a higher or lower class of that queue.
 // Idle sessions above the minimum close after IdleTimeout; a few idle
 // sessions are pinged every HealthCheckInterval and destroyed after
 // UnhealthyAfterFailures failed pings. When a ping reports that the app
@@ -48,9 +49,15 @@
 //   - A new user goes to the next replica in round robin and is pinned to it.
 //   - A known user goes to their replica. The assignment lives
 //     UserAssignmentTTL (1 h) after the user's last call: every call refreshes
-//     it, so an active user never moves unless their replica fails.
-//   - An anonymous user ("") goes to the replica with the fewest calls in
-//     use plus waiting (a full scan of the replicas; ties go round robin).
+//     it, so an active user never moves unless their replica fails, or,
+//     with Config.RebalanceFactor, unless a call is expected to take that
+//     many times longer there than on the quickest replica.
+//   - An anonymous user ("") goes to the replica where the call is expected
+//     to complete first (ties within 5 % go round robin): the Space's own
+//     queue for the endpoint (from the estimation messages of our calls),
+//     our calls and waiters there, times the run time (the Space's average
+//     or measured), over the concurrency seen there (see Routing and
+//     ReplicaStats.Endpoints). RouteLeastInUse counts only our calls.
 //   - A replica that cannot serve (ejected, connect failure, waiter list
 //     full) is skipped, and the user is re-pinned to the replica that served.
 //
