@@ -19,6 +19,7 @@ func TestCapacityKeys(t *testing.T) {
 		"GRADIOPOOL_POOL_ROUTING":           "least_in_use",
 		"GRADIOPOOL_POOL_REBALANCE_FACTOR":  "2.5",
 		"GRADIOPOOL_POOL_WARM_UP":           "true",
+		"GRADIOPOOL_POOL_DEMAND_WINDOW":     "30s",
 	}
 	var c gateway.Config
 	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
@@ -29,7 +30,7 @@ func TestCapacityKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := c.PoolConfig(nil, nil)
-	if pc.PriorityMaxWait != 4*time.Second || pc.Routing != pool.RouteLeastInUse || pc.RebalanceFactor != 2.5 || !pc.WarmUp {
+	if pc.PriorityMaxWait != 4*time.Second || pc.Routing != pool.RouteLeastInUse || pc.RebalanceFactor != 2.5 || !pc.WarmUp || pc.DemandWindow != 30*time.Second {
 		t.Errorf("pool config %+v", pc)
 	}
 

@@ -134,6 +134,10 @@ type PoolConfig struct {
 	// WarmUp opens the minimum sessions at start instead of at the first
 	// call. Default off.
 	WarmUp bool `yaml:"warm_up"`
+	// DemandWindow turns on demand tracking (sessions opened ahead of a
+	// rising load, aged out by idle_timeout when it falls), averaging over
+	// about this window. Zero (default): off.
+	DemandWindow time.Duration `yaml:"demand_window"`
 }
 
 // LogConfig selects the log output.
@@ -215,6 +219,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("routing", c.Pool.Routing),
 		slog.Float64("rebalance_factor", c.Pool.RebalanceFactor),
 		slog.Bool("warm_up", c.Pool.WarmUp),
+		slog.Duration("demand_window", c.Pool.DemandWindow),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Duration("keepalive_interval", c.KeepAliveInterval),
@@ -545,6 +550,8 @@ var settings = []setting{
 		floatSetter(func(c *Config) *float64 { return &c.Pool.RebalanceFactor }), kindString, 0},
 	{"pool.warm_up", "GRADIOPOOL_POOL_WARM_UP", "warm-up", "open the minimum sessions at start, not at the first call",
 		boolSetter(func(c *Config) *bool { return &c.Pool.WarmUp }), kindBool, false},
+	{"pool.demand_window", "GRADIOPOOL_POOL_DEMAND_WINDOW", "demand-window", "open sessions ahead of a load rising above its average over this window; 0 off",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.DemandWindow }), kindDuration, 0},
 	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes",
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

@@ -142,6 +142,7 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		PriorityMaxWait:           c.Pool.PriorityMaxWait,
 		RebalanceFactor:           c.Pool.RebalanceFactor,
 		WarmUp:                    c.Pool.WarmUp,
+		DemandWindow:              c.Pool.DemandWindow,
 		ClientOptions:             opts,
 		Logger:                    logger,
 	}

@@ -138,6 +138,14 @@ type Config struct {
 	// session hash without network cost, but its app-side state lives until
 	// the reservation ends. Anonymous users are never sticky.
 	StickySessions bool
+	// DemandWindow turns on demand tracking per replica: a moving average
+	// (over about this window) of the sessions in use plus waiting; while
+	// the load rises above it, sessions are opened ahead of it, and when it
+	// falls they age out by IdleTimeout (see sessionpool.Config). Zero
+	// (default) or negative: off. Creating a Gradio session costs no network
+	// once the replica's app is connected, so this matters mostly for the
+	// replica's first minutes and for session types that are costly.
+	DemandWindow time.Duration
 	// WarmUp initialises the pool in New (each replica connects and opens
 	// MinConnections sessions in the background) instead of at the first
 	// call: a slower start instead of a slower first call. Default off

@@ -122,6 +122,7 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 		MaxWaiters:          c.MaxWaiters,
 		QueueTimeout:        c.QueueTimeout,
 		PriorityMaxWait:     c.PriorityMaxWait,
+		DemandWindow:        c.DemandWindow,
 		IdleTimeout:         c.IdleTimeout,
 		HealthCheckInterval: c.HealthCheckInterval,
 		HealthCheckMax:      c.HealthCheckMaxConnections,

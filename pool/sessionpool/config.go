@@ -101,6 +101,15 @@ type Config[T any] struct {
 	// negative: never promoted (strict priority).
 	PriorityMaxWait time.Duration
 
+	// DemandWindow turns on demand tracking: a moving average (over about
+	// this window) of the sessions in use plus callers waiting; while the
+	// demand rises above it, the pool opens sessions ahead of it (as many
+	// beyond the demand as the rise), up to MaxSessions; when it falls, the
+	// spare sessions go idle and IdleTimeout closes them (never below
+	// MinSessions). 0 or negative (default): off: sessions are opened only
+	// for callers who need one now.
+	DemandWindow time.Duration
+
 	// IdleTimeout closes sessions that have been idle (not acquired) for
 	// longer, never going below MinSessions. 0: DefaultIdleTimeout (10 min);
 	// negative: idle sessions are kept.

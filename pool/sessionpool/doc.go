@@ -49,6 +49,9 @@
 // of higher classes. With one class (the default) the queue is the strict
 // FIFO above; QueueTimeout is the same for every class.
 //
+// With DemandWindow set, the pool also opens sessions ahead of a rising
+// load (see Config.DemandWindow); they age out by IdleTimeout when it falls.
+//
 // # Health
 //
 // Every HealthCheckInterval (5 min, ±10 %) up to HealthCheckMax (5) of the

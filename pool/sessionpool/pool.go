@@ -60,6 +60,10 @@ type Pool[T any] struct {
 	reapTimer   *time.Timer // idle removal and MaxLifetime retirement
 	healthTimer *time.Timer // next round of health checks
 	retryTimer  *time.Timer // next MinSessions refill after a failed connect
+	demandTimer *time.Timer // next demand sample (Config.DemandWindow; see warmup.go)
+
+	demandAvg    float64 // moving average of inUse + waiting
+	demandParked bool    // demandTimer not armed: the pool was quiet
 }
 
 // New returns a pool for cfg (defaults applied to zero fields). It starts
@@ -142,6 +146,9 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
 		p.inUse++
 		p.stat.AcquireCount++
 		s := it.handle()
+		if p.cfg.DemandWindow > 0 {
+			p.demandLocked()
+		}
 		p.mu.Unlock()
 		return s, nil
 	}
@@ -169,6 +176,9 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], 
 		s := it.handle()
 		if retired {
 			p.growLocked()
+		}
+		if p.cfg.DemandWindow > 0 {
+			p.demandLocked()
 		}
 		p.mu.Unlock()
 		return s, nil
@@ -198,6 +208,9 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], 
 	p.waitq.push(w)
 	p.stat.EmptyAcquireCount++
 	p.growForLocked(ctx)
+	if p.cfg.DemandWindow > 0 {
+		p.demandLocked()
+	}
 	var ev Event
 	if p.hooks {
 		ev = p.eventLocked(EventWaiterAdded)
@@ -289,6 +302,8 @@ func (p *Pool[T]) initLocked(ctx context.Context) {
 	p.retryTimer = stoppedTimer(p.retryRefill)
 	p.reapTimer = stoppedTimer(p.reap)
 	p.healthTimer = stoppedTimer(p.healthRound)
+	p.demandTimer = stoppedTimer(p.sampleDemand)
+	p.demandParked = true // armed by the first Acquire when DemandWindow > 0
 	if p.cfg.IdleTimeout > 0 || p.cfg.MaxLifetime > 0 {
 		p.reapParked = true // armed by the first session to go idle
 	}
@@ -490,6 +505,7 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 			p.reapTimer.Stop()
 			p.healthTimer.Stop()
 			p.retryTimer.Stop()
+			p.demandTimer.Stop()
 		}
 		for w := p.waitq.popAny(); w != nil; w = p.waitq.popAny() {
 			w.ch <- waitResult[T]{err: ErrPoolClosed}

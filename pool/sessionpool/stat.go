@@ -32,6 +32,7 @@ type Stat struct {
 	QueueFull         int64         // Acquires refused with ErrQueueFull
 
 	Created         int64         // successful Connect calls
+	DemandConnects  int64         // Connect calls started ahead of demand (DemandWindow)
 	ConnectFailures int64         // failed Connect calls
 	ConnectDuration time.Duration // total time spent in Connect (successful or not)
 
