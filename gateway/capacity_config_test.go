@@ -20,6 +20,8 @@ func TestCapacityKeys(t *testing.T) {
 		"GRADIOPOOL_POOL_REBALANCE_FACTOR":  "2.5",
 		"GRADIOPOOL_POOL_WARM_UP":           "true",
 		"GRADIOPOOL_POOL_DEMAND_WINDOW":     "30s",
+		"GRADIOPOOL_POOL_MAX_LIFETIME":      "1h",
+		"GRADIOPOOL_POOL_IDLE_DISCONNECT":   "15m",
 	}
 	var c gateway.Config
 	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
@@ -30,7 +32,7 @@ func TestCapacityKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := c.PoolConfig(nil, nil)
-	if pc.PriorityMaxWait != 4*time.Second || pc.Routing != pool.RouteLeastInUse || pc.RebalanceFactor != 2.5 || !pc.WarmUp || pc.DemandWindow != 30*time.Second {
+	if pc.PriorityMaxWait != 4*time.Second || pc.Routing != pool.RouteLeastInUse || pc.RebalanceFactor != 2.5 || !pc.WarmUp || pc.DemandWindow != 30*time.Second || pc.MaxLifetime != time.Hour || pc.IdleDisconnect != 15*time.Minute {
 		t.Errorf("pool config %+v", pc)
 	}
 

@@ -138,6 +138,12 @@ type PoolConfig struct {
 	// rising load, aged out by idle_timeout when it falls), averaging over
 	// about this window. Zero (default): off.
 	DemandWindow time.Duration `yaml:"demand_window"`
+	// MaxLifetime retires sessions older than this (jittered, replaced
+	// ahead while idle, never during a call). Zero (default): no limit.
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	// IdleDisconnect is the Space's known idle disconnect: idle sessions
+	// are replaced before it. Zero (default): none.
+	IdleDisconnect time.Duration `yaml:"idle_disconnect"`
 }
 
 // LogConfig selects the log output.
@@ -220,6 +226,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Float64("rebalance_factor", c.Pool.RebalanceFactor),
 		slog.Bool("warm_up", c.Pool.WarmUp),
 		slog.Duration("demand_window", c.Pool.DemandWindow),
+		slog.Duration("max_lifetime", c.Pool.MaxLifetime),
+		slog.Duration("idle_disconnect", c.Pool.IdleDisconnect),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Duration("keepalive_interval", c.KeepAliveInterval),
@@ -552,6 +560,10 @@ var settings = []setting{
 		boolSetter(func(c *Config) *bool { return &c.Pool.WarmUp }), kindBool, false},
 	{"pool.demand_window", "GRADIOPOOL_POOL_DEMAND_WINDOW", "demand-window", "open sessions ahead of a load rising above its average over this window; 0 off",
 		durSetter(func(c *Config) *time.Duration { return &c.Pool.DemandWindow }), kindDuration, 0},
+	{"pool.max_lifetime", "GRADIOPOOL_POOL_MAX_LIFETIME", "max-lifetime", "retire sessions this old (jittered; replaced ahead while idle, never during a call); 0 never",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.MaxLifetime }), kindDuration, 0},
+	{"pool.idle_disconnect", "GRADIOPOOL_POOL_IDLE_DISCONNECT", "idle-disconnect", "the Space drops sessions idle this long: replace idle ones before; 0 none",
+		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleDisconnect }), kindDuration, 0},
 	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes",
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

@@ -143,6 +143,8 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		RebalanceFactor:           c.Pool.RebalanceFactor,
 		WarmUp:                    c.Pool.WarmUp,
 		DemandWindow:              c.Pool.DemandWindow,
+		MaxLifetime:               c.Pool.MaxLifetime,
+		IdleDisconnect:            c.Pool.IdleDisconnect,
 		ClientOptions:             opts,
 		Logger:                    logger,
 	}

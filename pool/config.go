@@ -121,9 +121,15 @@ type Config struct {
 	// Zero (default) or less: users stay on their replica (stickiness
 	// first); e.g. 3 moves a user whose replica is three times slower.
 	RebalanceFactor float64
-	// MaxLifetime destroys a session older than that (at release, or when
-	// idle). Zero (default) means no limit.
+	// MaxLifetime retires a session older than that, less a random 0-10 %
+	// (at release, or while idle, its replacement connected first). Zero
+	// (default) means no limit.
 	MaxLifetime time.Duration
+	// IdleDisconnect is the Space's known idle disconnect (a session it
+	// drops after that long without use): idle sessions are replaced
+	// before it, while idle, the replacement ready first. Zero (default)
+	// or negative: none.
+	IdleDisconnect time.Duration
 	// HashKey keys the HMAC-SHA256 that turns e-mails into user keys. Set
 	// it (e.g. from a secret) so that keys are stable across restarts and
 	// across gateway instances sharing a Store; nil means a random key per

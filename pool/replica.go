@@ -128,6 +128,7 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 		HealthCheckMax:      c.HealthCheckMaxConnections,
 		UnhealthyAfter:      c.UnhealthyAfterFailures,
 		MaxLifetime:         c.MaxLifetime,
+		IdleDisconnect:      c.IdleDisconnect,
 		OnEvent:             r.onPoolEvent,
 	})
 	if err != nil {

@@ -137,11 +137,19 @@ type Config[T any] struct {
 
 	// MaxLifetime retires sessions older than this (less a random 0-10 %,
 	// LifetimeJitter) before they are handed out again (pre-emptive
-	// reconnection): an idle session past it is replaced in the background,
-	// one in use is destroyed on release.
+	// reconnection): an idle session gets its replacement connected twice
+	// the average connect time before it is retired (see IdleDisconnect),
+	// one in use is destroyed on release, never during a call.
 	// 0 or negative: sessions live until idle removal, a failed check or
 	// Destroy.
 	MaxLifetime time.Duration
+
+	// IdleDisconnect is the app's known idle disconnect: it drops a
+	// session idle for that long. The pool retires an idle session before
+	// that (a replacement connected first, twice the average connect time
+	// ahead), even at MinSessions, so that it never lends a dropped one.
+	// 0 or negative (default): the app drops none.
+	IdleDisconnect time.Duration
 
 	// ConnectTimeout bounds one Connect call. 0: DefaultConnectTimeout
 	// (5 min); negative: no bound other than Close.
@@ -208,6 +216,9 @@ func (cfg Config[T]) normalize() (Config[T], error) {
 	}
 	if cfg.MaxLifetime < 0 {
 		cfg.MaxLifetime = 0
+	}
+	if cfg.IdleDisconnect < 0 {
+		cfg.IdleDisconnect = 0
 	}
 	return cfg, nil
 }

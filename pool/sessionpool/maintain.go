@@ -27,8 +27,15 @@ func (p *Pool[T]) jitter(d time.Duration) time.Duration {
 func (p *Pool[T]) unparkReapLocked() {
 	p.reapParked = false
 	d := p.cfg.IdleTimeout
-	if lt := p.cfg.MaxLifetime; lt > 0 && (d <= 0 || lt < d) {
-		d = lt
+	for _, lt := range []time.Duration{p.cfg.MaxLifetime, p.cfg.IdleDisconnect} {
+		if lt > 0 && (d <= 0 || lt < d) {
+			d = lt
+		}
+	}
+	if p.retires {
+		// Retirement may be due sooner (renewLead ahead): reap computes
+		// the exact time on its first run.
+		d = min(d, time.Duration(p.renewLeadLocked()))
 	}
 	p.reapTimer.Reset(d)
 }
@@ -44,7 +51,7 @@ func (p *Pool[T]) reap() {
 	if p.closed {
 		return
 	}
-	if p.cfg.MaxLifetime > 0 {
+	if p.retires {
 		kept := p.idle[:0]
 		for _, it := range p.idle {
 			if p.expiredLocked(it, now) {
@@ -72,11 +79,9 @@ func (p *Pool[T]) reap() {
 	if idle := int64(p.cfg.IdleTimeout); idle > 0 && len(p.idle) > 0 && p.open > p.cfg.MinSessions {
 		next = p.idle[0].lastUsed + idle - now
 	}
-	if p.cfg.MaxLifetime > 0 {
-		for _, it := range p.idle {
-			if d := it.expires - now; next < 0 || d < next {
-				next = d
-			}
+	if p.retires {
+		if d := p.renewLocked(now); d >= 0 && (next < 0 || d < next) {
+			next = d
 		}
 	}
 	if next < 0 {

@@ -15,6 +15,7 @@ type Pool[T any] struct {
 	cfg        Config[T] // normalized; read-only after New
 	epoch      time.Time // zero of the pool clock (see now)
 	hooks      bool      // OnEvent or Logger set
+	retires    bool      // MaxLifetime or IdleDisconnect set: idle sessions may be due for retirement
 	baseCtx    context.Context
 	cancelBase context.CancelFunc // cancels every Connect and Check: called by Close
 	drained    chan struct{}      // closed when Close has nothing left to wait for
@@ -78,6 +79,7 @@ func New[T any](cfg Config[T]) (*Pool[T], error) {
 		cfg:        cfg,
 		epoch:      time.Now(),
 		hooks:      cfg.OnEvent != nil || cfg.Logger != nil,
+		retires:    cfg.MaxLifetime > 0 || cfg.IdleDisconnect > 0,
 		baseCtx:    ctx,
 		cancelBase: cancel,
 		drained:    make(chan struct{}),
@@ -138,7 +140,7 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
 	// Fast path: the most recently used idle session. No waiter can be
 	// queued while a session is idle (every release serves the queue
 	// first), so taking it here never jumps the queue.
-	if n := len(p.idle); n > 0 && p.cfg.MaxLifetime == 0 {
+	if n := len(p.idle); n > 0 && !p.retires {
 		it := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
@@ -304,7 +306,7 @@ func (p *Pool[T]) initLocked(ctx context.Context) {
 	p.healthTimer = stoppedTimer(p.healthRound)
 	p.demandTimer = stoppedTimer(p.sampleDemand)
 	p.demandParked = true // armed by the first Acquire when DemandWindow > 0
-	if p.cfg.IdleTimeout > 0 || p.cfg.MaxLifetime > 0 {
+	if p.cfg.IdleTimeout > 0 || p.retires {
 		p.reapParked = true // armed by the first session to go idle
 	}
 	if p.cfg.Check != nil && p.cfg.HealthCheckInterval > 0 {
@@ -319,10 +321,15 @@ func (p *Pool[T]) eventLocked(k EventKind) Event {
 	return Event{Kind: k, Waiting: p.waitq.n, Total: p.open + p.connecting}
 }
 
-// expiredLocked reports whether it is past MaxLifetime at now.
+// expiredLocked reports whether it is due for retirement at now: past
+// MaxLifetime, or (idle) close to the app's IdleDisconnect.
 // WARNING: caller must hold p.mu.
 func (p *Pool[T]) expiredLocked(it *item[T], now int64) bool {
-	return it.expires > 0 && now >= it.expires
+	if !p.retires {
+		return false
+	}
+	at := p.retireAtLocked(it, p.renewLeadLocked())
+	return at > 0 && now >= at
 }
 
 // release takes back an item acquired by Session.Release.
@@ -331,6 +338,9 @@ func (p *Pool[T]) release(it *item[T]) {
 	p.mu.Lock()
 	p.inUse--
 	it.lastUsed = now
+	if it.renewing && p.retireAtLocked(it, p.renewLeadLocked()) > now+p.renewLeadLocked() {
+		it.renewing = false // used again: its idle deadline moved on
+	}
 	if p.closed || it.gen != p.resetGen || p.expiredLocked(it, now) {
 		reason := ReasonLifetime
 		switch {

@@ -38,6 +38,7 @@ type item[T any] struct {
 	expires  int64  // pool clock when MaxLifetime retires it; 0: never
 	lastUsed int64  // pool clock at the last release (creation before that); checks don't touch it
 	failures int    // consecutive failed health checks
+	renewing bool   // its replacement is connecting (see renew.go); cleared on release
 	state    uint8
 	handles  []Session[T]
 }

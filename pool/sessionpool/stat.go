@@ -33,6 +33,7 @@ type Stat struct {
 
 	Created         int64         // successful Connect calls
 	DemandConnects  int64         // Connect calls started ahead of demand (DemandWindow)
+	Renewals        int64         // Connect calls started to replace an idle session before its retirement
 	ConnectFailures int64         // failed Connect calls
 	ConnectDuration time.Duration // total time spent in Connect (successful or not)
 
