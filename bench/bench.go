@@ -59,6 +59,8 @@ var sections = []section{
 	{"scale", "Scale: calls in flight, waiters, user assignments", runScale},
 	{"peers", "Peers: the official JS client beside our Go client", runPeers},
 	{"poolbench", "Pool micro-benchmark beside jackc/puddle/v2", runPoolBench},
+	{"routing", "Routing by the Space's own queue vs by our in-use count", runRouting},
+	{"warmup", "Demand warm-up: a burst from 0 to 40 calls in flight", runWarmup},
 }
 
 // env is what the sections share.

@@ -66,12 +66,12 @@ type endpointLoad struct {
 	advised     bool                   // the max_connections advice was given
 }
 
-// processTime is the endpoint's average run time, 0 if unknown.
+// processTime is the endpoint's average run time, 0 if unknown: the larger
+// of the Space's own figure and ours, so that a Space that times only part
+// of a call (the simulator times its handler, not its Latency knob) does
+// not make its queue look free.
 func (e *endpointLoad) processTime() time.Duration {
-	if e.spaceAvg > 0 {
-		return e.spaceAvg
-	}
-	return e.measuredAvg
+	return max(e.spaceAvg, e.measuredAvg)
 }
 
 // conc is the effective concurrency, Gradio's default of 1 until more of
@@ -405,8 +405,8 @@ type EndpointLoad struct {
 	// SpaceQueue is the Space's queue for the endpoint now: its last
 	// report, less what it worked off since (estimated).
 	SpaceQueue float64 `json:"spaceQueue"`
-	// ProcessTime is the average run time, seconds: the Space's own
-	// figure when it sends one, else measured on our calls; 0 unknown.
+	// ProcessTime is the average run time, seconds: the larger of the
+	// Space's own figure and the one measured on our calls; 0 unknown.
 	ProcessTime float64 `json:"processTimeSeconds"`
 	// Concurrency is the most of our calls seen running there at once.
 	Concurrency int `json:"effectiveConcurrency"`
