@@ -22,6 +22,7 @@ func TestCapacityKeys(t *testing.T) {
 		"GRADIOPOOL_POOL_DEMAND_WINDOW":     "30s",
 		"GRADIOPOOL_POOL_MAX_LIFETIME":      "1h",
 		"GRADIOPOOL_POOL_IDLE_DISCONNECT":   "15m",
+		"GRADIOPOOL_POOL_WAKE_SLEEPING":     "1",
 	}
 	var c gateway.Config
 	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
@@ -32,7 +33,7 @@ func TestCapacityKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := c.PoolConfig(nil, nil)
-	if pc.PriorityMaxWait != 4*time.Second || pc.Routing != pool.RouteLeastInUse || pc.RebalanceFactor != 2.5 || !pc.WarmUp || pc.DemandWindow != 30*time.Second || pc.MaxLifetime != time.Hour || pc.IdleDisconnect != 15*time.Minute {
+	if pc.PriorityMaxWait != 4*time.Second || pc.Routing != pool.RouteLeastInUse || pc.RebalanceFactor != 2.5 || !pc.WarmUp || pc.DemandWindow != 30*time.Second || pc.MaxLifetime != time.Hour || pc.IdleDisconnect != 15*time.Minute || !pc.WakeSleeping {
 		t.Errorf("pool config %+v", pc)
 	}
 

@@ -144,6 +144,9 @@ type PoolConfig struct {
 	// IdleDisconnect is the Space's known idle disconnect: idle sessions
 	// are replaced before it. Zero (default): none.
 	IdleDisconnect time.Duration `yaml:"idle_disconnect"`
+	// WakeSleeping wakes a Space found sleeping in the background, so that
+	// the users pinned to it find it running. Default off.
+	WakeSleeping bool `yaml:"wake_sleeping"`
 }
 
 // LogConfig selects the log output.
@@ -228,6 +231,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("demand_window", c.Pool.DemandWindow),
 		slog.Duration("max_lifetime", c.Pool.MaxLifetime),
 		slog.Duration("idle_disconnect", c.Pool.IdleDisconnect),
+		slog.Bool("wake_sleeping", c.Pool.WakeSleeping),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Duration("keepalive_interval", c.KeepAliveInterval),
@@ -564,6 +568,8 @@ var settings = []setting{
 		durSetter(func(c *Config) *time.Duration { return &c.Pool.MaxLifetime }), kindDuration, 0},
 	{"pool.idle_disconnect", "GRADIOPOOL_POOL_IDLE_DISCONNECT", "idle-disconnect", "the Space drops sessions idle this long: replace idle ones before; 0 none",
 		durSetter(func(c *Config) *time.Duration { return &c.Pool.IdleDisconnect }), kindDuration, 0},
+	{"pool.wake_sleeping", "GRADIOPOOL_POOL_WAKE_SLEEPING", "wake-sleeping", "wake a Space found sleeping in the background (calls fail over meanwhile)",
+		boolSetter(func(c *Config) *bool { return &c.Pool.WakeSleeping }), kindBool, false},
 	{"max_body_bytes", "GRADIOPOOL_MAX_BODY_BYTES", "max-body-bytes", "max request body in bytes",
 		func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

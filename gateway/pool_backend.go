@@ -145,6 +145,7 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		DemandWindow:              c.Pool.DemandWindow,
 		MaxLifetime:               c.Pool.MaxLifetime,
 		IdleDisconnect:            c.Pool.IdleDisconnect,
+		WakeSleeping:              c.Pool.WakeSleeping,
 		ClientOptions:             opts,
 		Logger:                    logger,
 	}

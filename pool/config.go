@@ -152,6 +152,12 @@ type Config struct {
 	// once the replica's app is connected, so this matters mostly for the
 	// replica's first minutes and for session types that are costly.
 	DemandWindow time.Duration
+	// WakeSleeping wakes a replica's Space found sleeping (Hub stage
+	// SLEEPING) in the background, so that the users pinned to it find it
+	// running on their next call; calls meanwhile fail over at once as
+	// without it. Default off: a sleeping Space is retried only after its
+	// ejection back-off.
+	WakeSleeping bool
 	// WarmUp initialises the pool in New (each replica connects and opens
 	// MinConnections sessions in the background) instead of at the first
 	// call: a slower start instead of a slower first call. Default off

@@ -80,6 +80,7 @@ func (r *replica) connectApp() error {
 		}
 	}
 	r.fail(err)
+	r.wakeIfSleeping(err)
 	return err
 }
 

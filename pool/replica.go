@@ -55,7 +55,8 @@ type replica struct {
 	stickyTimeouts         atomic.Uint64 // sticky users who gave up waiting for their own session
 	stickyWaiting          atomic.Int32  // sticky users waiting for their own session
 
-	cap capacity // the Space's queues as reported, and our calls there
+	cap    capacity    // the Space's queues as reported, and our calls there
+	waking atomic.Bool // a background wake of the sleeping Space is running (wake.go)
 }
 
 // replicaName derives the stats name of src: the name part of a Space id,

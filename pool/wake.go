@@ -1,0 +1,56 @@
+package pool
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// DefaultWakeTimeout bounds the background wake of a sleeping Space
+// (Config.WakeSleeping): a Hugging Face Space takes minutes to wake.
+const DefaultWakeTimeout = 5 * time.Minute
+
+// wakeIfSleeping starts, when Config.WakeSleeping is on and err says the
+// replica's Space is asleep, one background connect that wakes the Space
+// and waits for it (gradio.WithWakeTimeout). Calls meanwhile fail over at
+// once as before; once the Space runs, the replica is connected and its
+// ejection lifted, so that the users pinned to it find it awake.
+func (r *replica) wakeIfSleeping(err error) {
+	p := r.p
+	var se *gradio.SpaceError
+	if !p.cfg.WakeSleeping || !errors.As(err, &se) {
+		return
+	}
+	if st := strings.ToUpper(se.Stage); st != "SLEEPING" && st != "STOPPED" {
+		return
+	}
+	if !r.waking.CompareAndSwap(false, true) {
+		return // already waking
+	}
+	p.goBackground(func() {
+		defer r.waking.Store(false)
+		opts := append(slices.Clone(p.cfg.ClientOptions), gradio.WithWakeTimeout(DefaultWakeTimeout))
+		start := time.Now()
+		app, err := gradio.Connect(p.ctx, r.src, opts...)
+		if err != nil {
+			if p.ctx.Err() == nil {
+				p.emit(Event{Kind: EventConnectFailed, Replica: r.name, Err: err, Duration: time.Since(start)})
+			}
+			return
+		}
+		r.mu.Lock()
+		if r.closed || r.app != nil { // closed, or connected meanwhile by a caller
+			r.mu.Unlock()
+			_ = app.Close()
+			return
+		}
+		r.app, r.baseURL = app, app.BaseURL()
+		r.gen++
+		r.mu.Unlock()
+		p.emit(Event{Kind: EventConnected, Replica: r.name, Duration: time.Since(start)})
+		r.succeed()
+	})
+}
