@@ -206,7 +206,10 @@ func (t *callLoad) started(avg time.Duration) {
 	conc := e.conc()
 	c.mu.Unlock()
 	if advise {
-		go t.r.p.emit(Event{Kind: EventConcurrencyLimited, Replica: t.r.name, Endpoint: t.ep, Concurrency: conc})
+		p := t.r.p
+		p.goBackground(func() { // not under the job's lock: the hook may be slow
+			p.emit(Event{Kind: EventConcurrencyLimited, Replica: t.r.name, Endpoint: t.ep, Concurrency: conc})
+		})
 	}
 }
 
