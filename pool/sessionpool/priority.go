@@ -89,9 +89,14 @@ func (q *waitQueue[T]) remove(w *waiter[T]) {
 // oldest of the class heads that waited PriorityMaxWait or more, if any;
 // else the head of the highest non-empty class.
 func (q *waitQueue[T]) next(now int64) *waiter[T] {
-	if q.n == 0 {
-		return nil
+	if q.n == q.lists[PriorityNormal+1].n {
+		return q.lists[PriorityNormal+1].head // one class in use (nil if none): plain FIFO
 	}
+	return q.nextByClass(now)
+}
+
+// nextByClass is next when waiters of several classes wait.
+func (q *waitQueue[T]) nextByClass(now int64) *waiter[T] {
 	var best, promoted *waiter[T]
 	for c := numPriorities - 1; c >= 0; c-- {
 		w := q.lists[c].head
