@@ -77,14 +77,15 @@ type ReplicaPoint struct {
 	CallP50Ms *float64 `json:"call_p50_ms"`
 	CallP95Ms *float64 `json:"call_p95_ms"`
 	// SpaceQueue is the Space's own queue as its Gradio estimation
-	// messages report it. Null: the pool does not report it yet.
+	// messages report it (pool.ReplicaStats.SpaceQueue, SpaceETA). Null
+	// until the pool has called the replica and seen an estimation.
 	SpaceQueue *SpaceQueue `json:"space_queue"`
 	LastError  string      `json:"last_error,omitempty"`
 }
 
-// SpaceQueue is a replica's own Gradio queue.
+// SpaceQueue is a replica's own Gradio queue: the calls waiting inside the
+// Space and the time a new call is expected to take there.
 type SpaceQueue struct {
-	Rank       int     `json:"rank"`
 	Size       int     `json:"size"`
 	ETASeconds float64 `json:"eta_seconds"`
 }
@@ -272,6 +273,9 @@ func (h *History) replicaPoint(name string, rs pool.ReplicaStats, secs float64) 
 		Connecting: rs.Connecting, Max: h.max, Waiting: rs.QueueLength,
 		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections, LastError: rs.LastError,
 		CallsTotal: rs.Calls, ErrorsTotal: rs.Errors,
+	}
+	if len(rs.Endpoints) > 0 { // the pool has seen the Space's own queue
+		rp.SpaceQueue = &SpaceQueue{Size: rs.SpaceQueue, ETASeconds: rs.SpaceETA}
 	}
 	cur := counters{calls: rs.Calls, errors: rs.Errors, failovers: rs.Failovers, timeouts: rs.QueueTimeouts}
 	if prev, seen := h.prev[name]; seen {

@@ -148,6 +148,25 @@ func TestHistoryRates(t *testing.T) {
 	}
 }
 
+// TestHistorySpaceQueue: once the pool has seen a Space's estimation
+// messages, its queue and ETA are in the replica's point.
+func TestHistorySpaceQueue(t *testing.T) {
+	b := newStatsBackend("a", "b")
+	h := newHistory(b, 10, 5*time.Second, 10, 10)
+	b.set(func(st *pool.Stats) {
+		st.Pools["a"] = pool.ReplicaStats{State: pool.StateReady, SpaceQueue: 4, SpaceETA: 2.5,
+			Endpoints: map[string]pool.EndpointLoad{"upper": {SpaceQueue: 4}}}
+	})
+	h.sample(context.Background())
+	p := h.Doc(0).Points[0]
+	if q := p.Replicas[0].SpaceQueue; q == nil || q.Size != 4 || q.ETASeconds != 2.5 {
+		t.Errorf("replica a space_queue = %+v, want size 4, eta 2.5", q)
+	}
+	if q := p.Replicas[1].SpaceQueue; q != nil {
+		t.Errorf("replica b, never called, space_queue = %+v, want null", q)
+	}
+}
+
 func fp(p *float64) any {
 	if p == nil {
 		return nil

@@ -55,7 +55,7 @@ function renderReplica(r, names) {
   setField(card, "max", String(r.max));
   setField(card, "waiting", String(r.waiting));
   setField(card, "space_queue", r.space_queue
-    ? "rank " + r.space_queue.rank + " of " + r.space_queue.size + " · ETA " + num(r.space_queue.eta_seconds) + " s"
+    ? r.space_queue.size + " waiting · ETA " + num(r.space_queue.eta_seconds) + " s"
     : "not reported");
   setField(card, "calls_per_second", num(r.calls_per_second, 2));
   setField(card, "calls_total", num(r.calls_total, 0));
