@@ -36,18 +36,18 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	if user != "" {
 		addLog(r, slog.String("user", g.backend.UserTag(user)))
 	}
-	// The body has a phase time-out of its own (the server has no
-	// ReadTimeout, which would also bound the call); cleared once read.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(g.now().Add(DefaultBodyReadTimeout))
+	// The body's own phase time-out is set by wrap (see bodyGuard).
 	body := http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
 	b, rerr := io.ReadAll(body)
-	_ = rc.SetReadDeadline(time.Time{})
 	if rerr != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(rerr, &mbe) {
 			return "", nil, "", &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 				Message: fmt.Sprintf("the request body is larger than %d bytes (max_body_bytes)", mbe.Limit)}
+		}
+		if bodyTimedOut(rerr) {
+			return "", nil, "", &apiError{Status: http.StatusRequestTimeout, Code: "body_timeout",
+				Message: fmt.Sprintf("the request body did not arrive within %v", g.bodyTimeout)}
 		}
 		return "", nil, "", badRequest("bad_request", "reading the body: %v", rerr)
 	}

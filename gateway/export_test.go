@@ -14,3 +14,5 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 	g.history.points = make([]HistoryPoint, points)
 	g.history.next, g.history.full = 0, false
 }
+// SetBodyTimeout replaces DefaultBodyReadTimeout.
+func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }

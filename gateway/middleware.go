@@ -83,7 +83,9 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 		la := &logAttrs{}
 		ctx := context.WithValue(r.Context(), keyLogAttrs, la)
 		r = r.WithContext(ctx)
+		body := guardBody(sw, r, g.bodyTimeout)
 		g.serveAuthed(sw, r, auth, h)
+		body.done()
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}

@@ -35,6 +35,8 @@ type Gateway struct {
 	metrics *Metrics
 	mux     *http.ServeMux
 	now     func() time.Time
+	// bodyTimeout bounds reading one request body (DefaultBodyReadTimeout).
+	bodyTimeout time.Duration
 
 	pending *pendingCalls
 	front   *frontdoor.FrontDoor // the Gradio front door; nil when off
@@ -66,7 +68,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 	if metrics == nil {
 		metrics = NewMetrics(b)
 	}
-	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName)}
+	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName), bodyTimeout: DefaultBodyReadTimeout}
 	g.jobsCtx, g.cancelJobs = context.WithCancel(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()
