@@ -100,7 +100,7 @@ func callContext(r *http.Request) (context.Context, context.CancelFunc, *apiErro
 }
 
 func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
-	e := toAPIError(err)
+	e := callError(r.Context(), err)
 	g.metrics.callError(e.Code)
 	addLog(r, slog.String("endpoint", endpoint), slog.String("error_code", e.Code), slog.String("error", e.Message))
 	writeError(w, e)
@@ -238,7 +238,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	out, err := call.Wait(ctx)
 	d := g.now().Sub(start)
 	if err != nil {
-		e := toAPIError(err)
+		e := callError(r.Context(), err)
 		g.metrics.callError(e.Code)
 		addLog(r, slog.String("error_code", e.Code), slog.String("error", e.Message))
 		if writeErr == nil {

@@ -79,6 +79,32 @@ func toAPIError(err error) *apiError {
 	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
 }
 
+// errDrainTimeout is the cause of the contexts the drain cancels when its
+// time-out passed with calls still in flight.
+var errDrainTimeout = errors.New("gateway: drain time-out, the gateway is shutting down")
+
+func errDraining() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Code: "draining", Message: "the gateway is shutting down", RetryAfter: 1}
+}
+
+// callError is toAPIError for the error of a call made under ctx (the
+// request's, or the gateway's job context): a call cut by the drain is
+// "503 draining", not a cancel by the caller; and a cancel that did not come
+// from the caller (the app cancelled the job) is answered, since the caller
+// still listens, rather than left as an empty 200.
+func callError(ctx context.Context, err error) *apiError {
+	if errors.Is(context.Cause(ctx), errDrainTimeout) {
+		e := errDraining()
+		e.Message = "the gateway shut down before the call finished (drain_timeout)"
+		return e
+	}
+	e := toAPIError(err)
+	if e.Status == StatusClientClosed && ctx.Err() == nil {
+		e = &apiError{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}
+	}
+	return e
+}
+
 // writeError answers e as JSON; a 499 is not written (nobody listens).
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == StatusClientClosed {

@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //	slow()     blocks until release is closed or ctx ends
 //	fail()     gr.Error
 //	full()     pool queue time-out
+//	appcancel() the job cancelled at the app
 type fake struct {
 	release  chan struct{}
 	started  chan struct{} // one value per slow call started
@@ -80,6 +81,8 @@ func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit 
 		return nil, &gradio.AppError{Title: "Oops", Message: "boom"}
 	case "full":
 		return nil, gradio.ErrQueueFull
+	case "appcancel": // the app cancelled the job, not the caller
+		return nil, gradio.ErrCanceled
 	}
 	return nil, gradio.ErrUnknownEndpoint
 }

@@ -145,7 +145,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		}
 		out, err := call.Wait(ctx)
 		if err != nil {
-			e := toAPIError(err)
+			e := callError(ctx, err)
 			g.metrics.callError(e.Code)
 			g.log.Warn("call failed", slog.String("event_id", id), slog.String("endpoint", endpoint),
 				slog.String("replica", call.Replica()), slog.String("error_code", e.Code), slog.String("error", e.Message))

@@ -13,14 +13,18 @@ import (
 	"golang.org/x/term"
 )
 
+// drainFlushTimeout bounds the wait for the answers of calls cancelled at
+// the end of a drain to be sent.
+const drainFlushTimeout = 5 * time.Second
+
 // Serve answers HTTP on ln until ctx ends, then drains: it stops accepting
 // (readyz turns 503, new calls get 503 "draining"), lets calls in flight
 // finish for up to cfg.DrainTimeout, cancels the rest (each is cancelled at
 // its app, its session returned) and returns nil once all handlers ended.
 // An error is returned only when serving failed.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	baseCtx, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
+	baseCtx, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
 	srv := &http.Server{
 		Handler: g,
 		// No WriteTimeout or ReadTimeout: they would cut a 10-minute call or
@@ -41,7 +45,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 
 	select {
 	case err := <-errc:
-		g.cancelJobs()
+		g.cancelJobs(nil)
 		return err
 	case <-ctx.Done():
 	}
@@ -65,17 +69,22 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if dctx.Err() != nil {
 		left := g.inFlight.Load()
 		g.log.Warn("drain timeout: cancelling calls still in flight", slog.Int64("in_flight", left))
-		cancelBase()
-		g.cancelJobs()
+		cancelBase(errDrainTimeout)
+		g.cancelJobs(errDrainTimeout)
 		// Cancelled calls end promptly (cancel at the app, session back).
 		select {
 		case <-jobsDone:
 		case <-time.After(10 * time.Second):
 			g.log.Error("calls did not end after cancel", slog.Int64("in_flight", g.inFlight.Load()))
 		}
+		// The cancelled calls answer "503 draining": let those answers
+		// go out before the connections close.
+		fctx, fcancel := context.WithTimeout(context.Background(), drainFlushTimeout)
+		_ = srv.Shutdown(fctx)
+		fcancel()
 		_ = srv.Close()
 	}
-	g.cancelJobs()
+	g.cancelJobs(errDrainTimeout)
 	if shutErr != nil && !errors.Is(shutErr, context.DeadlineExceeded) {
 		return shutErr
 	}

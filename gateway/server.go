@@ -50,7 +50,7 @@ type Gateway struct {
 	// jobsCtx is the parent of calls that outlive their request (the
 	// /gradio_api/call POST); cancelJobs ends them after a drain.
 	jobsCtx    context.Context
-	cancelJobs context.CancelFunc
+	cancelJobs context.CancelCauseFunc
 	// jobs counts calls in flight (requests and detached calls), for drain.
 	jobs     sync.WaitGroup
 	inFlight atomic.Int64
@@ -69,7 +69,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 		metrics = NewMetrics(b)
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName), bodyTimeout: DefaultBodyReadTimeout}
-	g.jobsCtx, g.cancelJobs = context.WithCancel(context.Background())
+	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()
 	g.routes()
@@ -141,7 +141,7 @@ func (g *Gateway) track() func() {
 
 func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 	if g.draining.Load() {
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "draining", Message: "the gateway is shutting down", RetryAfter: 1})
+		writeError(w, errDraining())
 		return true
 	}
 	return false
