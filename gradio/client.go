@@ -191,7 +191,8 @@ func (c *Client) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("base", c.app.base), slog.String("session", c.sess.hash))
 }
 
-// Close ends this session's streams; its pending jobs fail with ErrClosed.
+// Close ends this session's streams; its pending jobs fail with ErrClosed
+// and are cancelled at the app.
 // Other sessions of the same app are not affected. Close waits for the
 // session's goroutines (including /cancel requests, bounded by the cancel
 // timeout). Calling it twice is harmless.

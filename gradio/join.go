@@ -171,13 +171,26 @@ func detail(b []byte) string {
 func (s *session) cancelDetached(j *Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.goLocked(func() {
-		ctx, cancel := context.WithTimeout(s.ctx, s.app.set.cancelTimeout)
-		defer cancel()
-		if err := s.sendCancel(ctx, j); err != nil {
-			s.app.log.Debug("gradio: cancel failed", "session", s.hash, "event_id", j.ID(), "err", err)
-		}
-	})
+	s.cancelDetachedLocked(j)
+}
+
+// cancelDetachedLocked starts the cancel as one of the session's goroutines
+// (Close waits for it); on a closed session it is sent at once instead.
+// Callers hold s.mu.
+func (s *session) cancelDetachedLocked(j *Job) {
+	if !s.goLocked(func() { s.sendCancelBounded(j) }) {
+		go s.sendCancelBounded(j)
+	}
+}
+
+// sendCancelBounded is sendCancel on a context of its own (not the
+// session's, which Close ends first), bounded by the cancel timeout.
+func (s *session) sendCancelBounded(j *Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.app.set.cancelTimeout)
+	defer cancel()
+	if err := s.sendCancel(ctx, j); err != nil {
+		s.app.log.Debug("gradio: cancel failed", "session", s.hash, "event_id", j.ID(), "err", err)
+	}
 }
 
 // sendCancel POSTs {prefix}/cancel (Gradio 4.29+; earlier apps have no way

@@ -56,17 +56,21 @@ func (s *session) close() {
 		s.mu.Unlock()
 		return
 	}
-	s.closed = true
 	jobs := make([]*Job, 0, len(s.pending))
 	for _, j := range s.pending {
 		jobs = append(jobs, j)
+		// The app would keep running a job nobody waits for any more.
+		s.goLocked(func() { s.sendCancelBounded(j) })
 	}
+	s.closed = true
 	s.pending = map[string]*Job{}
 	s.early = nil
 	s.mu.Unlock()
 	for _, j := range jobs {
 		j.finish(nil, ErrClosed)
 	}
+	// The streams end now; the cancels above and those started by abort
+	// have a context of their own, and are waited for.
 	s.cancel()
 	s.wg.Wait()
 	if s.app.refs.Add(-1) == 0 && s.app.own != nil {
@@ -181,10 +185,15 @@ var (
 	sseAcc  = []string{"text/event-stream"}
 )
 
-// abort ends j because its ctx ended, and cancels it on the server.
+// abort ends j because its ctx ended, and cancels it on the server. The
+// job ends and its cancel starts under one lock, so that a Close either
+// still finds the job pending (and cancels it itself) or waits for this
+// cancel.
 func (s *session) abort(j *Job, err error) {
-	if s.fail(j, err) {
-		s.cancelDetached(j)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failLocked(j, err) {
+		s.cancelDetachedLocked(j)
 	}
 }
 
