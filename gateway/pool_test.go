@@ -190,6 +190,9 @@ func TestRealPoolFailures(t *testing.T) {
 		srv, sims, p := realGateway(t, 1, func(c *gateway.Config) {
 			c.Pool.MaxConnections, c.Pool.MinConnections, c.Pool.QueueTimeout = 1, 1, 50*time.Millisecond
 		})
+		// The queue time-out covers the app's connect too: connect first.
+		p.Warm()
+		waitFor(t, "the replica to connect", func() bool { return p.Stats(t.Context()).AvailableConnections == 1 })
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/predict/slow", strings.NewReader(`{"data":[60]}`))

@@ -133,6 +133,10 @@ func TestQueueTimeout(t *testing.T) {
 	rec := &recorder{}
 	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 1, QueueTimeout: 50 * time.Millisecond, OnEvent: rec.hook})
 	ctx := ctxT(t)
+	// The queue time-out covers the app's connect too: let it connect
+	// first, so that only the second Acquire waits for a session.
+	p.Warm()
+	waitUntil(t, func() bool { return p.Stats(ctx).Pools[p.Replicas()[0]].AvailableConnections == 1 })
 	l, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)

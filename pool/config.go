@@ -65,8 +65,10 @@ type Config struct {
 	// MinConnections). Zero means DefaultIdleTimeout (10 min); negative
 	// disables.
 	IdleTimeout time.Duration
-	// QueueTimeout bounds the wait for a free session (FIFO per replica);
-	// the waiter then gets ErrQueueTimeout. Zero means DefaultQueueTimeout
+	// QueueTimeout bounds the wait for a free session (FIFO per replica),
+	// including the connect of a replica's app that is not connected yet
+	// (the waiter keeps its place meanwhile); the waiter then gets
+	// ErrQueueTimeout. Zero means DefaultQueueTimeout
 	// (30 s); negative disables (wait as long as the context allows).
 	QueueTimeout time.Duration
 	// PriorityMaxWait is the starvation bound of priority classes (see

@@ -184,3 +184,15 @@ func (e *echoApp) runsOf(s string) int {
 	defer e.mu.Unlock()
 	return e.runs[s]
 }
+
+// waitUntil polls cond every 10 ms, for at most 10 s.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not reached within 10 s")
+}

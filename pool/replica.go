@@ -110,7 +110,10 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 			if err := r.ejectedWithoutApp(); err != nil {
 				return nil, err
 			}
-			app, _, err := r.getApp(ctx)
+			// Callers wait for the app here, in the FIFO queue (see
+			// acquireSession); the first connect carries the values of the
+			// caller that started it, so its trace shows the app's connect.
+			app, _, err := r.getAppTraced(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -221,10 +224,13 @@ func (r *replica) appChanged(s *gradio.Client) {
 }
 
 // acquireSession returns a pooled session of this replica.
+//
+// The caller takes its place in the FIFO queue at once, also while the app
+// connects (lazy start, reconnect): the session pool's Connect waits for
+// the app, and the sessions it makes serve the waiters in arrival order.
+// (Waiting for the app first would wake every caller together and let them
+// enter the queue in any order.)
 func (r *replica) acquireSession(ctx context.Context) (*sessionpool.Session[*gradio.Client], error) {
-	if _, _, err := r.getAppTraced(ctx); err != nil {
-		return nil, err
-	}
 	s, err := r.sp.Acquire(ctx)
 	if err != nil {
 		return nil, err
