@@ -57,6 +57,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "app_error", Message: appErr.Message, Title: appErr.Title}
 	case errors.As(err, &uploadErr):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "upload_too_large", Message: uploadErr.Error()}
+	case errors.Is(err, gradio.ErrMaybeAccepted) && errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: http.StatusGatewayTimeout, Code: "maybe_accepted",
+			Message: "the caller's deadline passed before the app answered the join: the call may have been queued there (if so it is cancelled); it was not retried"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Message: "the call did not finish before the caller's deadline: " + err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, gradio.ErrCanceled):

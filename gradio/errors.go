@@ -27,6 +27,12 @@ var (
 	ErrUnknownEndpoint = errors.New("gradio: unknown endpoint")
 	// ErrCanceled: the job was cancelled with Job.Cancel.
 	ErrCanceled = errors.New("gradio: job cancelled")
+	// ErrMaybeAccepted: the caller's context ended while queue/join was in
+	// flight, so Submit returned without knowing whether the app queued the
+	// call. The error also wraps ctx's error. The join finishes (or times
+	// out) in the background, and a job the app accepted after all is
+	// cancelled there; the call must not be retried blindly.
+	ErrMaybeAccepted = errors.New("gradio: the app had not answered the join when the caller's context ended; the call may have been accepted")
 	// ErrSpaceNotRunning is wrapped by every *SpaceError.
 	ErrSpaceNotRunning = errors.New("gradio: space not running")
 	// ErrNotFound: the Hub or the app answered 404 for the Space or route.

@@ -41,7 +41,42 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 		// (s.early); the server keeps a known session's queue waiting.
 		s.streamOn = s.goLocked(s.runStream)
 	}
+	if ctx.Done() == nil {
+		s.mu.Unlock()
+		return s.joinAndRegister(ctx, dep, endpoint, body, quiet)
+	}
+	// The join runs detached from ctx (a call the app accepted must be
+	// known, to be cancelled), but the caller does not wait past its ctx
+	// for it: a stalled app would hold it for the whole header timeout.
+	type joined struct {
+		j   *Job
+		err error
+	}
+	ch := make(chan joined, 1)
+	s.goLocked(func() {
+		j, err := s.joinAndRegister(ctx, dep, endpoint, body, quiet)
+		ch <- joined{j, err}
+	})
 	s.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r.j, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-ch: // both ready: the join's own answer is the more precise
+		return r.j, r.err
+	default:
+	}
+	// joinAndRegister sees ctx ended once the join returns: it cancels a
+	// job the app accepted, and the session's Close waits for it.
+	return nil, fmt.Errorf("%w: %w", ErrMaybeAccepted, ctx.Err())
+}
+
+// joinAndRegister sends the join and registers the job it started; when
+// ctx has ended by then, the job is cancelled at the app. The caller has
+// counted the join in s.joining.
+func (s *session) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, quiet bool) (*Job, error) {
 	eventID, err := s.join(ctx, body)
 	j := newJob(s, ctx, dep, endpoint)
 	j.id, j.quiet = eventID, quiet

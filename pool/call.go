@@ -161,6 +161,9 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if ctx.Err() != nil || !retry || attempt >= maxAttempts {
 			p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(key), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
 			ct.end(r.name, failed+1, cmp.Or(ctx.Err(), err))
+			if errors.Is(err, gradio.ErrMaybeAccepted) {
+				return nil, &ReplicaError{Replica: r.name, Err: err}
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

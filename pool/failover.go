@@ -290,6 +290,11 @@ func classifySubmitError(err error) (retry, broken, replicaFault bool) {
 		space *gradio.SpaceError
 	)
 	switch {
+	case errors.Is(err, gradio.ErrMaybeAccepted):
+		// The caller's ctx ended while the join was in flight: never
+		// re-run; the session still has that join out, so it is not
+		// lent again.
+		return false, true, false
 	case errors.As(err, &lost):
 		// Retried only when the join provably never reached the app.
 		unsent := !lost.Accepted && !lost.MaybeAccepted

@@ -1,0 +1,36 @@
+package gateway_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+)
+
+// Regression (issue 16, defect 5), through the gateway: a caller whose
+// X-Gradiopool-Timeout passes while the replica stalls on queue/join gets
+// 504 maybe_accepted at its deadline, not after the join's 30 s header
+// time-out.
+func TestStalledJoinRespectsTimeoutHeader(t *testing.T) {
+	srv, sims, p := realGateway(t, 1, nil)
+	if a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["warm"]}`); a.status != 200 {
+		t.Fatal(a.status, a.body)
+	}
+	sims[0].SetStall(true)
+	start := time.Now()
+	a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["x"]}`, gateway.TimeoutHeader, "400ms")
+	took := time.Since(start)
+	if a.status != 504 || errorCode(t, a.body) != "maybe_accepted" {
+		t.Errorf("%d %s, want 504 maybe_accepted", a.status, a.body)
+	}
+	if took > 15*time.Second {
+		t.Errorf("answered after %v: not at the caller's deadline", took)
+	}
+	sims[0].SetStall(false)
+	waitFor(t, "the session to come back", func() bool {
+		return p.Stats(t.Context()).InUseConnections == 0 && sims[0].Snapshot().Running == 0
+	})
+	if n := sims[0].Executions("upper"); n > 2 {
+		t.Errorf("upper ran %d times", n)
+	}
+}
