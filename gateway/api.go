@@ -73,30 +73,66 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	return user, args, apiName, nil
 }
 
-// callContext applies the caller's priority class and own deadline, if any.
+// callContext applies the caller's priority class and own deadline, if
+// any, to the request's context.
 func callContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
 	base, perr := priorityContext(r)
 	if perr != nil {
 		return nil, nil, perr
 	}
-	v := strings.TrimSpace(r.Header.Get(TimeoutHeader))
-	if v == "" {
-		ctx, cancel := context.WithCancel(base)
+	return deadlineContext(base, r)
+}
+
+// deadlineContext derives the call's context from parent with the
+// caller's own deadline (TimeoutHeader), if any.
+func deadlineContext(parent context.Context, r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	d, aerr := parseTimeout(r.Header.Get(TimeoutHeader))
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	if d == 0 {
+		ctx, cancel := context.WithCancel(parent)
 		return ctx, cancel, nil
+	}
+	ctx, cancel := context.WithTimeout(parent, d)
+	return ctx, cancel, nil
+}
+
+// maxCallerTimeout bounds TimeoutHeader: larger values are refused rather
+// than overflowing a time.Duration.
+const maxCallerTimeout = 24 * time.Hour
+
+// parseTimeout reads a TimeoutHeader value: a Go duration ("90s") or
+// seconds ("90", "1.5"); "" is 0 (none).
+func parseTimeout(v string) (time.Duration, *apiError) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
+	if len(v) > 32 {
+		return 0, badRequest("bad_timeout", "%s: %d characters is not a duration (90s) or seconds (90)", TimeoutHeader, len(v))
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		secs, ferr := strconv.ParseFloat(v, 64)
 		if ferr != nil {
-			return nil, nil, badRequest("bad_timeout", "%s: %q is neither a duration (90s) nor seconds (90)", TimeoutHeader, v)
+			return 0, badRequest("bad_timeout", "%s: %q is neither a duration (90s) nor seconds (90)", TimeoutHeader, v)
+		}
+		if !(secs > 0) { // also NaN
+			return 0, badRequest("bad_timeout", "%s must be positive", TimeoutHeader)
+		}
+		if secs > maxCallerTimeout.Seconds() {
+			return 0, badRequest("bad_timeout", "%s: %q is longer than the maximum %v", TimeoutHeader, v, maxCallerTimeout)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
 	if d <= 0 {
-		return nil, nil, badRequest("bad_timeout", "%s must be positive", TimeoutHeader)
+		return 0, badRequest("bad_timeout", "%s must be positive", TimeoutHeader)
 	}
-	ctx, cancel := context.WithTimeout(base, d)
-	return ctx, cancel, nil
+	if d > maxCallerTimeout {
+		return 0, badRequest("bad_timeout", "%s: %q is longer than the maximum %v", TimeoutHeader, v, maxCallerTimeout)
+	}
+	return d, nil
 }
 
 func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, endpoint string, err error) {

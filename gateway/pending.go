@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -115,15 +114,22 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	// The call outlives the POST, so its deadline runs on the gateway's
+	// job context, not the request's.
+	ctx, cancel, aerr := deadlineContext(g.jobsCtx, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	id := newID()
 	pc := &pendingCall{apiName: endpoint, changed: make(chan struct{})}
 	if !g.pending.add(id, pc, g.now()) {
+		cancel()
 		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "too_many_pending_calls",
 			Message: "too many /gradio_api/call results are waiting to be read (max_pending_calls)", RetryAfter: 5})
 		return
 	}
 	done := g.track()
-	ctx, cancel := context.WithCancel(g.jobsCtx)
 	start := g.now()
 	call, err := g.backend.Submit(ctx, user, endpoint, args)
 	if err != nil {
