@@ -100,3 +100,37 @@ func TestAppCancelIsAnswered(t *testing.T) {
 		t.Fatalf("%d %q, want 502 canceled", a.status, a.body)
 	}
 }
+
+// Regression (issue 16, defect 6): /readyz never said 503 during a drain
+// (the listener closed at once). While calls are in flight it answers,
+// and so do new calls, with 503 draining.
+func TestDrainKeepsAnsweringProbes(t *testing.T) {
+	f := newFake()
+	g := gateway.New(gateway.Config{DrainTimeout: 10 * time.Second}, f, nil, nil)
+	url, stop := serveFake(t, g)
+	got := make(chan answer, 1)
+	go func() { got <- do(t, "POST", url+"/v1/predict/slow", `{"data":[]}`) }()
+	<-f.started
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// The drain has begun once readyz says so; bounded by the test's ctx.
+	var a answer
+	for range 500 {
+		a = do(t, "GET", url+"/readyz", "")
+		if a.status == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "draining") {
+		t.Fatalf("readyz while draining: %d %s", a.status, a.body)
+	}
+	if a := do(t, "POST", url+"/v1/predict/upper", `{"data":["x"]}`); a.status != 503 || errorCode(t, a.body) != "draining" {
+		t.Errorf("a new call while draining: %d %s", a.status, a.body)
+	}
+	close(f.release)
+	if a := <-got; a.status != 200 {
+		t.Errorf("the call in flight: %d %s", a.status, a.body)
+	}
+	<-stopped
+}

@@ -17,10 +17,12 @@ import (
 // the end of a drain to be sent.
 const drainFlushTimeout = 5 * time.Second
 
-// Serve answers HTTP on ln until ctx ends, then drains: it stops accepting
-// (readyz turns 503, new calls get 503 "draining"), lets calls in flight
-// finish for up to cfg.DrainTimeout, cancels the rest (each is cancelled at
-// its app, its session returned) and returns nil once all handlers ended.
+// Serve answers HTTP on ln until ctx ends, then drains: readyz turns 503 and
+// new calls get 503 "draining" (the listener stays open while calls are in
+// flight, so that probes and callers get those answers), calls in flight
+// may finish for up to cfg.DrainTimeout, the rest are cancelled (each is
+// cancelled at its app, its session returned, its caller answered 503
+// "draining") and Serve returns nil once all handlers ended.
 // An error is returned only when serving failed.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	baseCtx, cancelBase := context.WithCancelCause(context.Background())
@@ -59,12 +61,19 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	jobsDone := make(chan struct{})
 	go func() { g.jobs.Wait(); close(jobsDone) }()
 
-	// Shutdown closes the listener and idle connections and waits for
-	// active ones; the jobs wait covers detached /gradio_api/call calls.
-	shutErr := srv.Shutdown(dctx)
+	// While calls are in flight the listener stays open, so that probes
+	// see /readyz answer 503 and new calls get a JSON 503 "draining"
+	// instead of a refused connection; answers close their connection.
+	srv.SetKeepAlivesEnabled(false)
 	select {
 	case <-jobsDone:
 	case <-dctx.Done():
+	}
+	var shutErr error
+	if dctx.Err() == nil {
+		// Shutdown closes the listener and idle connections and waits for
+		// the active ones (streams of finished REST calls, say).
+		shutErr = srv.Shutdown(dctx)
 	}
 	if dctx.Err() != nil {
 		left := g.inFlight.Load()
@@ -83,6 +92,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		_ = srv.Shutdown(fctx)
 		fcancel()
 		_ = srv.Close()
+		shutErr = nil
 	}
 	g.cancelJobs(errDrainTimeout)
 	if shutErr != nil && !errors.Is(shutErr, context.DeadlineExceeded) {
