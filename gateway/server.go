@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type Gateway struct {
 	log     *slog.Logger
 	metrics *Metrics
 	mux     *http.ServeMux
+	unclean http.Handler // answers paths ServeMux would redirect
 	now     func() time.Time
 	// bodyTimeout bounds reading one request body (DefaultBodyReadTimeout).
 	bodyTimeout time.Duration
@@ -103,6 +105,10 @@ func (g *Gateway) routes() {
 	g.mountFrontDoor(api, open)
 	g.adminRoutes(m)
 	open("/", g.handleNoRoute)
+	g.unclean = g.wrap("/", authNone, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: "no such route: the path is not in canonical form (double slash, . or ..)"})
+	})
 	g.mux = m
 }
 
@@ -130,7 +136,25 @@ func (g *Gateway) handleNoRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.serveTraced(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != "" && p != "/" && cleanPath(p) != p {
+		// ServeMux would answer an HTML redirect to the cleaned path that
+		// no access line records: a path such as //api/admin/pool-stats
+		// is not a route.
+		g.unclean.ServeHTTP(w, r)
+		return
+	}
+	g.serveTraced(w, r)
+}
+
+// cleanPath is path.Clean keeping a trailing slash, as ServeMux cleans.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
 
 // track counts a call in flight for the drain; the returned func ends it.
 func (g *Gateway) track() func() {
