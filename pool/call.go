@@ -115,6 +115,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	maxAttempts := 2*len(p.replicas) + 1
 	failed := 0 // replicas or sessions tried in vain
 	var waited time.Duration
+	var pending move // the last attempt's failover, counted once another is tried
 	for attempt := 1; ; attempt++ {
 		t0 := time.Now()
 		span := ct.child(SpanAcquire, AttrAttempt.Int(attempt))
@@ -122,7 +123,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if span != nil {
 			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
 		}
-		l, err := p.acquire(withEndpoint(actx, endpoint), key, exclude, causes, &failed)
+		l, err := p.acquire(withEndpoint(actx, endpoint), key, exclude, causes, &failed, &pending)
 		waited += time.Since(t0)
 		if err != nil {
 			endSpan(span, err)
@@ -181,7 +182,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			exclude[r] = true
 		}
 		ct.failover(r.name, err)
-		p.failover(r, endpoint, err)
+		pending = move{from: r, endpoint: endpoint, err: err}
 	}
 }
 

@@ -206,15 +206,40 @@ func (r *replica) succeed() {
 	}
 }
 
+// move is a failover not counted yet: a call leaving a replica counts as a
+// failover only once another replica (or session) is actually tried, so
+// that a call with nowhere else to go (one replica, all busy) is a failed
+// call, not a failover.
+type move struct {
+	from     *replica
+	endpoint string
+	err      error
+}
+
+// flush counts the pending failover, if any.
+func (m *move) flush(p *Pool) {
+	if m.from != nil {
+		p.failover(m.from, m.endpoint, m.err)
+		m.from = nil
+	}
+}
+
 // acquire routes key to a replica not in exclude. causes are failures of
 // earlier attempts of the same call, reported if no replica serves. failed,
-// if not nil, is incremented for every replica tried in vain.
-func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int) (*Lease, error) {
+// if not nil, is incremented for every replica tried in vain. pending, if
+// not nil, is the failover of an earlier attempt, counted once a replica is
+// tried here. A call that fails here counts as an error of the last
+// replica tried.
+func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int, pending *move) (*Lease, error) {
 	tried := func() {
 		if failed != nil {
 			*failed++
 		}
 	}
+	if pending == nil {
+		pending = &move{}
+	}
+	var last *replica // the last replica tried in vain
 	var assigned *replica
 	if key != "" {
 		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -239,6 +264,7 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 			causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
 			continue
 		}
+		pending.flush(p)
 		if probe {
 			if err := r.probe(ctx); err != nil {
 				if ctx.Err() != nil {
@@ -246,7 +272,7 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 				}
 				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
 				tried()
-				p.failover(r, "", err)
+				*pending, last = move{from: r, err: err}, r
 				continue
 			}
 		}
@@ -260,14 +286,21 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, ErrQueueTimeout) || errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
+		if errors.Is(err, ErrQueueTimeout) {
+			r.errs.Add(1) // the call failed here
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
 			return nil, &ReplicaError{Replica: r.name, Err: err}
 		}
 		// Connect failure (already recorded as a replica failure) or a
 		// full waiter list: this replica cannot serve now, try the next.
 		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
 		tried()
-		p.failover(r, "", err)
+		*pending, last = move{from: r, err: err}, r
+	}
+	if last != nil {
+		last.errs.Add(1) // the call failed: nowhere else to go
 	}
 	return nil, &AllReplicasFailedError{Causes: causes}
 }
