@@ -397,11 +397,7 @@ func (a *app) fetchConfig(ctx context.Context) (*Config, error) {
 	}
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		msg := "the app requires login (WithLogin)"
-		if a.spaceID != "" {
-			msg = "the app requires login (WithLogin), or the Space is private (WithHFToken)"
-		}
-		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: fmt.Errorf("%w: %s", ErrUnauthorized, msg)}
+		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: fmt.Errorf("%w: %s", ErrUnauthorized, a.refusedHint(body))}
 	case code == http.StatusTooManyRequests:
 		return nil, &MetadataError{Src: a.src, Op: "config", StatusCode: code, Err: fmt.Errorf("%w: too many requests, try again later", ErrRateLimited)}
 	case code != http.StatusOK:
@@ -423,6 +419,26 @@ func (a *app) fetchConfig(ctx context.Context) (*Config, error) {
 		return nil, &MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: the app requires login (WithLogin)", ErrUnauthorized)}
 	}
 	return cfg, nil
+}
+
+// refusedHint says why /config answered 401 or 403. Gradio's own login
+// answers FastAPI's JSON {"detail": ...}; the Hugging Face proxy of a
+// private Space answers a page of its own, and with a token set that means
+// the token was refused.
+func (a *app) refusedHint(body []byte) string {
+	var v struct {
+		Detail json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) == nil && len(v.Detail) > 0 {
+		return "the app requires login (WithLogin)"
+	}
+	if a.set.hfToken != "" {
+		return "the HF token was refused: it is wrong, expired or cannot read this private Space"
+	}
+	if a.spaceID != "" {
+		return "the Space is private (WithHFToken), or the app requires login (WithLogin)"
+	}
+	return "the app requires login (WithLogin), or it is a private Space (WithHFToken)"
 }
 
 // getMeta GETs a metadata document; transport failures become
