@@ -29,6 +29,9 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	if apiName == "" {
 		return "", nil, "", badRequest("bad_request", "empty api_name")
 	}
+	if len(apiName) > maxAPINameLen {
+		return "", nil, "", badRequest("bad_request", "the api_name is %d bytes long, more than %d", len(apiName), maxAPINameLen)
+	}
 	user = pool.NormalizeUser(r.Header.Get(UserHeader))
 	if len(user) > maxUserLen || strings.IndexFunc(user, unicode.IsControl) >= 0 || strings.ContainsAny(user, " \t") {
 		return "", nil, "", badRequest("bad_user", "the %s header must be one e-mail address", UserHeader)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/gradiopool/gradiopool/gradio"
 )
@@ -130,4 +131,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// Bounds on caller input echoed in answers and logs: a long api_name or
+// path must not come back at full length in every error and log line.
+const (
+	maxEcho       = 200 // in error messages
+	maxLoggedPath = 512 // in the access log
+	maxAPINameLen = 256 // longer api_names are refused (Gradio's are short identifiers)
+)
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + fmt.Sprintf("...(%d bytes)", len(s))
 }

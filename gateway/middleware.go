@@ -95,7 +95,7 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 			slog.String("request_id", reqID),
 			slog.String("method", r.Method),
 			slog.String("route", route),
-			slog.String("path", r.URL.Path),
+			slog.String("path", clip(r.URL.Path, maxLoggedPath)),
 			slog.Int("status", sw.status),
 			slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", float64(d.Microseconds())/1000),

@@ -129,10 +129,10 @@ func (g *Gateway) handleNoRoute(w http.ResponseWriter, r *http.Request) {
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-			Message: r.Method + " " + r.URL.Path + ": use " + strings.Join(allow, " or ")})
+			Message: clip(r.Method, 16) + " " + clip(r.URL.Path, maxEcho) + ": use " + strings.Join(allow, " or ")})
 		return
 	}
-	writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.Method + " " + r.URL.Path})
+	writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + clip(r.Method, 16) + " " + clip(r.URL.Path, maxEcho)})
 }
 
 // ServeHTTP implements http.Handler.
