@@ -1,0 +1,21 @@
+// Package reliability is the fault-injection suite of gradiopool: it puts
+// the gateway (gateway.Open: pool, sessions, HTTP) in front of simulated
+// replicas (gradio/gradiotest), with an in-process toxiproxy between them
+// for network faults and the simulator's own knobs for application faults,
+// drives steady load through it, injects one fault per cell of a matrix,
+// heals it and checks the promises:
+//
+//   - no call runs twice (the simulated app counts executions per call id);
+//   - every call ends in a result or a typed JSON error (never an empty
+//     200, never a non-JSON answer) before its deadline;
+//   - no session is left in use and no goroutine is left behind once the
+//     gateway is closed;
+//   - full capacity comes back after the fault (the time is measured).
+//
+// The package has only tests. `go test ./reliability/` runs the short
+// matrix (seconds per cell; CI runs it). With GRADIOPOOL_RELIABILITY=long
+// (or -reliability.long) every cell runs longer under more load, and the
+// figures are written to docs/RELIABILITY.md, like `gradiopool bench`
+// writes docs/BENCHMARKS.md: the document is generated, not written by
+// hand.
+package reliability
