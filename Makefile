@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 JSCLIENT = testdata/jsclient
 
-.PHONY: demo test deps lint unit jsclient bench bench-pool build
+.PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability
 
 demo:
 	$(GO) run ./cmd/gradiopool demo
@@ -17,7 +17,7 @@ build:
 # Node conformance suite, the real-Redis tests and the dashboard's browser
 # test fail, not skip, when Node, redis-server or chromium is missing; the
 # browser test's screenshot goes to GRADIOPOOL_ARTIFACTS.
-test: deps lint jsclient unit
+test: deps lint jsclient unit fuzz
 
 deps:
 	@bash scripts/test-deps.sh
@@ -39,3 +39,20 @@ bench:
 
 bench-pool:
 	$(GO) test -run '^$$' -bench BenchmarkAcquireRelease -benchmem ./pool/sessionpool/
+
+# fuzz runs every fuzz target for FUZZTIME (CI: a short run; the seeds
+# also run in every `go test`). Targets are found by name, one at a time
+# (go test -fuzz takes one target per package and run).
+FUZZTIME ?= 5s
+fuzz:
+	@set -e; for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v node_modules | xargs -n1 dirname | sort -u); do \
+		for fn in $$(grep -h '^func Fuzz' $$pkg/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$pkg $$fn"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+		done; \
+	done
+
+# reliability runs the long fault matrix and soak and writes
+# docs/RELIABILITY.md (CI runs the short version inside `go test`).
+reliability:
+	GRADIOPOOL_RELIABILITY=long $(GO) test -count=1 -timeout 120m -run 'TestFaultMatrix|TestSoak' -v ./reliability/

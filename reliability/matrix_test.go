@@ -20,12 +20,23 @@ var longRun = flag.Bool("reliability.long", os.Getenv("GRADIOPOOL_RELIABILITY") 
 
 func TestMain(m *testing.M) {
 	zerolog.SetGlobalLevel(zerolog.Disabled) // toxiproxy's own logs
+	code := m.Run()
+	if *longRun {
+		if err := writeReport(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
 	// toxiproxy 2.5 leaves a link's goroutines blocked after reset_peer;
 	// they are toxiproxy's (the test's network), not the gateway's.
-	goleak.VerifyTestMain(m,
+	if err := goleak.Find(
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"))
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write")); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // scale is the size of a run: short for CI, long on demand.
@@ -169,9 +180,6 @@ func TestFaultMatrix(t *testing.T) {
 				t.Error(p)
 			}
 		})
-	}
-	if *longRun {
-		writeReport(t, sc)
 	}
 }
 
