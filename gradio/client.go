@@ -78,11 +78,13 @@ func Connect(ctx context.Context, src string, opts ...Option) (*Client, error) {
 	}
 	a.jar, _ = cookiejar.New(nil)
 	if set.httpClient != nil {
-		a.hc = set.httpClient
+		hc := *set.httpClient // a copy: the caller's client is not changed
+		a.hc = &hc
 	} else {
 		a.own = newTransport(set)
 		a.hc = &http.Client{Transport: a.own}
 	}
+	a.hc.CheckRedirect = a.checkRedirect(a.hc.CheckRedirect)
 	fail := func(err error) (*Client, error) {
 		if a.own != nil {
 			a.own.CloseIdleConnections()
@@ -281,6 +283,29 @@ func (a *app) newRequest(ctx context.Context, method, u string, body io.Reader) 
 }
 
 var userAgent = []string{"gradiopool-go"}
+
+// checkRedirect keeps the HF token, the extra headers and the cookies to
+// the app's own host (scheme, host and port) when a redirect is followed:
+// net/http alone forwards custom headers everywhere, and Authorization to
+// any port of the same host name. prev is the client's own policy.
+func (a *app) checkRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if !sameHost(req.URL.String(), a.base) {
+			req.Header.Del("Authorization")
+			req.Header.Del("Cookie")
+			for k := range a.set.headers {
+				req.Header.Del(k)
+			}
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("gradio: stopped after 10 redirects")
+		}
+		return nil
+	}
+}
 
 // do sends req. With headerTimeout it bounds the wait for response headers
 // (not the body: streams and long downloads are not cut). Cookies are
