@@ -16,3 +16,6 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 }
 // SetBodyTimeout replaces DefaultBodyReadTimeout.
 func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }
+
+// SetConnTimeouts replaces the header and idle time-outs of Serve.
+func (g *Gateway) SetConnTimeouts(header, idle time.Duration) { g.headerTimeout, g.idleTimeout = header, idle }

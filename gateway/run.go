@@ -13,6 +13,9 @@ import (
 	"golang.org/x/term"
 )
 
+// defaultIdleTimeout closes keep-alive connections idle this long.
+const defaultIdleTimeout = 2 * time.Minute
+
 // drainFlushTimeout bounds the wait for the answers of calls cancelled at
 // the end of a drain to be sent.
 const drainFlushTimeout = 5 * time.Second
@@ -32,8 +35,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		// No WriteTimeout or ReadTimeout: they would cut a 10-minute call or
 		// stream. Time-outs belong to phases: headers here, the queue and the
 		// caller's own deadline in the pool.
-		ReadHeaderTimeout: DefaultReadHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: g.headerTimeout,
+		IdleTimeout:       g.idleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}

@@ -39,6 +39,11 @@ type Gateway struct {
 	now     func() time.Time
 	// bodyTimeout bounds reading one request body (DefaultBodyReadTimeout).
 	bodyTimeout time.Duration
+	// headerTimeout bounds reading a request's headers
+	// (DefaultReadHeaderTimeout); idleTimeout closes idle keep-alive
+	// connections (defaultIdleTimeout). Both guard against slowloris and
+	// piles of idle connections.
+	headerTimeout, idleTimeout time.Duration
 
 	pending *pendingCalls
 	front   *frontdoor.FrontDoor // the Gradio front door; nil when off
@@ -70,7 +75,8 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 	if metrics == nil {
 		metrics = NewMetrics(b)
 	}
-	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName), bodyTimeout: DefaultBodyReadTimeout}
+	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName),
+		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, idleTimeout: defaultIdleTimeout}
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()
