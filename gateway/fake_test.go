@@ -27,6 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //	fail()     gr.Error
 //	full()     pool queue time-out
 //	appcancel() the job cancelled at the app
+//	panic()    panics (with the user in the value)
 type fake struct {
 	release  chan struct{}
 	started  chan struct{} // one value per slow call started
@@ -83,6 +84,8 @@ func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit 
 		return nil, gradio.ErrQueueFull
 	case "appcancel": // the app cancelled the job, not the caller
 		return nil, gradio.ErrCanceled
+	case "panic":
+		panic("boom with a secret: " + user)
 	}
 	return nil, gradio.ErrUnknownEndpoint
 }

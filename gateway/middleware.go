@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 )
@@ -84,7 +86,7 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 		ctx := context.WithValue(r.Context(), keyLogAttrs, la)
 		r = r.WithContext(ctx)
 		body := guardBody(sw, r, g.bodyTimeout)
-		g.serveAuthed(sw, r, auth, h)
+		g.serveRecovered(sw, r, auth, h)
 		body.done()
 		if sw.status == 0 {
 			sw.status = http.StatusOK
@@ -140,4 +142,28 @@ func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// serveRecovered runs the handler; a panic becomes a JSON 500 "internal"
+// (when nothing was written yet) and an error line with the stack, instead
+// of a connection dropped without an answer. The panic's value is not
+// logged or answered: it may hold call data.
+func (g *Gateway) serveRecovered(sw *statusWriter, r *http.Request, auth authKind, h http.HandlerFunc) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v) // net/http's own way to abort a response
+		}
+		g.log.LogAttrs(r.Context(), slog.LevelError, "handler panic",
+			slog.String("type", fmt.Sprintf("%T", v)), slog.String("stack", string(debug.Stack())))
+		if sw.status == 0 {
+			writeError(sw, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the gateway failed on this request"})
+		} else {
+			sw.status = http.StatusInternalServerError
+		}
+	}()
+	g.serveAuthed(sw, r, auth, h)
 }

@@ -186,3 +186,16 @@ func TestNoSecretAnywhere(t *testing.T) {
 		t.Error("no debug line was logged: the test would not see them")
 	}
 }
+
+// Security (issue 16): a panic in a handler answers a JSON 500 and logs
+// the stack, never the panic's value (it may hold call data).
+func TestPanicIsAnsweredNotLeaked(t *testing.T) {
+	_, srv, logs := newGateway(t, newFake(), nil)
+	a := do(t, "POST", srv.URL+"/v1/predict/panic", `{"data":[]}`, gateway.UserHeader, "dave.secret@example.com")
+	if a.status != 500 || errorCode(t, a.body) != "internal" {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	if l := logs.String(); !strings.Contains(l, "handler panic") || strings.Contains(l, "dave.secret") || strings.Contains(a.body, "dave.secret") {
+		t.Fatalf("logs %s", l)
+	}
+}
