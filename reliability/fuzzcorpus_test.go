@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -40,15 +41,36 @@ func fuzzSection() string {
 	sort.Slice(targets, func(i, j int) bool {
 		return targets[i].pkg+targets[i].name < targets[j].pkg+targets[j].name
 	})
+	cache := goEnv("GOCACHE")
 	var b strings.Builder
-	b.WriteString("## Fuzz targets\n\nEvery parser of outside input has a target; CI runs each one's seeds with `go test`, and `make fuzz` runs each for a short while. Corpus: files committed under `testdata/fuzz/<target>`, besides the seeds in code.\n\n| package | target | committed corpus |\n|---|---|--:|\n")
+	b.WriteString("## Fuzz targets\n\nEvery parser of outside input has a target. `go test` (CI) runs each one's seeds; `make fuzz` (CI too) fuzzes each for 5 s, `make fuzz FUZZTIME=1m` longer. Seeds: inputs in code (from the recorded transcripts and fixtures where there are some) and under `testdata/fuzz`; corpus: the inputs the fuzzer kept on this machine (Go's fuzz cache) after the runs so far.\n\n| package | target | seeds | corpus |\n|---|---|--:|--:|\n")
 	for _, t := range targets {
-		n := 0
-		if es, err := os.ReadDir(filepath.Join("..", t.pkg, "testdata", "fuzz", t.name)); err == nil {
-			n = len(es)
+		seeds := countSeeds(t.pkg, t.name)
+		corpus := 0
+		if cache != "" {
+			if es, err := os.ReadDir(filepath.Join(cache, "fuzz", "github.com/gradiopool/gradiopool", t.pkg, t.name)); err == nil {
+				corpus = len(es)
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d |\n", t.pkg, t.name, n)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d |\n", t.pkg, t.name, seeds, corpus)
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+func goEnv(key string) string {
+	out, err := exec.Command("go", "env", key).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// countSeeds runs a target's seeds and counts them.
+func countSeeds(pkg, name string) string {
+	out, err := exec.Command("go", "test", "-count=1", "-run", "^"+name+"$", "-v", "../"+pkg+"/").CombinedOutput()
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprint(strings.Count(string(out), "=== RUN   "+name+"/"))
 }
