@@ -14,8 +14,11 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 	g.history.points = make([]HistoryPoint, points)
 	g.history.next, g.history.full = 0, false
 }
+
 // SetBodyTimeout replaces DefaultBodyReadTimeout.
 func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }
 
 // SetConnTimeouts replaces the header and idle time-outs of Serve.
-func (g *Gateway) SetConnTimeouts(header, idle time.Duration) { g.headerTimeout, g.idleTimeout = header, idle }
+func (g *Gateway) SetConnTimeouts(header, idle time.Duration) {
+	g.headerTimeout, g.idleTimeout = header, idle
+}
