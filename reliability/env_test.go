@@ -91,15 +91,32 @@ type env struct {
 	logs   *lockedBuffer
 }
 
+// lockedBuffer is the gateway's log sink. Every line is searched for the
+// callers' e-mail domain as it is written; with discard set (the soak) the
+// lines are not kept, so that the log does not weigh in the heap samples.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	discard bool
+	emails  int // lines that contained an e-mail of the load's users
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if strings.Contains(string(p), "example.com") {
+		l.emails++
+	}
+	if l.discard {
+		return len(p), nil
+	}
 	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) emailLines() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.emails
 }
 
 func (l *lockedBuffer) String() string {
@@ -114,6 +131,7 @@ type envConfig struct {
 	maxSessions  int
 	workTime     time.Duration
 	drainTimeout time.Duration
+	discardLogs  bool // keep no log lines (they are still searched)
 }
 
 // toxiServer is the in-process toxiproxy server the proxies belong to.
@@ -121,7 +139,7 @@ var toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.Ne
 
 func newEnv(t testing.TB, ec envConfig) *env {
 	t.Helper()
-	e := &env{t: t, runs: &runCounter{runs: map[string]int{}}, logs: &lockedBuffer{}}
+	e := &env{t: t, runs: &runCounter{runs: map[string]int{}}, logs: &lockedBuffer{discard: ec.discardLogs}}
 	app := workApp(e.runs, ec.workTime)
 	var urls []string
 	for i := range ec.replicas {
