@@ -38,7 +38,7 @@ func TestTokenOnlyGoesToTheApp(t *testing.T) {
 		req.Header = r.Header.Clone()
 		resp, err := http.DefaultTransport.RoundTrip(req)
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		defer resp.Body.Close()

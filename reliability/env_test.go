@@ -3,7 +3,6 @@ package reliability_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -224,15 +223,4 @@ func (e *env) toxic(i int, js string) func() {
 			e.t.Errorf("removing toxic %s: %v", w.Name, err)
 		}
 	}
-}
-
-// get is a GET of the gateway (admin endpoints are open here).
-func (e *env) get(path string) (int, string) {
-	resp, err := e.client.Get(e.url + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
