@@ -157,27 +157,68 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 
 // slotFor returns a slot for the session's next call: on its replica, or
 // on a new one when it is not bound yet or its replica is in tried (it
-// refused); moving loses the backend session (and its gr.State).
+// refused) or serves another app than the reference; moving loses the
+// backend session (and its gr.State).
 func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string) (*pool.Lease, Binding, error) {
+	if err := f.ensureReference(ctx); err != nil {
+		return nil, Binding{}, err
+	}
 	s.bindMu.Lock()
 	defer s.bindMu.Unlock()
 	b := s.binding()
+	skip := slices.Clone(tried)
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
 		l, err := f.p.AcquireOn(ctx, b.Replica, u)
 		if err == nil {
-			return l, b, nil
+			cerr := f.checkApp(b.Replica, l.Client(), false)
+			if cerr == nil {
+				return l, b, nil
+			}
+			l.Release()
+			if len(s.inFlight()) > 0 {
+				return nil, b, cerr
+			}
+			// Its app changed to another: move.
+		} else {
+			var re *pool.ReplicaError
+			if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
+				!errors.As(err, &re) || len(s.inFlight()) > 0 {
+				return nil, b, err
+			}
+			// The replica cannot serve (ejected, unreachable): move.
 		}
-		var re *pool.ReplicaError
-		if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
-			!errors.As(err, &re) || len(s.inFlight()) > 0 {
+		skip = append(skip, b.Replica)
+	}
+	// Replicas known to serve another app are skipped; one that is
+	// connected again is re-checked first (its app may be fixed now).
+	var odd []string
+	for n := range f.mismatched() {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app, false) != nil {
+			skip = append(skip, n)
+			odd = append(odd, n)
+		}
+	}
+	var l *pool.Lease
+	for range len(f.replicas) {
+		var err error
+		l, err = f.p.AcquireExcept(ctx, u, skip...)
+		if err != nil {
+			if len(odd) > 0 {
+				slices.Sort(odd)
+				err = fmt.Errorf("%w (not used: %s serve(s) another app than the reference replica)", err, strings.Join(odd, ", "))
+			}
 			return nil, b, err
 		}
-		// The replica cannot serve (ejected, unreachable): move.
-		tried = append(tried, b.Replica)
+		if f.checkApp(l.Replica(), l.Client(), false) == nil {
+			break
+		}
+		odd = append(odd, l.Replica())
+		skip = append(skip, l.Replica())
+		l.Release()
+		l = nil
 	}
-	l, err := f.p.AcquireExcept(ctx, u, tried...)
-	if err != nil {
-		return nil, b, err
+	if l == nil {
+		return nil, b, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", ErrConfigMismatch)
 	}
 	nb := Binding{Replica: l.Replica(), Backend: newBackendHash(), Owner: b.Owner}
 	if b.Replica != "" {
@@ -521,19 +562,37 @@ type refConfig struct {
 	info    map[string][]byte // /info bodies by query, for app
 }
 
-// reference returns the app of the first replica (in pool order) that
-// connects.
+// reference returns the app whose config the front door serves: the
+// first replica in pool order that connects and serves the reference app
+// (the first one ever connected defines it; see fingerprint.go).
 func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, error) {
 	var errs []error
+	var first *gradio.Client
+	var firstName string
 	for _, n := range f.replicas {
 		app, err := f.p.App(ctx, n)
-		if err == nil {
-			return app, n, nil
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, "", ctx.Err()
+			}
+			errs = append(errs, err)
+			continue
 		}
-		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
+		if first == nil {
+			first, firstName = app, n
 		}
-		errs = append(errs, err)
+		if err := f.checkApp(n, app, true); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f.checkAllLater()
+		return app, n, nil
+	}
+	if first != nil {
+		// No connected replica serves the reference app any more.
+		f.readopt(firstName, first)
+		f.checkAllLater()
+		return first, firstName, nil
 	}
 	return nil, "", fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
 }
