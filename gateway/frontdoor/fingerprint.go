@@ -16,16 +16,17 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// The front door serves one app: the config of its reference replica (the
-// first replica in pool order that connects). A replica whose app differs
+// The front door serves one app, the reference: at first use, the app
+// most of the connected replicas serve (ties: the first in pool order). A
+// replica whose app differs
 // from it (another api_name, other inputs or outputs, another fn_index
 // order, another protocol) would run a caller's fn_index on the wrong
 // function, so it gets no front-door session while its config differs:
 // the gateway keeps serving with the replicas that match, logs the
 // mismatch per replica at error level and counts it in Stats.Mismatched.
-// The reference stays while at least one connected replica still matches
-// it; when none does (every replica was upgraded), the first connected
-// replica becomes the reference again.
+// The reference stays while at least one connected replica still serves
+// it; when none does (every replica was upgraded), it is chosen again the
+// same way.
 
 // ErrConfigMismatch is returned (wrapped in a *MismatchError) for a
 // replica whose app differs from the reference replica's.
@@ -100,15 +101,24 @@ type shapeOf struct {
 
 // fingerprints tracks the reference app and each replica's verdict.
 type fingerprints struct {
+	adoptMu sync.Mutex // serialises choosing the reference
+
 	mu         sync.Mutex // guards the fields below; nothing slow runs under it
-	ref        *shapeOf   // nil until the first replica is adopted
+	ref        *shapeOf   // nil until a reference is chosen
 	refReplica string
 	cache      map[*gradio.Config]*shapeOf        // configs are immutable per connected app
 	bad        map[string]*MismatchError          // replica -> its mismatch, for its current config
-	logged     map[*gradio.Config]map[string]bool // configs already logged per reference
+	logged     map[*gradio.Config]map[string]bool // mismatches logged: config -> reference fingerprints
 	checkOnce  sync.Once
 }
 
+func (fp *fingerprints) init() {
+	fp.cache = map[*gradio.Config]*shapeOf{}
+	fp.bad = map[string]*MismatchError{}
+	fp.logged = map[*gradio.Config]map[string]bool{}
+}
+
+// shape returns the (cached) shape of c; fp.mu is held.
 func (fp *fingerprints) shape(c *gradio.Config) *shapeOf {
 	if s := fp.cache[c]; s != nil {
 		return s
@@ -123,38 +133,40 @@ func (fp *fingerprints) shape(c *gradio.Config) *shapeOf {
 	return s
 }
 
-// checkApp compares the replica's app with the reference; adopt makes it
-// the reference when there is none yet.
-func (f *FrontDoor) checkApp(replica string, app *gradio.Client, adopt bool) error {
-	cfg := app.Config()
+// hasReference reports whether a reference app was chosen.
+func (f *FrontDoor) hasReference() bool {
+	f.fps.mu.Lock()
+	defer f.fps.mu.Unlock()
+	return f.fps.ref != nil
+}
+
+// checkApp compares a replica's config with the reference's (none yet:
+// nil) and records the verdict; a mismatch is logged once per config.
+func (f *FrontDoor) checkApp(replica string, cfg *gradio.Config) error {
 	fp := &f.fps
 	fp.mu.Lock()
-	s := fp.shape(cfg)
 	if fp.ref == nil {
-		if !adopt {
-			fp.mu.Unlock()
-			return nil // the caller made sure of a reference first
-		}
-		fp.ref, fp.refReplica = s, replica
 		fp.mu.Unlock()
-		f.log.Info("front door: reference app", slog.String("replica", replica), slog.String("fingerprint", s.fp))
 		return nil
 	}
+	s := fp.shape(cfg)
 	ref, refReplica := fp.ref, fp.refReplica
 	if s.fp == ref.fp {
-		if fp.bad[replica] != nil {
-			delete(fp.bad, replica)
-			fp.mu.Unlock()
-			f.log.Info("front door: replica serves the reference app again", slog.String("replica", replica), slog.String("fingerprint", s.fp))
-			return nil
-		}
+		was := fp.bad[replica] != nil
+		delete(fp.bad, replica)
 		fp.mu.Unlock()
+		if was {
+			f.log.Info("front door: replica serves the reference app again", slog.String("replica", replica), slog.String("fingerprint", s.fp))
+		}
 		return nil
 	}
 	me := &MismatchError{Replica: replica, Reference: refReplica, Diff: shapeDiff(ref.lines, s.lines, 4)}
 	fp.bad[replica] = me
 	first := !fp.logged[cfg][ref.fp]
 	if first {
+		if len(fp.logged) > 64 {
+			clear(fp.logged)
+		}
 		if fp.logged[cfg] == nil {
 			fp.logged[cfg] = map[string]bool{}
 		}
@@ -168,6 +180,48 @@ func (f *FrontDoor) checkApp(replica string, app *gradio.Client, adopt bool) err
 			slog.String("diff", strings.Join(me.Diff, "; ")))
 	}
 	return me
+}
+
+// candidate is a connected replica's config.
+type candidate struct {
+	replica string
+	cfg     *gradio.Config
+}
+
+// adopt makes the reference the app most of the candidates serve (ties:
+// the first in pool order; cands are in pool order), and re-checks the
+// others against it. why says what led to it, for the log.
+func (f *FrontDoor) adopt(cands []candidate, why string) {
+	if len(cands) == 0 {
+		return
+	}
+	fp := &f.fps
+	fp.mu.Lock()
+	count := map[string]int{}
+	for _, c := range cands {
+		count[fp.shape(c.cfg).fp]++
+	}
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if count[fp.shape(c.cfg).fp] > count[fp.shape(best.cfg).fp] {
+			best = c
+		}
+	}
+	old := fp.ref
+	fp.ref, fp.refReplica = fp.shape(best.cfg), best.replica
+	clear(fp.bad)
+	fpNew := fp.ref.fp
+	fp.mu.Unlock()
+	attrs := []any{slog.String("replica", best.replica), slog.String("fingerprint", fpNew),
+		slog.Int("replicas_serving_it", count[fpNew]), slog.Int("replicas_connected", len(cands))}
+	if old == nil {
+		f.log.Info("front door: reference app chosen ("+why+")", attrs...)
+	} else {
+		f.log.Warn("front door: new reference app ("+why+")", append(attrs, slog.String("old_fingerprint", old.fp))...)
+	}
+	for _, c := range cands {
+		_ = f.checkApp(c.replica, c.cfg)
+	}
 }
 
 // shapeDiff lists up to max lines only in a ("-") or only in b ("+").
@@ -201,34 +255,73 @@ func (f *FrontDoor) mismatched() map[string]*MismatchError {
 	return out
 }
 
-// ensureReference makes sure a reference app exists (the first replica in
-// pool order that connects) before any replica is checked against it.
+// adoptGrace is how long the first choice of the reference waits for the
+// other replicas once one has connected (a sleeping Space is not waited
+// for: it is checked when it connects).
+const adoptGrace = 2 * time.Second
+
+// ensureReference chooses the reference app when there is none: it
+// connects every replica at once, and once one has answered waits up to
+// adoptGrace for the others, then takes the app most of the connected
+// replicas serve.
 func (f *FrontDoor) ensureReference(ctx context.Context) error {
-	f.fps.mu.Lock()
-	ok := f.fps.ref != nil
-	f.fps.mu.Unlock()
-	if ok {
+	if f.hasReference() {
 		return nil
 	}
-	_, _, err := f.reference(ctx)
-	return err
+	f.fps.adoptMu.Lock()
+	defer f.fps.adoptMu.Unlock()
+	if f.hasReference() {
+		return nil
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the connects still waited for (the pool keeps connecting)
+	errc := make(chan error, len(f.replicas))
+	for _, n := range f.replicas {
+		go func() {
+			_, err := f.p.App(cctx, n)
+			errc <- err
+		}()
+	}
+	var errs []error
+	var grace <-chan time.Time
+	ok := 0
+wait:
+	for range f.replicas {
+		select {
+		case err := <-errc:
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok++; ok == 1 {
+				t := time.NewTimer(adoptGrace)
+				defer t.Stop()
+				grace = t.C
+			}
+		case <-grace:
+			break wait
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if ok == 0 {
+		return fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
+	}
+	f.adopt(f.connected(), "first use")
+	f.checkAllLater()
+	return nil
 }
 
-// readopt makes replica's app the reference (no connected replica matches
-// the old one any more).
-func (f *FrontDoor) readopt(replica string, app *gradio.Client) {
-	f.fps.mu.Lock()
-	s := f.fps.shape(app.Config())
-	old := f.fps.ref
-	f.fps.ref, f.fps.refReplica = s, replica
-	clear(f.fps.bad)
-	f.fps.mu.Unlock()
-	oldFP := ""
-	if old != nil {
-		oldFP = old.fp
+// connected lists the replicas connected now with their configs, in pool
+// order.
+func (f *FrontDoor) connected() []candidate {
+	var cs []candidate
+	for _, n := range f.replicas {
+		if app := f.p.ConnectedApp(n); app != nil {
+			cs = append(cs, candidate{n, app.Config()})
+		}
 	}
-	f.log.Warn("front door: no connected replica serves the reference app any more; the app of the first connected replica is the reference now",
-		slog.String("replica", replica), slog.String("fingerprint", s.fp), slog.String("old_fingerprint", oldFP))
+	return cs
 }
 
 // checkAllLater connects and checks every replica once, in the
@@ -252,7 +345,7 @@ func (f *FrontDoor) checkAllLater() {
 					}
 					continue // checked when it connects and a session lands there
 				}
-				_ = f.checkApp(n, app, false)
+				_ = f.checkApp(n, app.Config())
 			}
 		}()
 	})

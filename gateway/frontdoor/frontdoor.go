@@ -162,9 +162,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	_, _ = rand.Read(b[:])
 	f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
 	f.ups = newUploads(cfg.UploadDir, cfg.Now)
-	f.fps.cache = map[*gradio.Config]*shapeOf{}
-	f.fps.bad = map[string]*MismatchError{}
-	f.fps.logged = map[*gradio.Config]map[string]bool{}
+	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.drain = make(chan struct{})
 	return f, nil

@@ -170,7 +170,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
 		l, err := f.p.AcquireOn(ctx, b.Replica, u)
 		if err == nil {
-			cerr := f.checkApp(b.Replica, l.Client(), false)
+			cerr := f.checkApp(b.Replica, l.Client().Config())
 			if cerr == nil {
 				return l, b, nil
 			}
@@ -193,7 +193,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 	// connected again is re-checked first (its app may be fixed now).
 	var odd []string
 	for n := range f.mismatched() {
-		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app, false) != nil {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) != nil {
 			skip = append(skip, n)
 			odd = append(odd, n)
 		}
@@ -209,7 +209,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 			}
 			return nil, b, err
 		}
-		if f.checkApp(l.Replica(), l.Client(), false) == nil {
+		if f.checkApp(l.Replica(), l.Client().Config()) == nil {
 			break
 		}
 		odd = append(odd, l.Replica())
@@ -619,11 +619,12 @@ type refConfig struct {
 
 // reference returns the app whose config the front door serves: the
 // first replica in pool order that connects and serves the reference app
-// (the first one ever connected defines it; see fingerprint.go).
+// (see fingerprint.go).
 func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, error) {
+	if err := f.ensureReference(ctx); err != nil {
+		return nil, "", err
+	}
 	var errs []error
-	var first *gradio.Client
-	var firstName string
 	for _, n := range f.replicas {
 		app, err := f.p.App(ctx, n)
 		if err != nil {
@@ -633,21 +634,22 @@ func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, erro
 			errs = append(errs, err)
 			continue
 		}
-		if first == nil {
-			first, firstName = app, n
-		}
-		if err := f.checkApp(n, app, true); err != nil {
+		if err := f.checkApp(n, app.Config()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		f.checkAllLater()
 		return app, n, nil
 	}
-	if first != nil {
-		// No connected replica serves the reference app any more.
-		f.readopt(firstName, first)
-		f.checkAllLater()
-		return first, firstName, nil
+	// No connected replica serves the reference app any more.
+	if cs := f.connected(); len(cs) > 0 {
+		f.fps.adoptMu.Lock()
+		f.adopt(cs, "no connected replica serves the old one any more")
+		f.fps.adoptMu.Unlock()
+		for _, n := range f.replicas {
+			if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
+				return app, n, nil
+			}
+		}
 	}
 	return nil, "", fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
 }
