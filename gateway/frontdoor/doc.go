@@ -34,8 +34,9 @@
 //
 // # One app
 //
-// /config and /info come from the reference replica (the first in pool
-// order that connects). Every replica's config is compared with it by
+// The reference app is the one most connected replicas serve at first
+// use (ties: pool order); /config and /info come from the first replica
+// serving it. Every replica's config is compared with it by
 // shape ([ConfigShape]: fn_index order, api_names, input and output
 // component types, protocol; not app_id, root or labels): a replica that
 // differs gets no session while it differs and is reported per replica
