@@ -218,7 +218,21 @@ func TestFrontDoorRefusesReplicaWithAnotherApp(t *testing.T) {
 	if errLines != 1 {
 		t.Errorf("%d error lines about the mismatch, want exactly 1:\n%s", errLines, logs.String())
 	}
-	resp, err := http.Get(srv.URL + "/metrics")
+	resp, err := http.Get(srv.URL + "/api/admin/pool-stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		FrontDoor struct {
+			ConfigMismatch map[string]string `json:"configMismatch"`
+		} `json:"frontDoor"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if err != nil || len(doc.FrontDoor.ConfigMismatch) != 1 || doc.FrontDoor.ConfigMismatch[odd] == "" {
+		t.Errorf("pool-stats frontDoor.configMismatch = %v (%v), want %s", doc.FrontDoor.ConfigMismatch, err, odd)
+	}
+	resp, err = http.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
