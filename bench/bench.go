@@ -33,7 +33,8 @@ type Options struct {
 	// search upwards from the working directory for gradiopool's go.mod.
 	ModuleDir string
 	// Only, when non-empty, runs only the sections with these IDs
-	// (headline, overhead, throughput, scale, peers, poolbench); the others
+	// (headline, overhead, throughput, scale, peers, frontdoor, poolbench,
+	// routing, warmup); the others
 	// are reported as skipped.
 	Only []string
 	// Self is a command that re-runs this program so that it calls
@@ -58,6 +59,7 @@ var sections = []section{
 	{"throughput", "Throughput and saturation through the gateway", runThroughput},
 	{"scale", "Scale: calls in flight, waiters, user assignments", runScale},
 	{"peers", "Peers: the official JS client beside our Go client", runPeers},
+	{"frontdoor", "Front door: the official JS client through the gateway vs one replica", runFrontDoor},
 	{"poolbench", "Pool micro-benchmark beside jackc/puddle/v2", runPoolBench},
 	{"routing", "Routing by the Space's own queue vs by our in-use count", runRouting},
 	{"warmup", "Demand warm-up: a burst from 0 to 40 calls in flight", runWarmup},

@@ -59,7 +59,7 @@ func TestQuickReport(t *testing.T) {
 		"# gradiopool benchmarks", "## Targets", "CPUs (`nproc`)", "| Go |",
 		"Connect per call vs pooled", "Overhead: client direct vs pool library vs gateway",
 		"Throughput and saturation", "Scale: calls in flight, waiters, user assignments",
-		"Peers: the official JS client", "Pool micro-benchmark beside jackc/puddle/v2",
+		"Peers: the official JS client", "Front door: the official JS client through the gateway", "Pool micro-benchmark beside jackc/puddle/v2",
 		"## How to rerun",
 	} {
 		if !strings.Contains(report, want) {
@@ -96,6 +96,11 @@ func TestQuickReport(t *testing.T) {
 		peers, _, _ = strings.Cut(peers, "<a id=")
 		if strings.Contains(peers, "not measured") || strings.Contains(peers, "Not measured") {
 			t.Errorf("GRADIOPOOL_REQUIRE_NODE=1 but the JS client peer was not measured")
+		}
+		_, fd, _ := strings.Cut(report, `<a id="frontdoor">`)
+		fd, _, _ = strings.Cut(fd, "<a id=")
+		if strings.Contains(fd, "not measured") || strings.Contains(fd, "Not measured") || !strings.Contains(fd, "| the gateway's Gradio front door (3 replicas) | ") {
+			t.Errorf("GRADIOPOOL_REQUIRE_NODE=1 but the JS client through the front door was not measured:\n%s", fd)
 		}
 	}
 	if t.Failed() {

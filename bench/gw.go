@@ -19,6 +19,7 @@ import (
 // in flight, so the benchmark measures the gateway, not TCP set-up).
 type gatewayServer struct {
 	URL    string
+	g      *gateway.Gateway
 	srv    *http.Server
 	client *http.Client
 }
@@ -32,14 +33,18 @@ func startGateway(p *pool.Pool, maxConns int) (*gatewayServer, error) {
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}
-	return &gatewayServer{URL: "http://" + l.Addr().String(), srv: srv, client: &http.Client{Transport: tr}}, nil
+	return &gatewayServer{URL: "http://" + l.Addr().String(), g: g, srv: srv, client: &http.Client{Transport: tr}}, nil
 }
 
 func (g *gatewayServer) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if fd := g.g.FrontDoor(); fd != nil {
+		fd.Drain() // its heartbeat streams would hold Shutdown
+	}
 	_ = g.srv.Shutdown(ctx)
 	g.client.CloseIdleConnections()
+	_ = g.g.Close(ctx) // the Gradio front door's sessions; the pool is the caller's
 }
 
 // httpError is a non-200 answer of the gateway.

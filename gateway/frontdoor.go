@@ -121,12 +121,14 @@ var (
 		"Moves of sessions that had calls on their old replica (their gr.State starts empty).", nil, nil)
 	descFDLost = prometheus.NewDesc(MetricsNamespace+"_frontdoor_calls_lost_total",
 		"Front-door calls accepted by a replica and then lost (reported, never re-run).", nil, nil)
+	descFDMismatch = prometheus.NewDesc(MetricsNamespace+"_frontdoor_replica_config_mismatch",
+		"1 when the replica serves another app than the reference replica (it gets no front-door session), else 0.", []string{"replica"}, nil)
 )
 
 type frontDoorCollector struct{ fd *frontdoor.FrontDoor }
 
 func (c *frontDoorCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFDOpen, descFDPinned, descFDInFlight, descFDExpired, descFDMoved, descFDStateLost, descFDLost} {
+	for _, d := range []*prometheus.Desc{descFDOpen, descFDPinned, descFDInFlight, descFDExpired, descFDMoved, descFDStateLost, descFDLost, descFDMismatch} {
 		ch <- d
 	}
 }
@@ -137,6 +139,11 @@ func (c *frontDoorCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFDInFlight, prometheus.GaugeValue, float64(st.InFlight))
 	for r, n := range st.Pinned {
 		ch <- prometheus.MustNewConstMetric(descFDPinned, prometheus.GaugeValue, float64(n), r)
+		bad := 0.0
+		if _, ok := st.Mismatched[r]; ok {
+			bad = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descFDMismatch, prometheus.GaugeValue, bad, r)
 	}
 	ch <- prometheus.MustNewConstMetric(descFDExpired, prometheus.CounterValue, float64(st.Expired))
 	ch <- prometheus.MustNewConstMetric(descFDMoved, prometheus.CounterValue, float64(st.Moved))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -218,7 +219,7 @@ func TestFrontDoorConcurrentSessionsAndReplicaKill(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "frontdoor_sessions.mjs", srv.URL, strconv.Itoa(n))
 	cmd.Dir = dir
 	cmd.WaitDelay = 5 * time.Second
-	var stderr bytes.Buffer
+	var stderr logbuf.Buffer // read while node writes it
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -156,3 +156,16 @@ func (l *Lease) Accepted() {
 	l.r.calls.Add(1)
 	l.r.succeed()
 }
+
+// ConnectedApp returns the named replica's app when it is connected now,
+// else nil; unlike App it never connects (callers use it to re-check a
+// replica cheaply).
+func (p *Pool) ConnectedApp(replica string) *gradio.Client {
+	r := p.byName[replica]
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.app
+}

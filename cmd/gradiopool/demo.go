@@ -18,6 +18,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&opts.Quick, "quick", false, "a smaller, faster workload (a few seconds; used by the tests)")
 	fs.BoolVar(&opts.Verbose, "verbose", false, "write the gateway's and pool's logs to stderr (text)")
 	fs.DurationVar(&opts.Keep, "keep", 0, "after the summary, keep serving the gateway and its dashboard (/admin) this long, e.g. 10m")
+	fs.StringVar(&opts.JSClientDir, "jsclient", "", "directory with testdata/jsclient (demo.mjs, npm ci done) for the official JS client step; default: testdata/jsclient found from the working directory up")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -402,6 +402,18 @@ func TestDemoQuick(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
+	// The official JS client step: it must pass wherever it can run (Node
+	// and testdata/jsclient/node_modules, as in make test), else say why
+	// it was skipped.
+	_, noNode := exec.LookPath("node")
+	_, noModules := os.Stat(filepath.Join("..", "..", "testdata", "jsclient", "node_modules", "@gradio", "client", "package.json"))
+	if noNode == nil && noModules == nil {
+		if !strings.Contains(out, "gr.State across 3 calls of one client: kept") {
+			t.Errorf("the official JS client step did not keep gr.State through the front door:\n%s", out)
+		}
+	} else if !strings.Contains(out, "official JS client (@gradio/client) through the front door: skipped: ") {
+		t.Errorf("no line says why the official JS client step was skipped:\n%s", out)
+	}
 	sc := bufio.NewScanner(strings.NewReader(stderr.String()))
 	lines := 0
 	for sc.Scan() {

@@ -32,6 +32,18 @@
 // replica's stream broke) is reported to the caller as Gradio reports an
 // error (process_completed with success false), never run again.
 //
+// # One app
+//
+// The reference app is the one most connected replicas serve at first
+// use (ties: pool order); /config and /info come from the first replica
+// serving it. Every replica's config is compared with it by
+// shape ([ConfigShape]: fn_index order, api_names, input and output
+// component types, protocol; not app_id, root or labels): a replica that
+// differs gets no session while it differs and is reported per replica
+// (an error log line, Stats.Mismatched). The gateway keeps serving with
+// the replicas that match rather than failing to start, so that a rolling
+// upgrade does not take it down.
+//
 // # Files
 //
 // Uploads carry no session hash, so the gateway keeps each upload and sends

@@ -99,6 +99,7 @@ type FrontDoor struct {
 
 	refMu sync.Mutex // guards ref
 	ref   refConfig
+	fps   fingerprints
 
 	stats counters
 
@@ -161,6 +162,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	_, _ = rand.Read(b[:])
 	f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
 	f.ups = newUploads(cfg.UploadDir, cfg.Now)
+	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.drain = make(chan struct{})
 	return f, nil
@@ -186,7 +188,8 @@ func (f *FrontDoor) Drain() { f.drainOnce.Do(func() { close(f.drain) }) }
 // their calls in flight) and removes the uploads it kept.
 func (f *FrontDoor) Close() error {
 	f.cancel()
-	f.startOnce.Do(func() {}) // no sweeper after Close
+	f.startOnce.Do(func() {})     // no sweeper after Close
+	f.fps.checkOnce.Do(func() {}) // nor a replica check
 	f.wg.Wait()
 	f.mu.Lock()
 	all := f.sessions
@@ -242,6 +245,9 @@ type Stats struct {
 	StateLost uint64 `json:"stateLost"`
 	Lost      uint64 `json:"callsLost"`
 	Uploads   int    `json:"uploadsKept"`
+	// Mismatched maps each replica whose app differs from the reference
+	// replica's (it gets no front-door session) to how it differs.
+	Mismatched map[string]string `json:"configMismatch,omitempty"`
 }
 
 // Stats returns a snapshot.
@@ -273,6 +279,12 @@ func (f *FrontDoor) Stats() Stats {
 	st.StateLost = f.stats.stateLost.Load()
 	st.Lost = f.stats.lost.Load()
 	st.Uploads = f.ups.count()
+	for n, me := range f.mismatched() {
+		if st.Mismatched == nil {
+			st.Mismatched = map[string]string{}
+		}
+		st.Mismatched[n] = me.Error()
+	}
 	return st
 }
 

@@ -2,12 +2,16 @@ package frontdoor
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -135,5 +139,42 @@ func TestValidHash(t *testing.T) {
 		if validHash(h) != want {
 			t.Errorf("validHash(%q) = %v", h, !want)
 		}
+	}
+}
+
+// TestCompletionBeforeJoinAnswerFreesTheSlot: the replica can run a call
+// and stream its process_completed before the gateway has handled the
+// join's answer; the slot is then freed when the answer is handled, not
+// held for ever.
+func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	defer sim.Close()
+	p, err := pool.New(pool.Config{Replicas: []string{sim.URL}, MinConnections: -1, MaxConnections: 1, QueueTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a leaked slot would hold Close
+		defer cancel()
+		_ = p.Close(cctx)
+	}()
+	f := newTestDoor(t, Config{})
+	ctx := context.Background()
+	s := f.session(ctx, "early", "", true)
+	name := p.Replicas()[0]
+	for i := range 3 {
+		l, err := p.AcquireOn(ctx, name, "")
+		if err != nil {
+			t.Fatalf("call %d: %v (the slot of the previous call was not freed)", i, err)
+		}
+		id := fmt.Sprintf("e%d", i)
+		s.complete(id) // its process_completed passed first
+		s.addPending(id, l)
+		if st := p.Stats(ctx).Pools[name]; st.InUseConnections != 0 {
+			t.Fatalf("call %d: %d sessions in use after it completed", i, st.InUseConnections)
+		}
+	}
+	if n := len(s.inFlight()); n != 0 {
+		t.Errorf("%d calls still in flight", n)
 	}
 }

@@ -157,27 +157,68 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 
 // slotFor returns a slot for the session's next call: on its replica, or
 // on a new one when it is not bound yet or its replica is in tried (it
-// refused); moving loses the backend session (and its gr.State).
+// refused) or serves another app than the reference; moving loses the
+// backend session (and its gr.State).
 func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string) (*pool.Lease, Binding, error) {
+	if err := f.ensureReference(ctx); err != nil {
+		return nil, Binding{}, err
+	}
 	s.bindMu.Lock()
 	defer s.bindMu.Unlock()
 	b := s.binding()
+	skip := slices.Clone(tried)
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
 		l, err := f.p.AcquireOn(ctx, b.Replica, u)
 		if err == nil {
-			return l, b, nil
+			cerr := f.checkApp(b.Replica, l.Client().Config())
+			if cerr == nil {
+				return l, b, nil
+			}
+			l.Release()
+			if len(s.inFlight()) > 0 {
+				return nil, b, cerr
+			}
+			// Its app changed to another: move.
+		} else {
+			var re *pool.ReplicaError
+			if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
+				!errors.As(err, &re) || len(s.inFlight()) > 0 {
+				return nil, b, err
+			}
+			// The replica cannot serve (ejected, unreachable): move.
 		}
-		var re *pool.ReplicaError
-		if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
-			!errors.As(err, &re) || len(s.inFlight()) > 0 {
+		skip = append(skip, b.Replica)
+	}
+	// Replicas known to serve another app are skipped; one that is
+	// connected again is re-checked first (its app may be fixed now).
+	var odd []string
+	for n := range f.mismatched() {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) != nil {
+			skip = append(skip, n)
+			odd = append(odd, n)
+		}
+	}
+	var l *pool.Lease
+	for range len(f.replicas) {
+		var err error
+		l, err = f.p.AcquireExcept(ctx, u, skip...)
+		if err != nil {
+			if len(odd) > 0 {
+				slices.Sort(odd)
+				err = fmt.Errorf("%w (not used: %s serve(s) another app than the reference replica)", err, strings.Join(odd, ", "))
+			}
 			return nil, b, err
 		}
-		// The replica cannot serve (ejected, unreachable): move.
-		tried = append(tried, b.Replica)
+		if f.checkApp(l.Replica(), l.Client().Config()) == nil {
+			break
+		}
+		odd = append(odd, l.Replica())
+		skip = append(skip, l.Replica())
+		l.Release()
+		l = nil
 	}
-	l, err := f.p.AcquireExcept(ctx, u, tried...)
-	if err != nil {
-		return nil, b, err
+	if l == nil {
+		return nil, b, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", ErrConfigMismatch)
 	}
 	nb := Binding{Replica: l.Replica(), Backend: newBackendHash(), Owner: b.Owner}
 	if b.Replica != "" {
@@ -319,9 +360,22 @@ func writeRecord(w http.ResponseWriter, rc *http.ResponseController, data []byte
 // sessionNotFound is what Gradio streams for an unknown session.
 var sessionNotFound = []byte(`{"msg":"unexpected_error","event_id":null,"message":"404: Not Found","session_not_found":true,"success":false}`)
 
+// maxQuietReopens bounds the backend streams reopened in a row that
+// delivered nothing while the caller's calls were pending.
+const maxQuietReopens = 2
+
 // handleData is GET queue/data: the caller's stream, relayed from its
 // backend session's stream with event ids and messages intact (file URLs
 // rewritten to the gateway). Each process_completed frees its call's slot.
+//
+// When the replica ends its stream (close_stream) while a call of the
+// session is in flight — a join accepted just after the replica decided
+// to close — the gateway does not pass close_stream on: it reopens the
+// backend stream, where the replica kept that call's messages, and goes
+// on relaying. This closes Gradio's close race (PROTOCOL.md 4.8) for the
+// caller: @gradio/client keeps no stream open for a call whose join was
+// answered before it had seen the close_stream, and that call would never
+// complete.
 func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	front := r.URL.Query().Get("session_hash")
@@ -341,51 +395,103 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		f.failPending(w, startSSE(w), s, b, err)
 		return
 	}
+	var rc *http.ResponseController // nil until the caller's stream started
+	quiet := 0
+	for {
+		resp, err := f.openData(ctx, r, app, b)
+		if err != nil {
+			if ctx.Err() != nil {
+				s.releaseAll()
+				return
+			}
+			if rc == nil {
+				rc = startSSE(w)
+			}
+			f.failPending(w, rc, s, b, err)
+			return
+		}
+		if resp.StatusCode != http.StatusOK {
+			rb, _ := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
+			resp.Body.Close()
+			if resp.StatusCode >= 500 || rc != nil {
+				if rc == nil {
+					rc = startSSE(w)
+				}
+				f.failPending(w, rc, s, b, fmt.Errorf("queue/data %d %s", resp.StatusCode, excerpt(rb)))
+				return
+			}
+			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+			return
+		}
+		if rc == nil {
+			rc = startSSE(w)
+		}
+		relayed, reopen, done, cause := f.relayData(w, rc, r, s, app, b, resp)
+		resp.Body.Close()
+		if done {
+			return
+		}
+		if !reopen {
+			if ctx.Err() != nil || cause == nil {
+				// The caller went away: the replica drops the session's
+				// calls when its stream closes (Gradio's rule), so their
+				// slots are free.
+				s.releaseAll()
+				return
+			}
+			f.failPending(w, rc, s, b, cause)
+			return
+		}
+		if relayed > 0 {
+			quiet = 0
+		} else if quiet++; quiet > maxQuietReopens {
+			f.failPending(w, rc, s, b, errors.New("the replica ends the session's stream while its calls are pending"))
+			return
+		}
+	}
+}
+
+// openData opens the backend session's queue/data stream.
+func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.Client, b Binding) (*http.Response, error) {
 	q := url.Values{"session_hash": {b.Backend}}
 	req, err := app.NewRequest(ctx, http.MethodGet, app.URL("queue/data")+"?"+q.Encode(), nil)
 	if err != nil {
-		f.failPending(w, startSSE(w), s, b, err)
-		return
+		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	f.callerHeaders(r, req.Header)
-	resp, err := app.Do(req, true)
-	if err != nil {
-		if ctx.Err() != nil {
-			s.releaseAll()
-			return
-		}
-		f.failPending(w, startSSE(w), s, b, err)
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		rb, _ := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
-		if resp.StatusCode >= 500 {
-			f.failPending(w, startSSE(w), s, b, fmt.Errorf("queue/data %d %s", resp.StatusCode, excerpt(rb)))
-			return
-		}
-		relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
-		return
-	}
-	rc := startSSE(w)
+	return app.Do(req, true)
+}
+
+// relayData relays one backend stream to the caller. It returns how many
+// event messages it relayed, and: done when the caller's stream is over
+// (close_stream passed on), reopen when the backend closed while calls
+// are pending, else the cause of the end (nil: the caller went away).
+func (f *FrontDoor) relayData(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, s *session, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReader(resp.Body)
 	defer rd.Release()
-	var cause error
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			cause = err
-			break
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the replica ended the stream without close_stream")
+			}
+			return relayed, false, false, err
 		}
 		var msg struct {
 			Msg     string  `json:"msg"`
 			EventID *string `json:"event_id"`
 		}
 		_ = json.Unmarshal(ev.Data, &msg)
+		if msg.Msg == "close_stream" && len(s.inFlight()) > 0 {
+			return relayed, true, false, nil
+		}
 		if werr := writeRecord(w, rc, rw.rewrite(ev.Data)); werr != nil {
-			break // the caller went away
+			return relayed, false, false, nil // the caller went away
+		}
+		if msg.EventID != nil {
+			relayed++
 		}
 		switch msg.Msg {
 		case "process_completed":
@@ -393,19 +499,9 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				s.complete(*msg.EventID)
 			}
 		case "close_stream":
-			return
+			return relayed, false, true, nil
 		}
 	}
-	if ctx.Err() != nil || cause == nil {
-		// The caller went away: the replica drops the session's calls when
-		// its stream closes (Gradio's rule), so their slots are free.
-		s.releaseAll()
-		return
-	}
-	if errors.Is(cause, io.EOF) {
-		cause = errors.New("the replica ended the stream without close_stream")
-	}
-	f.failPending(w, rc, s, b, cause)
 }
 
 // failPending reports every call in flight of s as lost (Gradio's error
@@ -521,19 +617,39 @@ type refConfig struct {
 	info    map[string][]byte // /info bodies by query, for app
 }
 
-// reference returns the app of the first replica (in pool order) that
-// connects.
+// reference returns the app whose config the front door serves: the
+// first replica in pool order that connects and serves the reference app
+// (see fingerprint.go).
 func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, error) {
+	if err := f.ensureReference(ctx); err != nil {
+		return nil, "", err
+	}
 	var errs []error
 	for _, n := range f.replicas {
 		app, err := f.p.App(ctx, n)
-		if err == nil {
-			return app, n, nil
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, "", ctx.Err()
+			}
+			errs = append(errs, err)
+			continue
 		}
-		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
+		if err := f.checkApp(n, app.Config()); err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, err)
+		return app, n, nil
+	}
+	// No connected replica serves the reference app any more.
+	if cs := f.connected(); len(cs) > 0 {
+		f.fps.adoptMu.Lock()
+		f.adopt(cs, "no connected replica serves the old one any more")
+		f.fps.adoptMu.Unlock()
+		for _, n := range f.replicas {
+			if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
+				return app, n, nil
+			}
+		}
 	}
 	return nil, "", fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
 }

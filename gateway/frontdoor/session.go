@@ -99,11 +99,15 @@ type session struct {
 	// replicas. It is held across the join request of a binding.
 	bindMu sync.Mutex
 
-	mu       sync.Mutex // guards the fields below; no I/O under it
-	bind     Binding
-	pending  map[string]*pool.Lease // calls in flight: event id -> slot
-	accepted int                    // calls the current replica accepted (state may exist there)
-	streams  int                    // open data and heartbeat streams
+	mu      sync.Mutex // guards the fields below; no I/O under it
+	bind    Binding
+	pending map[string]*pool.Lease // calls in flight: event id -> slot
+	// early holds the event ids whose process_completed passed before their
+	// join's answer was handled (the replica ran the call at once and its
+	// stream was open): addPending then frees the slot at once.
+	early    map[string]bool
+	accepted int // calls the current replica accepted (state may exist there)
+	streams  int // open data and heartbeat streams
 	lastSeen time.Time
 }
 
@@ -158,19 +162,37 @@ func (s *session) setBinding(ctx context.Context, b Binding) {
 	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
 }
 
-// addPending records an accepted call holding l.
+// maxEarly bounds the early completions a session remembers.
+const maxEarly = 256
+
+// addPending records an accepted call holding l (or frees l at once when
+// the call already completed).
 func (s *session) addPending(eventID string, l *pool.Lease) {
 	s.mu.Lock()
-	s.pending[eventID] = l
 	s.accepted++
+	if s.early[eventID] {
+		delete(s.early, eventID)
+		s.mu.Unlock()
+		l.Release()
+		return
+	}
+	s.pending[eventID] = l
 	s.mu.Unlock()
 }
 
-// complete releases the slot of a call that ended.
+// complete releases the slot of a call that ended. A completion that
+// arrives before its join's answer was handled is remembered for
+// addPending.
 func (s *session) complete(eventID string) {
 	s.mu.Lock()
-	l := s.pending[eventID]
+	l, ok := s.pending[eventID]
 	delete(s.pending, eventID)
+	if !ok {
+		if s.early == nil || len(s.early) >= maxEarly {
+			s.early = map[string]bool{}
+		}
+		s.early[eventID] = true
+	}
 	s.mu.Unlock()
 	if l != nil {
 		l.Release()

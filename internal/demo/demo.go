@@ -69,6 +69,10 @@ type Options struct {
 	// /admin) serving for this long after the summary, so a person can look;
 	// ctx ending stops it sooner. Zero: stop at once.
 	Keep time.Duration
+	// JSClientDir holds testdata/jsclient (demo.mjs and an installed
+	// @gradio/client) for the official JS client step. Empty means
+	// testdata/jsclient in the working directory or one of its parents.
+	JSClientDir string
 }
 
 // Run is `gradiopool demo`: three simulated replicas behind the gateway, a
@@ -159,10 +163,15 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	fmt.Fprintln(stderr, "driving one official JS client (@gradio/client) through the Gradio front door ...")
+	js := d.runJSClient(ctx, opts.JSClientDir)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 
 	stats, _ := d.get("/api/admin/pool-stats")
 	metricsText, _ := d.get("/metrics")
-	d.summary(stdout, baseline, elapsed, stats, metricsText)
+	d.summary(stdout, baseline, elapsed, stats, metricsText, js)
 	if d.ok.Load() == 0 {
 		return errors.New("demo: no call succeeded")
 	}
@@ -174,6 +183,9 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		case <-t.C:
 		case <-ctx.Done():
 		}
+	}
+	if js.Err != nil {
+		return fmt.Errorf("demo: the official JS client through the front door: %w", js.Err)
 	}
 	return nil
 }
@@ -525,7 +537,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.3fs", d.Seconds()) }
 
-func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Duration, stats, metricsText string) {
+func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Duration, stats, metricsText string, js jsOutcome) {
 	d.mu.Lock()
 	samples := slices.Clone(d.samples)
 	events := slices.Clone(d.events)
@@ -644,9 +656,11 @@ func (d *demo) summary(w io.Writer, baseline []time.Duration, elapsed time.Durat
 		fmt.Fprintf(w, "  replica %-16s state %-9s calls %4d  errors %3d  failed over %3d\n", n, r.State, r.Calls, r.Errors, r.Failovers)
 	}
 
+	jsSummary(w, d.base, js)
+
 	fmt.Fprintf(w, "\n  selected metrics (GET /metrics):\n")
 	for _, line := range strings.Split(metricsText, "\n") {
-		for _, p := range []string{"gradiopool_sessions{", "gradiopool_failovers_total", "gradiopool_session_create_seconds_count", "gradiopool_call_errors_total"} {
+		for _, p := range []string{"gradiopool_sessions{", "gradiopool_failovers_total", "gradiopool_session_create_seconds_count", "gradiopool_call_errors_total", "gradiopool_frontdoor_sessions ", "gradiopool_frontdoor_sessions_pinned{"} {
 			if strings.HasPrefix(line, p) {
 				fmt.Fprintf(w, "    %s\n", line)
 			}

@@ -1,0 +1,352 @@
+package frontdoor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// The front door serves one app, the reference: at first use, the app
+// most of the connected replicas serve (ties: the first in pool order). A
+// replica whose app differs
+// from it (another api_name, other inputs or outputs, another fn_index
+// order, another protocol) would run a caller's fn_index on the wrong
+// function, so it gets no front-door session while its config differs:
+// the gateway keeps serving with the replicas that match, logs the
+// mismatch per replica at error level and counts it in Stats.Mismatched.
+// The reference stays while at least one connected replica still serves
+// it; when none does (every replica was upgraded), it is chosen again the
+// same way.
+
+// ErrConfigMismatch is returned (wrapped in a *MismatchError) for a
+// replica whose app differs from the reference replica's.
+var ErrConfigMismatch = errors.New("frontdoor: the replica serves a different app")
+
+// MismatchError says which replica differs from the reference and how.
+type MismatchError struct {
+	Replica, Reference string
+	// Diff lists a few lines of the config shape that differ ("-" only in
+	// the reference, "+" only in this replica).
+	Diff []string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("frontdoor: replica %s serves a different app than replica %s (%s)", e.Replica, e.Reference, strings.Join(e.Diff, "; "))
+}
+
+func (e *MismatchError) Unwrap() error { return ErrConfigMismatch }
+
+// ConfigShape is the part of a Gradio config that callers depend on, one
+// line per feature: the protocol, the API prefix, whether login is needed,
+// and each dependency's fn_index, api_name, visibility, generator and queue
+// flags and its input and output components (id and type). Volatile fields
+// (app_id, root, version, labels, layout, component class hashes) are left
+// out, so two replicas of one app give the same lines.
+func ConfigShape(c *gradio.Config) []string {
+	out := []string{
+		"protocol " + c.Protocol,
+		"api_prefix " + c.APIPrefix,
+		"auth_required " + strconv.FormatBool(c.AuthRequired),
+	}
+	comp := func(ids []int) string {
+		parts := make([]string, 0, len(ids))
+		for _, id := range ids {
+			t := "?"
+			for i := range c.Components {
+				if c.Components[i].ID == id {
+					t = c.Components[i].Type
+					break
+				}
+			}
+			parts = append(parts, strconv.Itoa(id)+":"+t)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	}
+	for _, d := range c.Dependencies {
+		name := "(no api_name)"
+		if d.APIName != "" {
+			name = "/" + d.APIName
+		}
+		q := "default"
+		if d.Queue != nil {
+			q = strconv.FormatBool(*d.Queue)
+		}
+		out = append(out, fmt.Sprintf("fn_index %d %s in %s out %s generator=%t queue=%s backend=%t private=%t undocumented=%t",
+			d.FnIndex, name, comp(d.Inputs), comp(d.Outputs), d.Generator, q, d.BackendFn, d.Private, d.Undocumented))
+	}
+	return out
+}
+
+// Fingerprint is a short hash of [ConfigShape].
+func Fingerprint(c *gradio.Config) string {
+	h := sha256.Sum256([]byte(strings.Join(ConfigShape(c), "\n")))
+	return hex.EncodeToString(h[:8])
+}
+
+// shapeOf is a computed config shape.
+type shapeOf struct {
+	fp    string
+	lines []string
+}
+
+// fingerprints tracks the reference app and each replica's verdict.
+type fingerprints struct {
+	adoptMu sync.Mutex // serialises choosing the reference
+
+	mu         sync.Mutex // guards the fields below; nothing slow runs under it
+	ref        *shapeOf   // nil until a reference is chosen
+	refReplica string
+	cache      map[*gradio.Config]*shapeOf        // configs are immutable per connected app
+	bad        map[string]*MismatchError          // replica -> its mismatch, for its current config
+	logged     map[*gradio.Config]map[string]bool // mismatches logged: config -> reference fingerprints
+	checkOnce  sync.Once
+}
+
+func (fp *fingerprints) init() {
+	fp.cache = map[*gradio.Config]*shapeOf{}
+	fp.bad = map[string]*MismatchError{}
+	fp.logged = map[*gradio.Config]map[string]bool{}
+}
+
+// shape returns the (cached) shape of c; fp.mu is held.
+func (fp *fingerprints) shape(c *gradio.Config) *shapeOf {
+	if s := fp.cache[c]; s != nil {
+		return s
+	}
+	if len(fp.cache) > 64 { // old apps of reconnected replicas
+		clear(fp.cache)
+	}
+	lines := ConfigShape(c)
+	h := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	s := &shapeOf{fp: hex.EncodeToString(h[:8]), lines: lines}
+	fp.cache[c] = s
+	return s
+}
+
+// hasReference reports whether a reference app was chosen.
+func (f *FrontDoor) hasReference() bool {
+	f.fps.mu.Lock()
+	defer f.fps.mu.Unlock()
+	return f.fps.ref != nil
+}
+
+// checkApp compares a replica's config with the reference's (none yet:
+// nil) and records the verdict; a mismatch is logged once per config.
+func (f *FrontDoor) checkApp(replica string, cfg *gradio.Config) error {
+	fp := &f.fps
+	fp.mu.Lock()
+	if fp.ref == nil {
+		fp.mu.Unlock()
+		return nil
+	}
+	s := fp.shape(cfg)
+	ref, refReplica := fp.ref, fp.refReplica
+	if s.fp == ref.fp {
+		was := fp.bad[replica] != nil
+		delete(fp.bad, replica)
+		fp.mu.Unlock()
+		if was {
+			f.log.Info("front door: replica serves the reference app again", slog.String("replica", replica), slog.String("fingerprint", s.fp))
+		}
+		return nil
+	}
+	me := &MismatchError{Replica: replica, Reference: refReplica, Diff: shapeDiff(ref.lines, s.lines, 4)}
+	fp.bad[replica] = me
+	first := !fp.logged[cfg][ref.fp]
+	if first {
+		if len(fp.logged) > 64 {
+			clear(fp.logged)
+		}
+		if fp.logged[cfg] == nil {
+			fp.logged[cfg] = map[string]bool{}
+		}
+		fp.logged[cfg][ref.fp] = true
+	}
+	fp.mu.Unlock()
+	if first {
+		f.log.Error("front door: replica serves a different app than the reference replica; it gets no front-door sessions while it does",
+			slog.String("replica", replica), slog.String("reference", refReplica),
+			slog.String("fingerprint", s.fp), slog.String("reference_fingerprint", ref.fp),
+			slog.String("diff", strings.Join(me.Diff, "; ")))
+	}
+	return me
+}
+
+// candidate is a connected replica's config.
+type candidate struct {
+	replica string
+	cfg     *gradio.Config
+}
+
+// adopt makes the reference the app most of the candidates serve (ties:
+// the first in pool order; cands are in pool order), and re-checks the
+// others against it. why says what led to it, for the log.
+func (f *FrontDoor) adopt(cands []candidate, why string) {
+	if len(cands) == 0 {
+		return
+	}
+	fp := &f.fps
+	fp.mu.Lock()
+	count := map[string]int{}
+	for _, c := range cands {
+		count[fp.shape(c.cfg).fp]++
+	}
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if count[fp.shape(c.cfg).fp] > count[fp.shape(best.cfg).fp] {
+			best = c
+		}
+	}
+	old := fp.ref
+	fp.ref, fp.refReplica = fp.shape(best.cfg), best.replica
+	clear(fp.bad)
+	fpNew := fp.ref.fp
+	fp.mu.Unlock()
+	attrs := []any{slog.String("replica", best.replica), slog.String("fingerprint", fpNew),
+		slog.Int("replicas_serving_it", count[fpNew]), slog.Int("replicas_connected", len(cands))}
+	if old == nil {
+		f.log.Info("front door: reference app chosen ("+why+")", attrs...)
+	} else {
+		f.log.Warn("front door: new reference app ("+why+")", append(attrs, slog.String("old_fingerprint", old.fp))...)
+	}
+	for _, c := range cands {
+		_ = f.checkApp(c.replica, c.cfg)
+	}
+}
+
+// shapeDiff lists up to max lines only in a ("-") or only in b ("+").
+func shapeDiff(a, b []string, max int) []string {
+	var out []string
+	for _, l := range a {
+		if !slices.Contains(b, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range b {
+		if !slices.Contains(a, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	if len(out) > max {
+		out = append(out[:max], fmt.Sprintf("(%d more)", len(out)-max))
+	}
+	return out
+}
+
+// mismatched returns the replicas whose current app differs from the
+// reference.
+func (f *FrontDoor) mismatched() map[string]*MismatchError {
+	f.fps.mu.Lock()
+	defer f.fps.mu.Unlock()
+	out := make(map[string]*MismatchError, len(f.fps.bad))
+	for k, v := range f.fps.bad {
+		out[k] = v
+	}
+	return out
+}
+
+// adoptGrace is how long the first choice of the reference waits for the
+// other replicas once one has connected (a sleeping Space is not waited
+// for: it is checked when it connects).
+const adoptGrace = 2 * time.Second
+
+// ensureReference chooses the reference app when there is none: it
+// connects every replica at once, and once one has answered waits up to
+// adoptGrace for the others, then takes the app most of the connected
+// replicas serve.
+func (f *FrontDoor) ensureReference(ctx context.Context) error {
+	if f.hasReference() {
+		return nil
+	}
+	f.fps.adoptMu.Lock()
+	defer f.fps.adoptMu.Unlock()
+	if f.hasReference() {
+		return nil
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the connects still waited for (the pool keeps connecting)
+	errc := make(chan error, len(f.replicas))
+	for _, n := range f.replicas {
+		go func() {
+			_, err := f.p.App(cctx, n)
+			errc <- err
+		}()
+	}
+	var errs []error
+	var grace <-chan time.Time
+	ok := 0
+wait:
+	for range f.replicas {
+		select {
+		case err := <-errc:
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok++; ok == 1 {
+				t := time.NewTimer(adoptGrace)
+				defer t.Stop()
+				grace = t.C
+			}
+		case <-grace:
+			break wait
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if ok == 0 {
+		return fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
+	}
+	f.adopt(f.connected(), "first use")
+	f.checkAllLater()
+	return nil
+}
+
+// connected lists the replicas connected now with their configs, in pool
+// order.
+func (f *FrontDoor) connected() []candidate {
+	var cs []candidate
+	for _, n := range f.replicas {
+		if app := f.p.ConnectedApp(n); app != nil {
+			cs = append(cs, candidate{n, app.Config()})
+		}
+	}
+	return cs
+}
+
+// checkAllLater connects and checks every replica once, in the
+// background, so that a mismatching replica is reported when the front
+// door is first used, not only when a session first lands on it.
+func (f *FrontDoor) checkAllLater() {
+	f.fps.checkOnce.Do(func() {
+		if f.ctx.Err() != nil {
+			return
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			for _, n := range f.replicas {
+				ctx, cancel := context.WithTimeout(f.ctx, 2*time.Minute)
+				app, err := f.p.App(ctx, n)
+				cancel()
+				if err != nil {
+					if f.ctx.Err() != nil {
+						return
+					}
+					continue // checked when it connects and a session lands there
+				}
+				_ = f.checkApp(n, app.Config())
+			}
+		}()
+	})
+}
