@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +119,11 @@ func (c *Coordinator) readStats(ctx context.Context) (*Stats, error) {
 		return nil, err
 	}
 	ids := gws.Val()
+	if slices.Contains(ids, c.id) {
+		c.mu.Lock()
+		c.alive = slices.Clone(ids)
+		c.mu.Unlock()
+	}
 	all := map[string]GatewayStats{}
 	if len(ids) > 0 {
 		keys := make([]string, len(ids))
