@@ -11,7 +11,6 @@ import (
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
-	"github.com/gradiopool/gradiopool/pool/assign"
 )
 
 // redisPingTimeout bounds the check that Redis answers at start.
@@ -37,19 +36,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 	metrics := NewMetrics(nil)
 	pc := cfg.PoolConfig(logger, metrics, opts...)
 	var closers []func() error
-	if cfg.Secrets.RedisURL != "" {
-		rc, err := redisClient(ctx, cfg.Secrets.RedisURL)
-		if err != nil {
+	var member *clusterMember
+	if cfg.RedisURL() != "" {
+		var err error
+		if member, err = joinCluster(ctx, cfg, logger, metrics, &pc); err != nil {
 			return nil, err
 		}
-		store, err := assign.NewRedis(assign.RedisConfig{Client: rc})
-		if err != nil {
-			rc.Close()
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		pc.Store = store
-		closers = append(closers, rc.Close)
-		logger.Info("user assignments are kept in Redis", slog.String("addr", rc.Options().Addr))
+		closers = append(closers, member.close)
 	}
 	p, err := pool.New(pc)
 	if err != nil {
@@ -63,6 +56,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 	g := New(cfg, backend, logger, metrics)
 	g.pool = p
 	g.closers = closers
+	if member != nil {
+		member.attach(p, g)
+	}
 	return g, nil
 }
 
