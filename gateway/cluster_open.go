@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/pool"
 	"github.com/gradiopool/gradiopool/pool/assign"
 	"github.com/gradiopool/gradiopool/pool/cluster"
@@ -100,4 +101,64 @@ type redisLogger struct{ l *slog.Logger }
 
 func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	r.l.Debug("redis: " + fmt.Sprintf(format, v...))
+}
+
+// frontStore keeps the front door's caller sessions in Redis, with a local
+// copy that answers while Redis is lost (as the assignments do).
+type frontStore struct {
+	coord  *cluster.Coordinator
+	shared *frontdoor.RedisStore
+	local  *frontdoor.MemoryStore
+}
+
+func (m *clusterMember) frontStore(name string) frontdoor.Store {
+	shared, err := frontdoor.NewRedisStore(m.rc, "{"+name+"}:fd:")
+	if err != nil {
+		return nil
+	}
+	return &frontStore{coord: m.coord, shared: shared, local: frontdoor.NewMemoryStore(nil)}
+}
+
+// sharedOK reports whether a shared-store call succeeded; a Redis failure
+// (not the caller's context) switches the cluster member to local mode.
+func (s *frontStore) sharedOK(ctx context.Context, err error) bool {
+	if err != nil && ctx.Err() == nil {
+		s.coord.RedisFailed(err)
+	}
+	return err == nil
+}
+
+func (s *frontStore) Get(ctx context.Context, front string) (frontdoor.Binding, bool, error) {
+	if s.coord.RedisUp() {
+		b, ok, err := s.shared.Get(ctx, front)
+		if s.sharedOK(ctx, err) {
+			return b, ok, nil
+		}
+	}
+	return s.local.Get(ctx, front)
+}
+
+func (s *frontStore) Set(ctx context.Context, front string, b frontdoor.Binding, ttl time.Duration) error {
+	_ = s.local.Set(ctx, front, b, ttl)
+	if s.coord.RedisUp() {
+		s.sharedOK(ctx, s.shared.Set(ctx, front, b, ttl))
+	}
+	return nil
+}
+
+func (s *frontStore) Delete(ctx context.Context, front string) error {
+	_ = s.local.Delete(ctx, front)
+	if s.coord.RedisUp() {
+		s.sharedOK(ctx, s.shared.Delete(ctx, front))
+	}
+	return nil
+}
+
+// frontDoorStore is the front door's session store: shared in Redis when
+// Open made this gateway a cluster member, else nil (in memory).
+func (g *Gateway) frontDoorStore() frontdoor.Store {
+	if pb, ok := g.backend.(*poolBackend); ok && pb.front != nil {
+		return pb.front
+	}
+	return nil
 }

@@ -69,6 +69,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process
 		HashUser:           g.backend.UserTag,
 		Logger:             g.log,
+		Store:              g.frontDoorStore(),
 	})
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)

@@ -17,14 +17,15 @@ import (
 const redisPingTimeout = 5 * time.Second
 
 // Open builds a gateway and everything under it from cfg: the Prometheus
-// metrics, the Redis client and shared assignment store when
-// cfg.Secrets.RedisURL is set, the pool of the replicas, and the Gateway
+// metrics, the cluster membership when a Redis URL is set (package
+// pool/cluster: the Redis client, each replica's limit shared by every
+// gateway, the shared assignment store, cluster stats), the pool of the replicas, and the Gateway
 // over it. It is the one composition root: `gradiopool serve`, the demo and
 // the benchmarks all call it. cfg is normalized and validated here. logger
 // nil means no logging; opts are extra client options for every replica.
 //
 // Serve the result with [Gateway.Serve], then call [Gateway.Close] to close
-// the pool and the Redis client.
+// the pool and leave the cluster.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.Option) (*Gateway, error) {
 	cfg.Normalize()
 	if err := cfg.Validate(); err != nil {

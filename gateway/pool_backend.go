@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -21,8 +22,9 @@ func PoolBackend(p *pool.Pool, maxConnections int) Backend {
 }
 
 type poolBackend struct {
-	p   *pool.Pool
-	max int
+	p     *pool.Pool
+	max   int
+	front frontdoor.Store // the front door's caller sessions; nil: in memory
 }
 
 // Predict is pool.Predict spelled as Submit + Wait, so that the time the

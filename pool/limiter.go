@@ -63,3 +63,20 @@ func (p *Pool) limiterWaiting(r *replica) int {
 	}
 	return p.cfg.Limiter.Waiting(r.name)
 }
+
+// plainLease takes a permit of Config.Limiter (if any), then a pooled
+// session of r: a lease that is only the slot (no sticky reservation).
+func (p *Pool) plainLease(ctx context.Context, r *replica, key string) (*Lease, error) {
+	permit, err := p.takePermit(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.acquireSession(ctx)
+	if err != nil {
+		if permit != nil {
+			permit.Release()
+		}
+		return nil, err
+	}
+	return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key, permit: permit}, nil
+}

@@ -265,19 +265,14 @@ func (p *Pool) AcquireFunc(ctx context.Context, user string, f func(*gradio.Clie
 // acquireOn takes a permit of Config.Limiter (if any), then a session of
 // r for key.
 func (p *Pool) acquireOn(ctx context.Context, r *replica, key string) (*Lease, error) {
+	if p.sticky == nil || key == "" {
+		return p.plainLease(ctx, r, key)
+	}
 	permit, err := p.takePermit(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	var l *Lease
-	if p.sticky != nil && key != "" {
-		l, err = p.sticky.acquire(ctx, r, key)
-	} else {
-		var s *sessionpool.Session[*gradio.Client]
-		if s, err = r.acquireSession(ctx); err == nil {
-			l = &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}
-		}
-	}
+	l, err := p.sticky.acquire(ctx, r, key)
 	if err != nil {
 		if permit != nil {
 			permit.Release()

@@ -245,6 +245,13 @@ func (c *Coordinator) opCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.ctx, c.cfg.opTimeout)
 }
 
+// RedisFailed tells the Coordinator that an operation on its Redis made by
+// someone else (e.g. a store sharing the client) failed: like its own
+// failures, it switches every limit to the local share until Redis
+// answers again. Errors of a caller's ended context should not be
+// reported.
+func (c *Coordinator) RedisFailed(err error) { c.failed(err) }
+
 // failed records a failed Redis operation: the first failure of an outage
 // switches every limiter to its local share and logs once.
 func (c *Coordinator) failed(err error) {
