@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,16 @@ type clusterMember struct {
 	coord *cluster.Coordinator
 	store *cluster.Store
 	pool  atomic.Pointer[pool.Pool] // set once the pool exists, for the published stats
+	name  string
+
+	// The front door's calls that end on another gateway's stream.
+	endSub  *redis.PubSub
+	endDone chan struct{} // closed when the subscriber stopped
 }
+
+// endChannel carries "front event-id" of front-door calls that ended on one
+// gateway's stream while another gateway holds their slots.
+func (m *clusterMember) endChannel() string { return "{" + m.name + "}:fd-end" }
 
 // joinCluster connects to the cluster's Redis and sets pc up to use it:
 // Limiter (each replica's max_connections across every gateway) and Store
@@ -38,7 +48,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 		return nil, err
 	}
 	redis.SetLogger(redisLogger{logger}) // go-redis' own retries and reconnects: debug only
-	m := &clusterMember{rc: rc}
+	m := &clusterMember{rc: rc, name: cfg.Cluster.Name}
 	m.coord, err = cluster.New(ctx, cluster.Config{
 		Client: rc, Name: cfg.Cluster.Name, LeaseTTL: cfg.Cluster.LeaseTTL,
 		Limit: cfg.Pool.MaxConnections, MaxWaiters: cfg.Pool.MaxWaiters,
@@ -62,11 +72,39 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	return m, nil
 }
 
-// attach gives the member its pool and the gateway its cluster scope.
+// attach gives the member its pool and the gateway its cluster scope, and
+// relays front-door call ends from the other gateways to this one's.
 func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 	m.pool.Store(p)
 	m.coord.AddReplicas(p.Replicas()...)
 	g.SetClusterStats(func(ctx context.Context) any { return m.coord.Stats(ctx) })
+	if g.front == nil {
+		return
+	}
+	m.endSub = m.rc.Subscribe(context.Background(), m.endChannel())
+	m.endDone = make(chan struct{})
+	ch := m.endSub.Channel()
+	front := g.front
+	go func() {
+		defer close(m.endDone)
+		for msg := range ch {
+			f, ev, _ := strings.Cut(msg.Payload, " ")
+			front.Ended(f, ev)
+		}
+	}()
+}
+
+// foreignEnd publishes a front-door call that ended here while another
+// gateway may hold its slot (frontdoor.Config.OnForeignEnd).
+func (m *clusterMember) foreignEnd(front, eventID string) {
+	if !m.coord.RedisUp() {
+		return // sessions are local while Redis is lost
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := m.rc.Publish(ctx, m.endChannel(), front+" "+eventID).Err(); err != nil {
+		m.coord.RedisFailed(err)
+	}
 }
 
 func (m *clusterMember) localStats() map[string]cluster.LocalReplica {
@@ -87,6 +125,10 @@ func (m *clusterMember) localStats() map[string]cluster.LocalReplica {
 func (m *clusterMember) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterLeaveTimeout)
 	defer cancel()
+	if m.endSub != nil {
+		_ = m.endSub.Close()
+		<-m.endDone
+	}
 	err := m.coord.Close(ctx)
 	if m.store != nil {
 		_ = m.store.Close()
@@ -112,10 +154,7 @@ type frontStore struct {
 }
 
 func (m *clusterMember) frontStore(name string) frontdoor.Store {
-	shared, err := frontdoor.NewRedisStore(m.rc, "{"+name+"}:fd:")
-	if err != nil {
-		return nil
-	}
+	shared, _ := frontdoor.NewRedisStore(m.rc, "{"+name+"}:fd:") // m.rc is not nil
 	return &frontStore{coord: m.coord, shared: shared, local: frontdoor.NewMemoryStore(nil)}
 }
 
@@ -154,11 +193,12 @@ func (s *frontStore) Delete(ctx context.Context, front string) error {
 	return nil
 }
 
-// frontDoorStore is the front door's session store: shared in Redis when
-// Open made this gateway a cluster member, else nil (in memory).
-func (g *Gateway) frontDoorStore() frontdoor.Store {
-	if pb, ok := g.backend.(*poolBackend); ok && pb.front != nil {
-		return pb.front
+// frontDoorCluster returns the front door's session store and call-end
+// hook: shared through Redis when Open made this gateway a cluster member,
+// else nil (sessions in memory, calls joined here).
+func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string)) {
+	if pb, ok := g.backend.(*poolBackend); ok && pb.member != nil {
+		return pb.member.frontStore(pb.member.name), pb.member.foreignEnd
 	}
-	return nil
+	return nil, nil
 }

@@ -53,6 +53,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	backend := PoolBackend(p, cfg.Pool.MaxConnections)
+	backend.(*poolBackend).member = member
 	metrics.Register(backend)
 	g := New(cfg, backend, logger, metrics)
 	g.pool = p

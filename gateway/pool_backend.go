@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -22,9 +21,11 @@ func PoolBackend(p *pool.Pool, maxConnections int) Backend {
 }
 
 type poolBackend struct {
-	p     *pool.Pool
-	max   int
-	front frontdoor.Store // the front door's caller sessions; nil: in memory
+	p   *pool.Pool
+	max int
+	// member is this gateway's cluster membership when Open made one: the
+	// front door then keeps its sessions in Redis.
+	member *clusterMember
 }
 
 // Predict is pool.Predict spelled as Submit + Wait, so that the time the

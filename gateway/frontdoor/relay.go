@@ -353,6 +353,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if ctx.Err() != nil {
 			s.releaseAll()
+			f.foreignEnd(s.front, "")
 			return
 		}
 		f.failPending(w, startSSE(w), s, b, err)
@@ -389,8 +390,8 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		}
 		switch msg.Msg {
 		case "process_completed":
-			if msg.EventID != nil {
-				s.complete(*msg.EventID)
+			if msg.EventID != nil && !s.complete(*msg.EventID) {
+				f.foreignEnd(s.front, *msg.EventID)
 			}
 		case "close_stream":
 			return
@@ -400,6 +401,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		// The caller went away: the replica drops the session's calls when
 		// its stream closes (Gradio's rule), so their slots are free.
 		s.releaseAll()
+		f.foreignEnd(s.front, "")
 		return
 	}
 	if errors.Is(cause, io.EOF) {
@@ -429,6 +431,7 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseControll
 			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)), slog.Any("error", cause))
 	}
 	_ = writeRecord(w, rc, []byte(`{"msg":"close_stream","event_id":null}`))
+	f.foreignEnd(s.front, "")
 }
 
 // handleHeartbeat is GET heartbeat/{session_hash}: the gateway's own ALIVE

@@ -166,8 +166,9 @@ func (s *session) addPending(eventID string, l *pool.Lease) {
 	s.mu.Unlock()
 }
 
-// complete releases the slot of a call that ended.
-func (s *session) complete(eventID string) {
+// complete releases the slot of a call that ended; false when this
+// instance does not hold it (e.g. the join went to another gateway).
+func (s *session) complete(eventID string) bool {
 	s.mu.Lock()
 	l := s.pending[eventID]
 	delete(s.pending, eventID)
@@ -175,6 +176,7 @@ func (s *session) complete(eventID string) {
 	if l != nil {
 		l.Release()
 	}
+	return l != nil
 }
 
 // inFlight returns the event ids of the calls in flight.
