@@ -240,6 +240,24 @@ func runCluster(ctx context.Context, e *env, s *Section) error {
 	const limit, workers = 50, 200
 	tp := Table{Caption: fmt.Sprintf("%d closed-loop callers, replica latency 20 ms, global limit %d (at best %d calls/s).", workers, limit, limit*50),
 		Header: []string{"gateways", "calls/s", "p50", "p99", "errors", "Redis ops per call"}}
+	{
+		// The baseline: one gateway without Redis (the session pool's own
+		// limit of 50).
+		p, err := pool.New(pool.Config{Replicas: sl.URLs, MinConnections: 1, MaxConnections: limit, MaxWaiters: -1, HashKey: []byte("bench")})
+		if err != nil {
+			return err
+		}
+		var next atomic.Uint64
+		call := func(ctx context.Context) error {
+			k := next.Add(1)
+			_, err := p.Predict(ctx, fmt.Sprintf("user%d@example.com", k%users), "upper", "hi")
+			return err
+		}
+		ClosedLoop(ctx, workers, tdur/5, call, nil)
+		r := ClosedLoop(ctx, workers, tdur, call, nil)
+		_ = p.Close(context.WithoutCancel(ctx))
+		tp.Rows = append(tp.Rows, []string{"1, no Redis", fmt.Sprintf("%.0f", r.Throughput), ms(r.Latency.P50), ms(r.Latency.P99), errorsCell(r.Latency), "0"})
+	}
 	var tput [2]float64
 	for i, ngw := range []int{1, 3} {
 		var gws []*clusterGateway
