@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	if err != nil {
 		return nil, err
 	}
-	redis.SetLogger(redisLogger{logger}) // go-redis' own retries and reconnects: debug only
+	quietRedisLogs(logger)
 	m := &clusterMember{rc: rc, name: cfg.Cluster.Name}
 	m.coord, err = cluster.New(ctx, cluster.Config{
 		Client: rc, Name: cfg.Cluster.Name, LeaseTTL: cfg.Cluster.LeaseTTL,
@@ -137,12 +138,26 @@ func (m *clusterMember) close() error {
 	return err
 }
 
-// redisLogger sends go-redis' internal messages (reconnects, retries) to
-// the debug level: the coordinator logs an outage once, at warn.
-type redisLogger struct{ l *slog.Logger }
+// go-redis' logger is global: it is set once, to forward to the logger of
+// the latest Open.
+var (
+	redisLogOnce sync.Once
+	redisLog     atomic.Pointer[slog.Logger]
+)
 
-func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	r.l.Debug("redis: " + fmt.Sprintf(format, v...))
+// quietRedisLogs sends go-redis' internal messages (reconnects, retries)
+// to logger's debug level: the coordinator logs an outage once, at warn.
+func quietRedisLogs(logger *slog.Logger) {
+	redisLog.Store(logger)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
+}
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if l := redisLog.Load(); l != nil {
+		l.Debug("redis: " + fmt.Sprintf(format, v...))
+	}
 }
 
 // frontStore keeps the front door's caller sessions in Redis, with a local

@@ -141,17 +141,19 @@ func (c *Coordinator) AddReplicas(names ...string) {
 
 func (c *Coordinator) channel() string { return c.prefix + "free" }
 
-func (c *Coordinator) goBackground(f func()) {
+// goBackground runs f on a goroutine Close waits for; false after Close.
+func (c *Coordinator) goBackground(f func()) bool {
 	c.bgMu.Lock()
 	defer c.bgMu.Unlock()
 	if c.closed {
-		return
+		return false
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		f()
 	}()
+	return true
 }
 
 func (c *Coordinator) isClosed() bool {

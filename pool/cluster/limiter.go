@@ -73,6 +73,9 @@ func (l *limiter) leaseID(n uint64) string {
 }
 
 func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
+	if l.c.isClosed() {
+		return nil, ErrClosed
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -94,7 +97,15 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 	l.pumping = true
 	l.mu.Unlock()
 	if start {
-		l.c.goBackground(l.pump)
+		if !l.c.goBackground(l.pump) { // closed meanwhile
+			l.mu.Lock()
+			l.pumping = false
+			if !w.granted {
+				l.removeLocked(w)
+			}
+			l.mu.Unlock()
+			return nil, ErrClosed
+		}
 	} else {
 		l.poke()
 	}
