@@ -170,7 +170,6 @@ func TestGlobalLimit(t *testing.T) {
 // than a bounded number of grants to others.
 func TestFairAcrossGateways(t *testing.T) {
 	addr := redistest.Start(t)
-	type rec struct{ gw string }
 	var mu sync.Mutex
 	var order []string // grants in order
 	maxOthers := map[string]int{}
