@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,7 @@ const replica = "space_1"
 
 func newClient(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1,
+	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true,
 		DialTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -34,7 +35,7 @@ func gateway(t *testing.T, addr, id string, limit int, ttl time.Duration) *clust
 	t.Helper()
 	c, err := cluster.New(context.Background(), cluster.Config{
 		Client: newClient(t, addr), Name: "test", LeaseTTL: ttl, Limit: limit,
-		Replicas: []string{replica}, GatewayID: id,
+		Replicas: []string{replica}, GatewayID: id, Logger: slog.New(slog.NewTextHandler(&debugLog, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -311,4 +312,18 @@ func TestAcquireErrors(t *testing.T) {
 			t.Errorf("New(%+v) accepted a bad config", cfg)
 		}
 	}
+}
+
+var debugLog logbuf
+
+type logbuf struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *logbuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	return len(p), nil
 }

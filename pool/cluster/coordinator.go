@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,10 +45,14 @@ type Coordinator struct {
 	mode atomic.Int32
 	seq  atomic.Uint64 // lease numbers
 
-	// mu guards lims and alive; never held during I/O.
+	// mu guards lims, alive and reserved; never held during I/O.
 	mu    sync.Mutex
 	lims  map[string]*limiter
 	alive []string // gateways alive at the last heartbeat, this one included
+	// reserved are the gateways this one reserved a share for when it
+	// rejoined, until the reservations lapse: they still count as alive
+	// (they serve on their shares) though they have no heartbeat yet.
+	reserved map[string]time.Time
 
 	// relMu guards relPending: lease ids released locally, removed from
 	// Redis in batches by the releaser.
@@ -56,6 +61,14 @@ type Coordinator struct {
 	relKick    chan struct{}
 
 	ps *redis.PubSub
+
+	// upMu guards upCtx: the context of the upkeep (heartbeat, lease
+	// refresh) while Redis answers, cancelled by the first failure, so that
+	// an upkeep round still retrying when Redis comes back cannot mark this
+	// gateway alive (joined) before it has rejoined.
+	upMu     sync.Mutex
+	upCtx    context.Context
+	upCancel context.CancelFunc
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -71,6 +84,7 @@ type Coordinator struct {
 	ops       [numOps]atomic.Uint64
 	fallbacks atomic.Uint64 // times Redis was lost
 	relost    atomic.Uint64 // leases that had expired before their refresh
+	handoffs  atomic.Uint64 // leases handed to a local waiter without Redis
 }
 
 var _ pool.Limiter = (*Coordinator)(nil)
@@ -86,7 +100,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		cfg: s, rdb: s.Client, id: s.GatewayID, prefix: "{" + s.Name + "}:",
-		lims: map[string]*limiter{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
+		lims: map[string]*limiter{}, reserved: map[string]time.Time{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
 	}
 	if c.id == "" {
 		var b [6]byte
@@ -103,6 +117,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 		c.limiter(r)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
 	c.ps = c.rdb.Subscribe(c.ctx, c.channel())
 	hctx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	err = c.heartbeat(hctx)
@@ -115,6 +130,10 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	ch := c.ps.Channel()
 	c.goBackground(func() {
 		for m := range ch {
+			if name, ok := strings.CutPrefix(m.Payload, "q|"); ok {
+				c.contended(name)
+				continue
+			}
 			c.poke(m.Payload)
 		}
 	})
@@ -203,6 +222,20 @@ func (c *Coordinator) poke(replica string) {
 	}
 }
 
+// contended marks replica's limiter as wanted by another gateway.
+func (c *Coordinator) contended(replica string) {
+	c.mu.Lock()
+	l := c.lims[replica]
+	c.mu.Unlock()
+	if l != nil {
+		l.contended.Store(true)
+	}
+}
+
+// HandOffs is how many leases went straight from a finished call to a
+// waiting one of this gateway, without a Redis round trip.
+func (c *Coordinator) HandOffs() uint64 { return c.handoffs.Load() }
+
 func (c *Coordinator) pokeAll() {
 	for _, l := range c.limiters() {
 		l.poke()
@@ -229,17 +262,25 @@ func (c *Coordinator) Waiting(replica string) int {
 // share is this gateway's part of limit while Redis is lost: limit
 // divided by the gateways last seen alive, at least 1.
 func (c *Coordinator) share(limit int) int {
-	c.mu.Lock()
-	n := len(c.alive)
-	c.mu.Unlock()
-	return max(1, limit/max(1, n))
+	return max(1, limit/max(1, len(c.lastAlive())))
 }
 
-// lastAlive returns the gateways seen alive at the last heartbeat.
+// lastAlive returns the gateways seen alive at the last heartbeat, and
+// those this gateway reserved a share for that have not rejoined yet.
 func (c *Coordinator) lastAlive() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.alive)
+	out := slices.Clone(c.alive)
+	now := time.Now()
+	for g, until := range c.reserved {
+		switch {
+		case now.After(until):
+			delete(c.reserved, g)
+		case !slices.Contains(out, g):
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // opCtx bounds one Redis operation.
@@ -270,6 +311,9 @@ func (c *Coordinator) failed(err error) {
 		}
 	}
 	c.fallbacks.Add(1)
+	c.upMu.Lock()
+	c.upCancel()
+	c.upMu.Unlock()
 	alive := c.lastAlive()
 	c.log.Warn("cluster: redis unreachable: each replica's limit falls back to a local share",
 		slog.String("gateway", c.id), slog.Int("gateways_last_seen_alive", len(alive)),
@@ -301,8 +345,14 @@ func (c *Coordinator) loop() {
 // refresh is one round of the live gateway's upkeep: heartbeat (with
 // stats), every held lease refreshed, the cluster stats read for metrics.
 func (c *Coordinator) refresh() error {
-	ctx, cancel := c.opCtx()
+	c.upMu.Lock()
+	up := c.upCtx
+	c.upMu.Unlock()
+	ctx, cancel := context.WithTimeout(up, c.cfg.opTimeout)
 	defer cancel()
+	if c.mode.Load() != modeUp {
+		return nil
+	}
 	if err := c.heartbeat(ctx); err != nil {
 		return err
 	}
@@ -343,6 +393,14 @@ func (c *Coordinator) rejoin() {
 		return
 	}
 	alive := c.lastAlive()
+	c.mu.Lock()
+	until := time.Now().Add(2 * c.cfg.LeaseTTL) // as the reservations in Redis
+	for _, g := range alive {
+		if g != c.id {
+			c.reserved[g] = until
+		}
+	}
+	c.mu.Unlock()
 	for _, l := range c.limiters() {
 		share := strconv.Itoa(max(1, l.limit/max(1, len(alive))))
 		var res []string
@@ -360,6 +418,9 @@ func (c *Coordinator) rejoin() {
 		c.mode.Store(modeDown)
 		return
 	}
+	c.upMu.Lock()
+	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
+	c.upMu.Unlock()
 	if !c.mode.CompareAndSwap(modeRejoining, modeUp) {
 		return
 	}
@@ -383,6 +444,9 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.alive = alive
+	for _, g := range alive {
+		delete(c.reserved, g)
+	}
 	c.mu.Unlock()
 	return nil
 }

@@ -23,6 +23,11 @@ type limiter struct {
 
 	wake chan struct{} // buffered 1: a release, a notice, a mode change
 
+	// contended is set while other gateways wait for this replica (as of
+	// the last script, or a "q|" notice); while it is clear, a released
+	// lease goes straight to the next local waiter, without Redis.
+	contended atomic.Bool
+
 	mu      sync.Mutex // guards the fields below; never held during I/O
 	head    *waiter    // FIFO of waiting callers
 	tail    *waiter
@@ -259,6 +264,7 @@ func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	l.contended.Store(res[2] > 0)
 	return int(res[0]), nil
 }
 
@@ -297,8 +303,16 @@ func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error
 	}
 	l.mu.Unlock()
 	l.c.ops[opSync].Add(1)
-	n, err := syncScript.Run(ctx, l.c.rdb, []string{l.keys[0], l.keys[3], l.c.prefix + "gw"}, args...).Int()
-	return n, err
+	out, err := syncScript.Run(ctx, l.c.rdb, []string{l.keys[0], l.keys[3], l.c.prefix + "gw", l.keys[1]}, args...).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	// The backstop of the "q|" notices (at most once): a gateway waiting
+	// unseen is seen here, every LeaseTTL/3.
+	if out[1] > 0 {
+		l.contended.Store(true)
+	}
+	return int(out[0]), nil
 }
 
 // close wakes every waiter with ErrClosed.
@@ -323,14 +337,24 @@ type permit struct {
 	done atomic.Bool
 }
 
-// Release gives the lease back: at once locally, to Redis in the
-// releaser's next batch. Calling it again does nothing.
+// Release gives the lease back: while no other gateway waits for the
+// replica and a caller of this gateway does, straight to the oldest such
+// caller (the lease stays in Redis, no round trip); else at once locally
+// and to Redis in the releaser's next batch. Calling it again does
+// nothing.
 func (p *permit) Release() {
 	if p.done.Swap(true) {
 		return
 	}
 	l := p.l
 	l.mu.Lock()
+	if l.head != nil && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
+		delete(l.held, p.id)
+		l.handLocked(p.id)
+		l.mu.Unlock()
+		l.c.handoffs.Add(1)
+		return
+	}
 	delete(l.held, p.id)
 	l.mu.Unlock()
 	if l.c.mode.Load() != modeDown && !l.c.isClosed() {

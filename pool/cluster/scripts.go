@@ -47,9 +47,11 @@ end
 // then goes to the back of the queue when it still wants more. So waiting
 // gateways are served round robin in ticket order: none starves, however
 // many callers another gateway has. When slots stay free for gateways
-// behind, PUBLISH tells them to try at once.
+// behind, PUBLISH tells them to try at once; a gateway that starts waiting
+// PUBLISHes "q|replica", so that gateways handing their leases on locally
+// (see limiter) give them back to Redis instead.
 //
-// Returns {granted, free after the grant}.
+// Returns {granted, free after the grant, other gateways waiting}.
 var acquireScript = redis.NewScript(scriptNow + scriptReserved + `
 local gw = ARGV[1]
 local want, limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -83,13 +85,16 @@ if k > 0 and inq then
   inq = false
 end
 if want > k then
-  if not inq then redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[5]), gw) end
+  if not inq then
+    redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[5]), gw)
+    if pos == #q and k == 0 then redis.call('PUBLISH', ARGV[7], 'q|' .. ARGV[8]) end
+  end
   redis.call('ZADD', KEYS[3], now + ttl, gw)
 else
   redis.call('ZREM', KEYS[3], gw)
 end
 if others > 0 and free - k > 0 then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
-return {k, free - k}
+return {k, free - k, others}
 `)
 
 // releaseScript removes leases and, when gateways wait, tells them.
@@ -120,9 +125,9 @@ return n
 // that has no heartbeat now: they are still serving on their local share
 // and will register their calls when they rejoin.
 //
-// KEYS: holders, reserved, gateways. ARGV: gateway, ttl, full, n, then n
-// reservations "gateway|slots", then the gateway's lease ids.
-// Returns how many leases had to be added again.
+// KEYS: holders, reserved, gateways, queue. ARGV: gateway, ttl, full, n,
+// then n reservations "gateway|slots", then the gateway's lease ids.
+// Returns {how many leases had to be added again, other gateways waiting}.
 var syncScript = redis.NewScript(scriptNow + `
 local gw, ttl, full, nres = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -152,7 +157,9 @@ if full then
     end
   end
 end
-return added
+local waiting = redis.call('ZCARD', KEYS[4])
+if redis.call('ZSCORE', KEYS[4], gw) then waiting = waiting - 1 end
+return {added, waiting}
 `)
 
 // heartbeatScript marks a gateway alive for ttl, publishes its stats for

@@ -122,6 +122,9 @@ func (c *Coordinator) readStats(ctx context.Context) (*Stats, error) {
 	if slices.Contains(ids, c.id) {
 		c.mu.Lock()
 		c.alive = slices.Clone(ids)
+		for _, g := range ids {
+			delete(c.reserved, g)
+		}
 		c.mu.Unlock()
 	}
 	all := map[string]GatewayStats{}
