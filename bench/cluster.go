@@ -107,6 +107,8 @@ func (g *clusterGateway) close() {
 	g.rc.Close()
 }
 
+// totalOps sums the Redis round trips of cs, in total and by operation,
+// and the leases handed on locally without one ("handoff", not in n).
 func totalOps(cs ...*cluster.Coordinator) (n uint64, by map[string]uint64) {
 	by = map[string]uint64{}
 	for _, c := range cs {
@@ -114,6 +116,7 @@ func totalOps(cs ...*cluster.Coordinator) (n uint64, by map[string]uint64) {
 			by[k] += v
 			n += v
 		}
+		by["handoff"] += c.HandOffs()
 	}
 	return n, by
 }
@@ -225,9 +228,12 @@ func runCluster(ctx context.Context, e *env, s *Section) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		ot.Rows = append(ot.Rows, []string{k, fmt.Sprintf("%.2f", float64(opsBy[k])/float64(max(opsCalls, 1)))})
+		if k != "handoff" {
+			ot.Rows = append(ot.Rows, []string{k, fmt.Sprintf("%.2f", float64(opsBy[k])/float64(max(opsCalls, 1)))})
+		}
 	}
 	ot.Rows = append(ot.Rows, []string{"total", fmt.Sprintf("%.2f", perCall)})
+	ot.Rows = append(ot.Rows, []string{"(leases handed on locally, no round trip)", fmt.Sprintf("%.2f", float64(opsBy["handoff"])/float64(max(opsCalls, 1)))})
 	s.Tables = append(s.Tables, ot)
 
 	// Throughput: one gateway against three under one global limit.
@@ -239,7 +245,7 @@ func runCluster(ctx context.Context, e *env, s *Section) error {
 	tdur := e.pick(5*time.Second, 500*time.Millisecond)
 	const limit, workers = 50, 200
 	tp := Table{Caption: fmt.Sprintf("%d closed-loop callers, replica latency 20 ms, global limit %d (at best %d calls/s).", workers, limit, limit*50),
-		Header: []string{"gateways", "calls/s", "p50", "p99", "errors", "Redis ops per call"}}
+		Header: []string{"gateways", "calls/s", "p50", "p99", "errors", "Redis ops per call", "local hand-offs per call"}}
 	{
 		// The baseline: one gateway without Redis (the session pool's own
 		// limit of 50).
@@ -256,7 +262,7 @@ func runCluster(ctx context.Context, e *env, s *Section) error {
 		ClosedLoop(ctx, workers, tdur/5, call, nil)
 		r := ClosedLoop(ctx, workers, tdur, call, nil)
 		_ = p.Close(context.WithoutCancel(ctx))
-		tp.Rows = append(tp.Rows, []string{"1, no Redis", fmt.Sprintf("%.0f", r.Throughput), ms(r.Latency.P50), ms(r.Latency.P99), errorsCell(r.Latency), "0"})
+		tp.Rows = append(tp.Rows, []string{"1, no Redis", fmt.Sprintf("%.0f", r.Throughput), ms(r.Latency.P50), ms(r.Latency.P99), errorsCell(r.Latency), "0", "–"})
 	}
 	var tput [2]float64
 	for i, ngw := range []int{1, 3} {
@@ -279,15 +285,16 @@ func runCluster(ctx context.Context, e *env, s *Section) error {
 			return err
 		}
 		ClosedLoop(ctx, workers, tdur/5, call, nil) // warm-up: sessions grow to the limit
-		before, _ := totalOps(coords...)
+		before, hb := totalOps(coords...)
 		r := ClosedLoop(ctx, workers, tdur, call, nil)
-		after, _ := totalOps(coords...)
+		after, ha := totalOps(coords...)
 		for _, g := range gws {
 			g.close()
 		}
 		tput[i] = r.Throughput
 		tp.Rows = append(tp.Rows, []string{fmt.Sprint(ngw), fmt.Sprintf("%.0f", r.Throughput), ms(r.Latency.P50), ms(r.Latency.P99), errorsCell(r.Latency),
-			fmt.Sprintf("%.2f", float64(after-before)/float64(max(r.Latency.N, 1)))})
+			fmt.Sprintf("%.2f", float64(after-before)/float64(max(r.Latency.N, 1))),
+			fmt.Sprintf("%.2f", float64(ha["handoff"]-hb["handoff"])/float64(max(r.Latency.N, 1)))})
 	}
 	s.Tables = append(s.Tables, tp)
 	l5, r5 := results["local"][500].Latency, results["redis"][500].Latency

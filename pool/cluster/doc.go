@@ -40,6 +40,12 @@
 // notice so that waiting gateways try at once; they also poll every
 // PollInterval (100 ms) in case a notice is lost.
 //
+// While no other gateway waits for a replica, a lease released by a call is
+// handed straight to the next caller waiting in the same gateway (it stays
+// in Redis; no round trip). A gateway that starts waiting PUBLISHes a
+// notice that stops this at once in the others, and every lease refresh
+// (LeaseTTL/3) checks the queue too, in case a notice is lost.
+//
 // # Redis lost
 //
 // The first failed operation (or one slower than LeaseTTL/3, at most 2 s)
