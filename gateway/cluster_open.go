@@ -52,7 +52,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	m := &clusterMember{rc: rc, name: cfg.Cluster.Name}
 	m.coord, err = cluster.New(ctx, cluster.Config{
 		Client: rc, Name: cfg.Cluster.Name, LeaseTTL: cfg.Cluster.LeaseTTL,
-		Limit: cfg.Pool.MaxConnections, MaxWaiters: cfg.Pool.MaxWaiters,
+		Limit: cfg.Pool.MaxConnections, MaxWaiters: cfg.Pool.MaxWaiters, PriorityMaxWait: cfg.Pool.PriorityMaxWait,
 		Logger: logger, LocalStats: m.localStats,
 	})
 	if err != nil {

@@ -327,3 +327,40 @@ func (l *logbuf) Write(p []byte) (int, error) {
 	l.b = append(l.b, p...)
 	return len(p), nil
 }
+
+// TestPriorityClasses: the local waiter list serves pool.WithPriority's
+// classes as the session pool does: high first, FIFO within a class.
+func TestPriorityClasses(t *testing.T) {
+	addr := redistest.Start(t)
+	c, err := cluster.New(context.Background(), cluster.Config{Client: newClient(t, addr), Name: "prio", Limit: 1, LeaseTTL: time.Second, PriorityMaxWait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	held, err := c.Acquire(context.Background(), replica)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for i, p := range []pool.Priority{pool.PriorityLow, pool.PriorityNormal, pool.PriorityHigh, pool.PriorityNormal} {
+		wg.Go(func() {
+			pm, err := c.Acquire(pool.WithPriority(context.Background(), p), replica)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, fmt.Sprintf("%s%d", p, i))
+			mu.Unlock()
+			pm.Release()
+		})
+		waitUntil(t, "the waiter", func() bool { return c.Waiting(replica) == i+1 })
+	}
+	held.Release()
+	wg.Wait()
+	if got := fmt.Sprint(order); got != "[high2 normal1 normal3 low0]" {
+		t.Errorf("served in the order %s", got)
+	}
+}

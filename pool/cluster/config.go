@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // Defaults for zero fields of [Config].
@@ -56,6 +58,11 @@ type Config struct {
 	// PollInterval: see DefaultPollInterval. Zero means the default;
 	// capped at a third of LeaseTTL.
 	PollInterval time.Duration
+	// PriorityMaxWait is the starvation bound of the priority classes of
+	// the local waiter lists (pool.WithPriority): a waiter of a lower class
+	// goes first once it has waited this long. Zero means
+	// pool.DefaultPriorityMaxWait; negative means strict classes.
+	PriorityMaxWait time.Duration
 	// LocalStats, if set, returns this gateway's sessions per replica for
 	// the published statistics (cluster scope). Called from the
 	// Coordinator's own goroutine every LeaseTTL/3.
@@ -112,6 +119,7 @@ func (c Config) withDefaults() (settings, error) {
 		errs = append(errs, fmt.Errorf("cluster: limit %d, must be at least 1", c.Limit))
 	}
 	s.MaxWaiters = cmp.Or(c.MaxWaiters, DefaultMaxWaiters)
+	s.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, pool.DefaultPriorityMaxWait)
 	s.tick = s.LeaseTTL / 3
 	s.pollInterval = min(cmp.Or(c.PollInterval, DefaultPollInterval), s.tick)
 	// One Redis operation may take at most a third of the TTL (and 2 s):

@@ -26,7 +26,9 @@
 //
 // # Fairness
 //
-// Within a gateway, callers wait in one FIFO list per replica; one
+// Within a gateway, callers wait in one list per replica, FIFO within
+// pool.WithPriority's classes, served as the session pool serves its own
+// (highest class first, a lower one promoted after PriorityMaxWait); one
 // goroutine per replica, alive only while callers wait, asks Redis for
 // leases on behalf of the oldest. Across gateways, a gateway that cannot
 // get all it wants takes a ticket in the replica's Redis queue. A free slot

@@ -28,10 +28,9 @@ type limiter struct {
 	// lease goes straight to the next local waiter, without Redis.
 	contended atomic.Bool
 
-	mu      sync.Mutex // guards the fields below; never held during I/O
-	head    *waiter    // FIFO of waiting callers
-	tail    *waiter
-	n       int
+	mu      sync.Mutex          // guards the fields below; never held during I/O
+	classes [numClasses]fifo    // waiting callers, one FIFO per priority class
+	n       int                 // callers waiting, every class
 	held    map[string]struct{} // lease ids of permits not released
 	pumping bool
 	queued  bool // this gateway may have a place in the Redis queue
@@ -42,7 +41,15 @@ type waiter struct {
 	ch         chan *permit // buffered 1; nil value: closed
 	prev, next *waiter
 	granted    bool
+	class      int       // index into limiter.classes: priority + 1
+	since      time.Time // when it started waiting
 }
+
+// numClasses are pool's priority classes (low, normal, high).
+const numClasses = 3
+
+// fifo is one class's list of waiters, oldest first.
+type fifo struct{ head, tail *waiter }
 
 func newLimiter(c *Coordinator, name string) *limiter {
 	b := c.prefix + "sem:" + name + ":"
@@ -96,7 +103,8 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("cluster: replica %s: %d callers wait for a lease: %w", l.name, l.n, pool.ErrQueueFull)
 	}
-	w := &waiter{ch: make(chan *permit, 1)}
+	class := min(max(int(pool.PriorityFrom(ctx))+1, 0), numClasses-1)
+	w := &waiter{ch: make(chan *permit, 1), class: class, since: time.Now()}
 	l.pushLocked(w)
 	start := !l.pumping
 	l.pumping = true
@@ -137,29 +145,55 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 }
 
 func (l *limiter) pushLocked(w *waiter) {
-	w.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = w
+	q := &l.classes[w.class]
+	w.prev = q.tail
+	if q.tail != nil {
+		q.tail.next = w
 	} else {
-		l.head = w
+		q.head = w
 	}
-	l.tail = w
+	q.tail = w
 	l.n++
 }
 
 func (l *limiter) removeLocked(w *waiter) {
+	q := &l.classes[w.class]
 	if w.prev != nil {
 		w.prev.next = w.next
 	} else {
-		l.head = w.next
+		q.head = w.next
 	}
 	if w.next != nil {
 		w.next.prev = w.prev
 	} else {
-		l.tail = w.prev
+		q.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
 	l.n--
+}
+
+// nextLocked is the waiter to serve next, as the session pool serves its
+// own: the oldest of the highest class, except that a waiter of a lower
+// class that has waited PriorityMaxWait goes first (the oldest such).
+func (l *limiter) nextLocked() *waiter {
+	var promoted, best *waiter
+	maxWait := l.c.cfg.PriorityMaxWait
+	now := time.Now()
+	for c := numClasses - 1; c >= 0; c-- {
+		h := l.classes[c].head
+		if h == nil {
+			continue
+		}
+		if best == nil {
+			best = h
+		} else if maxWait >= 0 && now.Sub(h.since) >= maxWait && (promoted == nil || h.since.Before(promoted.since)) {
+			promoted = h
+		}
+	}
+	if promoted != nil {
+		return promoted
+	}
+	return best
 }
 
 // grantLocked records lease id as held and returns its permit.
@@ -170,7 +204,7 @@ func (l *limiter) grantLocked(id string) *permit {
 
 // handLocked gives lease id to the oldest waiter; false when none waits.
 func (l *limiter) handLocked(id string) bool {
-	w := l.head
+	w := l.nextLocked()
 	if w == nil {
 		return false
 	}
@@ -319,12 +353,14 @@ func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error
 func (l *limiter) close() {
 	l.mu.Lock()
 	l.closed = true
-	for w := l.head; w != nil; {
-		next := w.next
-		l.removeLocked(w)
-		w.granted = true
-		w.ch <- nil
-		w = next
+	for c := range l.classes {
+		for w := l.classes[c].head; w != nil; {
+			next := w.next
+			l.removeLocked(w)
+			w.granted = true
+			w.ch <- nil
+			w = next
+		}
 	}
 	l.mu.Unlock()
 	l.poke()
@@ -348,7 +384,7 @@ func (p *permit) Release() {
 	}
 	l := p.l
 	l.mu.Lock()
-	if l.head != nil && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
+	if l.n > 0 && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
 		delete(l.held, p.id)
 		l.handLocked(p.id)
 		l.mu.Unlock()
