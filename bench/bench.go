@@ -34,7 +34,7 @@ type Options struct {
 	ModuleDir string
 	// Only, when non-empty, runs only the sections with these IDs
 	// (headline, overhead, throughput, scale, peers, frontdoor, poolbench,
-	// routing, warmup); the others
+	// routing, warmup, cluster); the others
 	// are reported as skipped.
 	Only []string
 	// Self is a command that re-runs this program so that it calls
@@ -63,6 +63,7 @@ var sections = []section{
 	{"poolbench", "Pool micro-benchmark beside jackc/puddle/v2", runPoolBench},
 	{"routing", "Routing by the Space's own queue vs by our in-use count", runRouting},
 	{"warmup", "Demand warm-up: a burst from 0 to 40 calls in flight", runWarmup},
+	{"cluster", "Several gateways on Redis: the cost of shared limits", runCluster},
 }
 
 // env is what the sections share.

@@ -5,6 +5,9 @@ import (
 )
 
 func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
+	if g.serveScope(w, r) {
+		return
+	}
 	writeJSON(w, http.StatusOK, g.statsDocument(r.Context()))
 }
 

@@ -71,6 +71,8 @@ type Config struct {
 	Log LogConfig `yaml:"log"`
 	// FrontDoor configures the Gradio front door (the gateway as one Gradio app).
 	FrontDoor FrontDoorConfig `yaml:"frontdoor"`
+	// Cluster makes several gateways one, through Redis.
+	Cluster ClusterConfig `yaml:"cluster"`
 
 	// Secrets come from the environment only (yaml:"-").
 	Secrets Secrets `yaml:"-"`
@@ -172,10 +174,10 @@ type Secrets struct {
 	// HashKey (GRADIOPOOL_HASH_KEY) keys the hash of e-mails. Empty means
 	// a random key per process.
 	HashKey string
-	// RedisURL (GRADIOPOOL_REDIS_URL, e.g. redis://:password@host:6379/0)
-	// keeps user assignments in Redis, shared by several gateway instances.
-	// Empty means in memory. It needs HashKey, so that every instance
-	// computes the same user keys.
+	// RedisURL (GRADIOPOOL_REDIS_URL, e.g. redis://:password@host:6379/0
+	// or rediss:// for TLS) makes this gateway a member of a cluster (see
+	// [ClusterConfig]); it wins over cluster.redis_url. It needs HashKey,
+	// so that every instance computes the same user keys.
 	RedisURL string
 }
 
@@ -235,6 +237,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Duration("keepalive_interval", c.KeepAliveInterval),
+		slog.Any("cluster", c.Cluster),
 		slog.Any("secrets", c.Secrets),
 	)
 }
@@ -301,6 +304,7 @@ func (c *Config) Normalize() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	c.Cluster.normalize()
 }
 
 // Validate reports every problem of a normalized configuration at once.
@@ -377,9 +381,10 @@ func (c *Config) Validate() error {
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level: %v", err)
 	}
-	if c.Secrets.RedisURL != "" && c.Secrets.HashKey == "" {
+	if c.RedisURL() != "" && c.Secrets.HashKey == "" {
 		bad("GRADIOPOOL_REDIS_URL is set but GRADIOPOOL_HASH_KEY is not: instances sharing Redis need the same hash key")
 	}
+	errs = append(errs, c.Cluster.validate()...)
 	if c.Listen != "" && !strings.Contains(c.Listen, ":") {
 		bad("listen: %q, want host:port", c.Listen)
 	}

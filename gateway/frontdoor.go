@@ -59,6 +59,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	if !ok || g.cfg.FrontDoor.Disabled {
 		return
 	}
+	store, onForeignEnd := g.frontDoorCluster()
 	fd, err := frontdoor.New(pb.Pool(), frontdoor.Config{
 		SessionTTL:         g.cfg.FrontDoor.SessionTTL,
 		UploadDir:          g.cfg.FrontDoor.UploadDir,
@@ -69,6 +70,8 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process
 		HashUser:           g.backend.UserTag,
 		Logger:             g.log,
+		Store:              store,
+		OnForeignEnd:       onForeignEnd,
 	})
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)

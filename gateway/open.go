@@ -11,21 +11,21 @@ import (
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
-	"github.com/gradiopool/gradiopool/pool/assign"
 )
 
 // redisPingTimeout bounds the check that Redis answers at start.
 const redisPingTimeout = 5 * time.Second
 
 // Open builds a gateway and everything under it from cfg: the Prometheus
-// metrics, the Redis client and shared assignment store when
-// cfg.Secrets.RedisURL is set, the pool of the replicas, and the Gateway
+// metrics, the cluster membership when a Redis URL is set (package
+// pool/cluster: the Redis client, each replica's limit shared by every
+// gateway, the shared assignment store, cluster stats), the pool of the replicas, and the Gateway
 // over it. It is the one composition root: `gradiopool serve`, the demo and
 // the benchmarks all call it. cfg is normalized and validated here. logger
 // nil means no logging; opts are extra client options for every replica.
 //
 // Serve the result with [Gateway.Serve], then call [Gateway.Close] to close
-// the pool and the Redis client.
+// the pool and leave the cluster.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.Option) (*Gateway, error) {
 	cfg.Normalize()
 	if err := cfg.Validate(); err != nil {
@@ -37,19 +37,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 	metrics := NewMetrics(nil)
 	pc := cfg.PoolConfig(logger, metrics, opts...)
 	var closers []func() error
-	if cfg.Secrets.RedisURL != "" {
-		rc, err := redisClient(ctx, cfg.Secrets.RedisURL)
-		if err != nil {
+	var member *clusterMember
+	if cfg.RedisURL() != "" {
+		var err error
+		if member, err = joinCluster(ctx, cfg, logger, metrics, &pc); err != nil {
 			return nil, err
 		}
-		store, err := assign.NewRedis(assign.RedisConfig{Client: rc})
-		if err != nil {
-			rc.Close()
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		pc.Store = store
-		closers = append(closers, rc.Close)
-		logger.Info("user assignments are kept in Redis", slog.String("addr", rc.Options().Addr))
+		closers = append(closers, member.close)
 	}
 	p, err := pool.New(pc)
 	if err != nil {
@@ -59,10 +53,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	backend := PoolBackend(p, cfg.Pool.MaxConnections)
+	backend.(*poolBackend).member = member
 	metrics.Register(backend)
 	g := New(cfg, backend, logger, metrics)
 	g.pool = p
 	g.closers = closers
+	if member != nil {
+		member.attach(p, g)
+	}
 	return g, nil
 }
 

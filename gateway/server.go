@@ -62,6 +62,8 @@ type Gateway struct {
 	jobs     sync.WaitGroup
 	inFlight atomic.Int64
 	draining atomic.Bool
+
+	clusterStats func(ctx context.Context) any // nil without a cluster
 }
 
 // New returns a gateway serving b with the normalized cfg (replicas are not

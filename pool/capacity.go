@@ -257,7 +257,7 @@ func (t *callLoad) end() {
 // process time of an endpoint this replica knows nothing of.
 func (r *replica) expected(ep string, now time.Time, fallback func(string) time.Duration) time.Duration {
 	st := r.sp.Stat()
-	waiters := st.Waiting + int(r.stickyWaiting.Load())
+	waiters := st.Waiting + int(r.stickyWaiting.Load()) + r.p.limiterWaiting(r)
 	c := &r.cap
 	c.mu.Lock()
 	defer c.mu.Unlock()

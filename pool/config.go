@@ -182,6 +182,10 @@ type Config struct {
 	// SpanCall). Nil means the global provider (otel.GetTracerProvider: no
 	// spans until the program sets one).
 	TracerProvider trace.TracerProvider
+	// Limiter, if set, must grant a permit before a session of a replica is
+	// lent (see [Limiter]); e.g. pool/cluster's limit shared by several
+	// gateways. Nil means MaxConnections per replica in this Pool alone.
+	Limiter Limiter
 }
 
 // settings is Config with every default applied.

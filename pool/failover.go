@@ -253,6 +253,8 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 			p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
 		case ok:
 			assigned = p.byName[name] // nil if the replica list changed
+		default:
+			assigned = p.claim(ctx, key)
 		}
 	}
 	for _, r := range p.order(ctx, key, assigned) {

@@ -60,7 +60,7 @@ func (p *Pool) AcquireOn(ctx context.Context, replica, user string) (*Lease, err
 		}
 	}
 	key := p.users.Key(user)
-	s, err := r.acquireSession(ctx)
+	l, err := p.plainLease(ctx, r, key)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -70,7 +70,7 @@ func (p *Pool) AcquireOn(ctx context.Context, replica, user string) (*Lease, err
 	if key != "" {
 		p.pin(ctx, key, r, r)
 	}
-	return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}, nil
+	return l, nil
 }
 
 // AcquireExcept is Acquire's routing (the user's replica, else round robin
@@ -92,10 +92,14 @@ func (p *Pool) AcquireExcept(ctx context.Context, user string, exclude ...string
 	var assigned *replica
 	if key != "" {
 		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		if name, ok, err := p.store.Get(sctx, key); err == nil && ok {
-			assigned = p.byName[name]
-		}
+		name, ok, err := p.store.Get(sctx, key)
 		cancel()
+		switch {
+		case err == nil && ok:
+			assigned = p.byName[name]
+		case err == nil:
+			assigned = p.claim(ctx, key)
+		}
 	}
 	var causes []*ReplicaError
 	for _, r := range p.order(ctx, key, assigned) {
@@ -117,12 +121,12 @@ func (p *Pool) AcquireExcept(ctx context.Context, user string, exclude ...string
 				continue
 			}
 		}
-		s, err := r.acquireSession(ctx)
+		l, err := p.plainLease(ctx, r, key)
 		if err == nil {
 			if key != "" {
 				p.pin(ctx, key, r, assigned)
 			}
-			return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}, nil
+			return l, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

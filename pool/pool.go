@@ -182,6 +182,7 @@ type Lease struct {
 	sess   *sessionpool.Session[*gradio.Client]
 	client *gradio.Client
 	res    *reservation // sticky sessions: the user's own session
+	permit Permit       // from Config.Limiter; nil without one
 	key    string       // user key ("" anonymous), for events
 	done   atomic.Bool
 }
@@ -205,6 +206,9 @@ func (l *Lease) Release() {
 	if l.res != nil {
 		l.p.sticky.release(l.res, false)
 	}
+	if l.permit != nil {
+		l.permit.Release()
+	}
 }
 
 // MarkBroken ends the lease like Release but destroys the session (its
@@ -218,6 +222,9 @@ func (l *Lease) MarkBroken() {
 	l.sess.Destroy()
 	if l.res != nil {
 		l.p.sticky.release(l.res, true)
+	}
+	if l.permit != nil {
+		l.permit.Release()
 	}
 }
 
@@ -255,16 +262,25 @@ func (p *Pool) AcquireFunc(ctx context.Context, user string, f func(*gradio.Clie
 	return err
 }
 
-// acquireOn takes a session of r for key.
+// acquireOn takes a permit of Config.Limiter (if any), then a session of
+// r for key.
 func (p *Pool) acquireOn(ctx context.Context, r *replica, key string) (*Lease, error) {
-	if p.sticky != nil && key != "" {
-		return p.sticky.acquire(ctx, r, key)
+	if p.sticky == nil || key == "" {
+		return p.plainLease(ctx, r, key)
 	}
-	s, err := r.acquireSession(ctx)
+	permit, err := p.takePermit(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key}, nil
+	l, err := p.sticky.acquire(ctx, r, key)
+	if err != nil {
+		if permit != nil {
+			permit.Release()
+		}
+		return nil, err
+	}
+	l.permit = permit
+	return l, nil
 }
 
 // pin records (and refreshes) the user's assignment to r.
@@ -321,7 +337,7 @@ func (p *Pool) leastLoaded() int {
 			continue
 		}
 		st := r.sp.Stat()
-		load := st.InUse + st.Waiting + int(r.stickyWaiting.Load())
+		load := st.InUse + st.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r)
 		if bestLoad < 0 || load < bestLoad {
 			best, bestLoad = r.idx, load
 		}

@@ -96,7 +96,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			TotalConnections:     s.Total,
 			AvailableConnections: s.Idle,
 			InUseConnections:     s.InUse,
-			QueueLength:          s.Waiting + int(r.stickyWaiting.Load()),
+			QueueLength:          s.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r),
 			HealthyConnections:   s.Healthy,
 			UnhealthyConnections: s.Unhealthy,
 			Source:               publicSource(r.src),

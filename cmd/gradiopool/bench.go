@@ -23,7 +23,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "scaled-down times and short runs (under a minute; CI smoke test)")
 	out := fs.String("out", bench.DefaultOut, "report path; charts go to a bench/ directory beside it")
-	only := fs.String("only", "", "comma-separated section ids to run (headline,overhead,throughput,scale,peers,frontdoor,poolbench,routing,warmup); empty = all")
+	only := fs.String("only", "", "comma-separated section ids to run (headline,overhead,throughput,scale,peers,frontdoor,poolbench,routing,warmup,cluster); empty = all")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gradiopool bench [--quick] [--out docs/BENCHMARKS.md] [--only ids]")
 		fmt.Fprintln(stderr)

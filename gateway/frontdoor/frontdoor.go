@@ -69,6 +69,13 @@ type Config struct {
 	// Store keeps the caller-session mapping. Nil means a new
 	// [MemoryStore].
 	Store Store
+	// OnForeignEnd, if set, is told about calls that ended on a stream this
+	// instance relayed while another instance holds their slots (the
+	// caller's join reached another gateway of a cluster sharing Store):
+	// eventID is the call, or "" when every call of the session ended (the
+	// stream closed). The other instance must then call [FrontDoor.Ended].
+	// Nil: calls are assumed joined here.
+	OnForeignEnd func(front, eventID string)
 	// Logger receives session events. Nil means no logging.
 	Logger *slog.Logger
 	// Now is the clock (tests inject one). Nil means time.Now.
@@ -418,4 +425,29 @@ func (f *FrontDoor) replicaIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// foreignEnd reports a call (or, eventID "", every call) of front that
+// ended on this instance's stream to the instance that holds its slot.
+func (f *FrontDoor) foreignEnd(front, eventID string) {
+	if f.cfg.OnForeignEnd != nil {
+		f.cfg.OnForeignEnd(front, eventID)
+	}
+}
+
+// Ended releases the slot of a call of caller session front that ended on
+// another instance's stream (see Config.OnForeignEnd); eventID "" releases
+// every call of the session. Unknown sessions and calls are ignored.
+func (f *FrontDoor) Ended(front, eventID string) {
+	f.mu.Lock()
+	s := f.sessions[front]
+	f.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if eventID == "" {
+		s.releaseAll()
+		return
+	}
+	s.complete(eventID)
 }

@@ -402,6 +402,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			if ctx.Err() != nil {
 				s.releaseAll()
+				f.foreignEnd(s.front, "")
 				return
 			}
 			if rc == nil {
@@ -437,6 +438,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				// calls when its stream closes (Gradio's rule), so their
 				// slots are free.
 				s.releaseAll()
+				f.foreignEnd(s.front, "")
 				return
 			}
 			f.failPending(w, rc, s, b, cause)
@@ -495,8 +497,8 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *http.ResponseController
 		}
 		switch msg.Msg {
 		case "process_completed":
-			if msg.EventID != nil {
-				s.complete(*msg.EventID)
+			if msg.EventID != nil && !s.complete(*msg.EventID) {
+				f.foreignEnd(s.front, *msg.EventID)
 			}
 		case "close_stream":
 			return relayed, false, true, nil
@@ -525,6 +527,7 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseControll
 			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)), slog.Any("error", cause))
 	}
 	_ = writeRecord(w, rc, []byte(`{"msg":"close_stream","event_id":null}`))
+	f.foreignEnd(s.front, "")
 }
 
 // handleHeartbeat is GET heartbeat/{session_hash}: the gateway's own ALIVE

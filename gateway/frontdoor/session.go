@@ -180,10 +180,11 @@ func (s *session) addPending(eventID string, l *pool.Lease) {
 	s.mu.Unlock()
 }
 
-// complete releases the slot of a call that ended. A completion that
-// arrives before its join's answer was handled is remembered for
-// addPending.
-func (s *session) complete(eventID string) {
+// complete releases the slot of a call that ended; false when this
+// instance does not hold it (the join went to another gateway, or its
+// answer has not been handled yet: such an early completion is remembered
+// for addPending).
+func (s *session) complete(eventID string) bool {
 	s.mu.Lock()
 	l, ok := s.pending[eventID]
 	delete(s.pending, eventID)
@@ -197,6 +198,7 @@ func (s *session) complete(eventID string) {
 	if l != nil {
 		l.Release()
 	}
+	return l != nil
 }
 
 // inFlight returns the event ids of the calls in flight.

@@ -146,6 +146,61 @@ var cases = []testCase{
 		wg.Wait()
 		expectLen(t, s, 40)
 	}},
+	{"Claim: the first claim wins, later ones read it, an expired one is claimed again (assign.Claimer only)", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		c, ok := s.(assign.Claimer)
+		if !ok {
+			t.Skip("the store is not an assign.Claimer")
+		}
+		claim := func(key, replica, want string, ttl time.Duration) {
+			t.Helper()
+			got, err := c.Claim(context.Background(), key, replica, ttl)
+			if err != nil || got != want {
+				t.Errorf("Claim(%q, %q) = %q, %v; want %q", key, replica, got, err, want)
+			}
+		}
+		claim("c1", "r1", "r1", ttl)
+		claim("c1", "r2", "r1", ttl)
+		expect(t, s, "c1", "r1")
+		set(t, s, "c2", "r3", ttl)
+		claim("c2", "r1", "r3", ttl)
+		claim("c3", "r1", "r1", 0)
+		expectLen(t, s, 3)
+		deadline := time.Now().Add(ttl + 10*time.Second)
+		for {
+			if got, _ := c.Claim(context.Background(), "c1", "r2", ttl); got == "r2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("an expired assignment was never claimed again")
+			}
+			time.Sleep(ttl / 10)
+		}
+		expect(t, s, "c1", "r2")
+	}},
+	{"Claim: of many concurrent claims of one new key exactly one wins and all agree (assign.Claimer only)", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		c, ok := s.(assign.Claimer)
+		if !ok {
+			t.Skip("the store is not an assign.Claimer")
+		}
+		var wg sync.WaitGroup
+		got := make([]string, 16)
+		for i := range got {
+			wg.Go(func() {
+				v, err := c.Claim(context.Background(), "new-user", fmt.Sprint("r", i), ttl)
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = v
+			})
+		}
+		wg.Wait()
+		for i, v := range got {
+			if v != got[0] {
+				t.Fatalf("claim %d saw %q, claim 0 saw %q", i, v, got[0])
+			}
+		}
+		expect(t, s, "new-user", got[0])
+	}},
 }
 
 func set(t *testing.T, s assign.Store, key, replica string, ttl time.Duration) {

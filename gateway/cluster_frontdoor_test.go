@@ -1,0 +1,83 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/redistest"
+)
+
+// TestFrontDoorAcrossGateways: two gateways share a Redis; a caller's
+// queue/join reaches one and its queue/data the other (a plain load
+// balancer). The stream finds the session through Redis, and the slot the
+// first gateway took is released when the second relays the end: with a
+// limit of 2, five such calls in a row all run.
+func TestFrontDoorAcrossGateways(t *testing.T) {
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewUnstartedServer(nil)
+	sim.StepDelay = 2 * time.Millisecond
+	sim.Start()
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Replicas: []string{sim.URL},
+		Pool:    gateway.PoolConfig{MinConnections: 1, MaxConnections: 2, QueueTimeout: 3 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdtest", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	var urls []string
+	var gws []*gateway.Gateway
+	for range 2 {
+		g, err := gateway.Open(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(g)
+		t.Cleanup(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			_ = g.Close(context.Background())
+		})
+		urls = append(urls, srv.URL)
+		gws = append(gws, g)
+	}
+	for i := range 5 {
+		hash := fmt.Sprintf("split%d", i)
+		resp, err := http.Post(urls[0]+"/gradio_api/queue/join", "application/json",
+			strings.NewReader(`{"data":[3],"fn_index":1,"session_hash":"`+hash+`","event_data":null,"trigger_id":null}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var j struct {
+			EventID string `json:"event_id"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.EventID == "" {
+			t.Fatalf("call %d: join on gateway A: %d %s", i, resp.StatusCode, b)
+		}
+		resp, err = http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"process_completed"`) || !strings.Contains(string(b), j.EventID) || !strings.Contains(string(b), `"success":true`) {
+			t.Fatalf("call %d: stream on gateway B:\n%s", i, b)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gws[0].FrontDoor().Stats().InFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway A still holds slots: %+v", gws[0].FrontDoor().Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

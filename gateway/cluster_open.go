@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/pool"
+	"github.com/gradiopool/gradiopool/pool/assign"
+	"github.com/gradiopool/gradiopool/pool/cluster"
+)
+
+// clusterLeaveTimeout bounds the clean-up in Redis when a gateway leaves.
+const clusterLeaveTimeout = 5 * time.Second
+
+// clusterMember is a gateway's part of a cluster, built by [Open]: the
+// Redis client, the coordinator (limits shared by every gateway, published
+// stats) and the assignment store.
+type clusterMember struct {
+	rc    *redis.Client
+	coord *cluster.Coordinator
+	store *cluster.Store
+	pool  atomic.Pointer[pool.Pool] // set once the pool exists, for the published stats
+	name  string
+
+	// The front door's calls that end on another gateway's stream.
+	endSub  *redis.PubSub
+	endDone chan struct{} // closed when the subscriber stopped
+}
+
+// endChannel carries "front event-id" of front-door calls that ended on one
+// gateway's stream while another gateway holds their slots.
+func (m *clusterMember) endChannel() string { return "{" + m.name + "}:fd-end" }
+
+// joinCluster connects to the cluster's Redis and sets pc up to use it:
+// Limiter (each replica's max_connections across every gateway) and Store
+// (assignments in Redis with SET NX first claims, kept locally too for
+// while Redis is lost).
+func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *Metrics, pc *pool.Config) (*clusterMember, error) {
+	rc, err := redisClient(ctx, cfg.RedisURL())
+	if err != nil {
+		return nil, err
+	}
+	quietRedisLogs(logger)
+	m := &clusterMember{rc: rc, name: cfg.Cluster.Name}
+	m.coord, err = cluster.New(ctx, cluster.Config{
+		Client: rc, Name: cfg.Cluster.Name, LeaseTTL: cfg.Cluster.LeaseTTL,
+		Limit: cfg.Pool.MaxConnections, MaxWaiters: cfg.Pool.MaxWaiters, PriorityMaxWait: cfg.Pool.PriorityMaxWait,
+		Logger: logger, LocalStats: m.localStats,
+	})
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	shared, err := assign.NewRedis(assign.RedisConfig{Client: rc, Prefix: "{" + cfg.Cluster.Name + "}:assign:"})
+	if err != nil {
+		_ = m.close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	m.store = m.coord.Store(shared)
+	pc.Store = m.store
+	pc.Limiter = m.coord
+	metrics.Registry().MustRegister(m.coord.Collector())
+	logger.Info("cluster: limits and user assignments are shared through Redis",
+		slog.String("addr", rc.Options().Addr), slog.String("gateway", m.coord.ID()))
+	return m, nil
+}
+
+// attach gives the member its pool and the gateway its cluster scope, and
+// relays front-door call ends from the other gateways to this one's.
+func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
+	m.pool.Store(p)
+	m.coord.AddReplicas(p.Replicas()...)
+	g.SetClusterStats(func(ctx context.Context) any { return m.coord.Stats(ctx) })
+	if g.front == nil {
+		return
+	}
+	m.endSub = m.rc.Subscribe(context.Background(), m.endChannel())
+	m.endDone = make(chan struct{})
+	ch := m.endSub.Channel()
+	front := g.front
+	go func() {
+		defer close(m.endDone)
+		for msg := range ch {
+			f, ev, _ := strings.Cut(msg.Payload, " ")
+			front.Ended(f, ev)
+		}
+	}()
+}
+
+// foreignEnd publishes a front-door call that ended here while another
+// gateway may hold its slot (frontdoor.Config.OnForeignEnd).
+func (m *clusterMember) foreignEnd(front, eventID string) {
+	if !m.coord.RedisUp() {
+		return // sessions are local while Redis is lost
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := m.rc.Publish(ctx, m.endChannel(), front+" "+eventID).Err(); err != nil {
+		m.coord.RedisFailed(err)
+	}
+}
+
+func (m *clusterMember) localStats() map[string]cluster.LocalReplica {
+	p := m.pool.Load()
+	if p == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	out := map[string]cluster.LocalReplica{}
+	for name, r := range p.Stats(ctx).Pools {
+		out[name] = cluster.LocalReplica{Sessions: r.TotalConnections, InUse: r.InUseConnections, Waiting: r.QueueLength}
+	}
+	return out
+}
+
+// close leaves the cluster; after the pool is closed.
+func (m *clusterMember) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterLeaveTimeout)
+	defer cancel()
+	if m.endSub != nil {
+		_ = m.endSub.Close()
+		<-m.endDone
+	}
+	err := m.coord.Close(ctx)
+	if m.store != nil {
+		_ = m.store.Close()
+	}
+	m.rc.Close()
+	return err
+}
+
+// go-redis' logger is global: it is set once, to forward to the logger of
+// the latest Open.
+var (
+	redisLogOnce sync.Once
+	redisLog     atomic.Pointer[slog.Logger]
+)
+
+// quietRedisLogs sends go-redis' internal messages (reconnects, retries)
+// to logger's debug level: the coordinator logs an outage once, at warn.
+func quietRedisLogs(logger *slog.Logger) {
+	redisLog.Store(logger)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{}) })
+}
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if l := redisLog.Load(); l != nil {
+		l.Debug("redis: " + fmt.Sprintf(format, v...))
+	}
+}
+
+// frontStore keeps the front door's caller sessions in Redis, with a local
+// copy that answers while Redis is lost (as the assignments do).
+type frontStore struct {
+	coord  *cluster.Coordinator
+	shared *frontdoor.RedisStore
+	local  *frontdoor.MemoryStore
+}
+
+func (m *clusterMember) frontStore(name string) frontdoor.Store {
+	shared, _ := frontdoor.NewRedisStore(m.rc, "{"+name+"}:fd:") // m.rc is not nil
+	return &frontStore{coord: m.coord, shared: shared, local: frontdoor.NewMemoryStore(nil)}
+}
+
+// sharedOK reports whether a shared-store call succeeded; a Redis failure
+// (not the caller's context) switches the cluster member to local mode.
+func (s *frontStore) sharedOK(ctx context.Context, err error) bool {
+	if err != nil && ctx.Err() == nil {
+		s.coord.RedisFailed(err)
+	}
+	return err == nil
+}
+
+func (s *frontStore) Get(ctx context.Context, front string) (frontdoor.Binding, bool, error) {
+	if s.coord.RedisUp() {
+		b, ok, err := s.shared.Get(ctx, front)
+		if s.sharedOK(ctx, err) {
+			return b, ok, nil
+		}
+	}
+	return s.local.Get(ctx, front)
+}
+
+func (s *frontStore) Set(ctx context.Context, front string, b frontdoor.Binding, ttl time.Duration) error {
+	_ = s.local.Set(ctx, front, b, ttl)
+	if s.coord.RedisUp() {
+		s.sharedOK(ctx, s.shared.Set(ctx, front, b, ttl))
+	}
+	return nil
+}
+
+func (s *frontStore) Delete(ctx context.Context, front string) error {
+	_ = s.local.Delete(ctx, front)
+	if s.coord.RedisUp() {
+		s.sharedOK(ctx, s.shared.Delete(ctx, front))
+	}
+	return nil
+}
+
+// frontDoorCluster returns the front door's session store and call-end
+// hook: shared through Redis when Open made this gateway a cluster member,
+// else nil (sessions in memory, calls joined here).
+func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string)) {
+	if pb, ok := g.backend.(*poolBackend); ok && pb.member != nil {
+		return pb.member.frontStore(pb.member.name), pb.member.foreignEnd
+	}
+	return nil, nil
+}

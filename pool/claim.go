@@ -1,0 +1,37 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gradiopool/gradiopool/pool/assign"
+)
+
+// claim makes the first assignment of an unassigned user when the Store is
+// an [assign.Claimer] (e.g. Redis' SET NX): the next replica in round
+// robin is proposed, and whichever gateway of a cluster proposed first
+// wins, so that all of them send the user to the same replica. It returns
+// nil when the Store cannot claim or fails (the user is then routed as new).
+func (p *Pool) claim(ctx context.Context, key string) *replica {
+	c, ok := p.store.(assign.Claimer)
+	if !ok || key == "" {
+		return nil
+	}
+	cand := p.replicas[int(p.rrNew.Add(1)-1)%len(p.replicas)]
+	ttl := p.cfg.UserAssignmentTTL
+	if ttl < 0 {
+		ttl = 0
+	}
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	name, err := c.Claim(sctx, key, cand.name, ttl)
+	cancel()
+	if err != nil {
+		p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
+		return nil
+	}
+	r := p.byName[name] // nil if the replica list changed
+	if r != nil {
+		p.emit(Event{Kind: EventAssigned, Replica: r.name, User: keyPrefix(key)})
+	}
+	return r
+}

@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// Defaults for zero fields of [Config].
+const (
+	// DefaultName is the key prefix of a deployment.
+	DefaultName = "gradiopool"
+	// DefaultLeaseTTL is how long a lease (and a gateway's heartbeat, its
+	// place in a queue, its published stats) lives without a refresh. A
+	// dead gateway's slots are free again within it; live gateways refresh
+	// every third of it.
+	DefaultLeaseTTL = 15 * time.Second
+	// DefaultMaxWaiters bounds each replica's local waiter list.
+	DefaultMaxWaiters = 1000
+	// DefaultPollInterval is the longest a gateway waits between two tries
+	// while its callers wait; releases wake it earlier (PUBLISH).
+	DefaultPollInterval = 100 * time.Millisecond
+	// MinLeaseTTL is the smallest LeaseTTL accepted.
+	MinLeaseTTL = 100 * time.Millisecond
+)
+
+// Config configures [New].
+type Config struct {
+	// Client is the connection to Redis (redis.NewClient, or a failover
+	// or cluster client). Required; the Coordinator does not close it.
+	Client redis.UniversalClient
+	// Name prefixes every key ("{name}:..."), so that two deployments
+	// can share one Redis. Empty means DefaultName. Letters, digits and
+	// "-_." only.
+	Name string
+	// LeaseTTL: see DefaultLeaseTTL. Zero means the default; at least
+	// MinLeaseTTL.
+	LeaseTTL time.Duration
+	// Limit is each replica's limit on calls in flight across every
+	// gateway (max_connections). Required (at least 1).
+	Limit int
+	// Replicas are the replica names (pool.Pool.Replicas); others are
+	// added on first use. Knowing them up front lets a gateway that
+	// rejoins after a Redis outage reserve every replica's share of the
+	// gateways that have not rejoined yet.
+	Replicas []string
+	// MaxWaiters bounds each replica's local waiter list (beyond it
+	// Acquire fails with pool.ErrQueueFull). Zero means DefaultMaxWaiters;
+	// negative means unbounded.
+	MaxWaiters int
+	// PollInterval: see DefaultPollInterval. Zero means the default;
+	// capped at a third of LeaseTTL.
+	PollInterval time.Duration
+	// PriorityMaxWait is the starvation bound of the priority classes of
+	// the local waiter lists (pool.WithPriority): a waiter of a lower class
+	// goes first once it has waited this long. Zero means
+	// pool.DefaultPriorityMaxWait; negative means strict classes.
+	PriorityMaxWait time.Duration
+	// LocalStats, if set, returns this gateway's sessions per replica for
+	// the published statistics (cluster scope). Called from the
+	// Coordinator's own goroutine every LeaseTTL/3.
+	LocalStats func() map[string]LocalReplica
+	// Logger receives the Coordinator's logs (Redis lost and back). Nil
+	// logs nothing.
+	Logger *slog.Logger
+	// GatewayID names this gateway in Redis and in the cluster stats.
+	// Empty means a random "gw-" id; hex digits, letters and "-_." only.
+	GatewayID string
+}
+
+// LocalReplica is one replica's sessions in one gateway.
+type LocalReplica struct {
+	Sessions int `json:"sessions"` // sessions open (idle + in use + connecting)
+	InUse    int `json:"inUse"`    // sessions lent to calls
+	Waiting  int `json:"waiting"`  // callers waiting for a session or a lease
+}
+
+type settings struct {
+	Config
+	pollInterval time.Duration
+	opTimeout    time.Duration
+	tick         time.Duration
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.", r)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func (c Config) withDefaults() (settings, error) {
+	s := settings{Config: c}
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("cluster: Config.Client is nil"))
+	}
+	s.Name = cmp.Or(c.Name, DefaultName)
+	if !validName(s.Name) {
+		errs = append(errs, fmt.Errorf("cluster: name %q: use letters, digits and -_. only", s.Name))
+	}
+	if c.GatewayID != "" && !validName(c.GatewayID) {
+		errs = append(errs, fmt.Errorf("cluster: gateway id %q: use letters, digits and -_. only", c.GatewayID))
+	}
+	s.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
+	if s.LeaseTTL < MinLeaseTTL {
+		errs = append(errs, fmt.Errorf("cluster: lease TTL %v is below %v", s.LeaseTTL, MinLeaseTTL))
+	}
+	if c.Limit < 1 {
+		errs = append(errs, fmt.Errorf("cluster: limit %d, must be at least 1", c.Limit))
+	}
+	s.MaxWaiters = cmp.Or(c.MaxWaiters, DefaultMaxWaiters)
+	s.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, pool.DefaultPriorityMaxWait)
+	s.tick = s.LeaseTTL / 3
+	s.pollInterval = min(cmp.Or(c.PollInterval, DefaultPollInterval), s.tick)
+	// One Redis operation may take at most a third of the TTL (and 2 s):
+	// slower than that, the gateway serves on its local share instead.
+	s.opTimeout = min(s.tick, 2*time.Second)
+	return s, errors.Join(errs...)
+}

@@ -1,0 +1,548 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// ErrClosed is returned by Acquire on a closed Coordinator.
+var ErrClosed = errors.New("cluster: closed")
+
+// Redis states of a Coordinator.
+const (
+	modeUp        int32 = iota // Redis answers: limits are global
+	modeDown                   // Redis lost: local shares
+	modeRejoining              // Redis back: registering this gateway's calls
+)
+
+// Coordinator is one gateway's member of a cluster: it shares each
+// replica's limit with the other gateways through Redis (a [pool.Limiter]),
+// keeps this gateway's leases and heartbeat alive, publishes its stats, and
+// falls back to a local share while Redis cannot be reached.
+type Coordinator struct {
+	cfg    settings
+	rdb    redis.UniversalClient
+	id     string
+	prefix string // "{name}:"
+	host   string
+	log    *slog.Logger
+
+	mode atomic.Int32
+	seq  atomic.Uint64 // lease numbers
+
+	// mu guards lims, alive and reserved; never held during I/O.
+	mu    sync.Mutex
+	lims  map[string]*limiter
+	alive []string // gateways alive at the last heartbeat, this one included
+	// reserved are the gateways this one reserved a share for when it
+	// rejoined, until the reservations lapse: they still count as alive
+	// (they serve on their shares) though they have no heartbeat yet.
+	reserved map[string]time.Time
+
+	// relMu guards relPending: lease ids released locally, removed from
+	// Redis in batches by the releaser.
+	relMu      sync.Mutex
+	relPending map[*limiter][]string
+	relKick    chan struct{}
+
+	ps *redis.PubSub
+
+	// upMu guards upCtx: the context of the upkeep (heartbeat, lease
+	// refresh) while Redis answers, cancelled by the first failure, so that
+	// an upkeep round still retrying when Redis comes back cannot mark this
+	// gateway alive (joined) before it has rejoined.
+	upMu     sync.Mutex
+	upCtx    context.Context
+	upCancel context.CancelFunc
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	bgMu   sync.Mutex // orders wg.Add before Close's wg.Wait
+	closed bool       // guarded by bgMu
+
+	closeOnce sync.Once
+
+	snapMu sync.Mutex // guards snap
+	snap   *Stats     // the last cluster stats read, for the metrics
+
+	ops       [numOps]atomic.Uint64
+	fallbacks atomic.Uint64 // times Redis was lost
+	relost    atomic.Uint64 // leases that had expired before their refresh
+	handoffs  atomic.Uint64 // leases handed to a local waiter without Redis
+}
+
+var _ pool.Limiter = (*Coordinator)(nil)
+
+// New starts a Coordinator: it registers the gateway (one heartbeat),
+// subscribes to release notices and starts refreshing in the background.
+// If Redis does not answer, it starts on local shares and keeps trying;
+// only a bad Config is an error. Close it after the pool that uses it.
+func New(ctx context.Context, cfg Config) (*Coordinator, error) {
+	s, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		cfg: s, rdb: s.Client, id: s.GatewayID, prefix: "{" + s.Name + "}:",
+		lims: map[string]*limiter{}, reserved: map[string]time.Time{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
+	}
+	if c.id == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.id = "gw-" + hex.EncodeToString(b[:])
+	}
+	c.host, _ = os.Hostname()
+	c.log = s.Logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.alive = []string{c.id}
+	for _, r := range s.Replicas {
+		c.limiter(r)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
+	c.ps = c.rdb.Subscribe(c.ctx, c.channel())
+	hctx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	err = c.heartbeat(hctx)
+	cancel()
+	if err != nil {
+		c.mode.Store(modeDown)
+		c.fallbacks.Add(1)
+		c.log.Warn("cluster: redis unreachable at start: serving on local shares", slog.String("gateway", c.id), slog.Any("error", err))
+	}
+	ch := c.ps.Channel()
+	c.goBackground(func() {
+		for m := range ch {
+			if name, ok := strings.CutPrefix(m.Payload, "q|"); ok {
+				c.contended(name)
+				continue
+			}
+			c.poke(m.Payload)
+		}
+	})
+	c.goBackground(c.loop)
+	c.goBackground(c.releaser)
+	c.log.Info("cluster: joined", slog.String("gateway", c.id), slog.String("cluster", s.Name),
+		slog.Int("limit", s.Limit), slog.Duration("lease_ttl", s.LeaseTTL))
+	return c, nil
+}
+
+// ID is this gateway's id in the cluster.
+func (c *Coordinator) ID() string { return c.id }
+
+// RedisUp reports whether Redis answers (limits are global).
+func (c *Coordinator) RedisUp() bool { return c.mode.Load() == modeUp }
+
+// AddReplicas makes the limits of replicas known before their first call
+// (see Config.Replicas).
+func (c *Coordinator) AddReplicas(names ...string) {
+	for _, n := range names {
+		c.limiter(n)
+	}
+}
+
+func (c *Coordinator) channel() string { return c.prefix + "free" }
+
+// goBackground runs f on a goroutine Close waits for; false after Close.
+func (c *Coordinator) goBackground(f func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (c *Coordinator) isClosed() bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	return c.closed
+}
+
+// limiter returns replica's limiter, creating it on first use.
+func (c *Coordinator) limiter(replica string) *limiter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.lims[replica]
+	if l == nil {
+		l = newLimiter(c, replica)
+		c.lims[replica] = l
+	}
+	return l
+}
+
+func (c *Coordinator) limiters() []*limiter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*limiter, 0, len(c.lims))
+	for _, l := range c.lims {
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b *limiter) int {
+		if a.name < b.name {
+			return -1
+		}
+		if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// poke wakes replica's limiter (a release notice from any gateway).
+func (c *Coordinator) poke(replica string) {
+	c.mu.Lock()
+	l := c.lims[replica]
+	c.mu.Unlock()
+	if l != nil {
+		l.poke()
+	}
+}
+
+// contended marks replica's limiter as wanted by another gateway.
+func (c *Coordinator) contended(replica string) {
+	c.mu.Lock()
+	l := c.lims[replica]
+	c.mu.Unlock()
+	if l != nil {
+		l.contended.Store(true)
+	}
+}
+
+// HandOffs is how many leases went straight from a finished call to a
+// waiting one of this gateway, without a Redis round trip.
+func (c *Coordinator) HandOffs() uint64 { return c.handoffs.Load() }
+
+func (c *Coordinator) pokeAll() {
+	for _, l := range c.limiters() {
+		l.poke()
+	}
+}
+
+// Acquire implements [pool.Limiter]: a lease on replica's global limit,
+// first come first served among this gateway's callers.
+func (c *Coordinator) Acquire(ctx context.Context, replica string) (pool.Permit, error) {
+	return c.limiter(replica).acquire(ctx)
+}
+
+// Waiting implements [pool.Limiter].
+func (c *Coordinator) Waiting(replica string) int {
+	c.mu.Lock()
+	l := c.lims[replica]
+	c.mu.Unlock()
+	if l == nil {
+		return 0
+	}
+	return l.waiting()
+}
+
+// share is this gateway's part of limit while Redis is lost: limit
+// divided by the gateways last seen alive, at least 1.
+func (c *Coordinator) share(limit int) int {
+	return max(1, limit/max(1, len(c.lastAlive())))
+}
+
+// lastAlive returns the gateways seen alive at the last heartbeat, and
+// those this gateway reserved a share for that have not rejoined yet.
+func (c *Coordinator) lastAlive() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := slices.Clone(c.alive)
+	now := time.Now()
+	for g, until := range c.reserved {
+		switch {
+		case now.After(until):
+			delete(c.reserved, g)
+		case !slices.Contains(out, g):
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// opCtx bounds one Redis operation.
+func (c *Coordinator) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, c.cfg.opTimeout)
+}
+
+// RedisFailed tells the Coordinator that an operation on its Redis made by
+// someone else (e.g. a store sharing the client) failed: like its own
+// failures, it switches every limit to the local share until Redis
+// answers again. Errors of a caller's ended context should not be
+// reported.
+func (c *Coordinator) RedisFailed(err error) { c.failed(err) }
+
+// failed records a failed Redis operation: the first failure of an outage
+// switches every limiter to its local share and logs once.
+func (c *Coordinator) failed(err error) {
+	if c.ctx.Err() != nil {
+		return // closing
+	}
+	for {
+		m := c.mode.Load()
+		if m == modeDown {
+			return
+		}
+		if c.mode.CompareAndSwap(m, modeDown) {
+			break
+		}
+	}
+	c.fallbacks.Add(1)
+	c.upMu.Lock()
+	c.upCancel()
+	c.upMu.Unlock()
+	alive := c.lastAlive()
+	c.log.Warn("cluster: redis unreachable: each replica's limit falls back to a local share",
+		slog.String("gateway", c.id), slog.Int("gateways_last_seen_alive", len(alive)),
+		slog.Int("share", c.share(c.cfg.Limit)), slog.Int("limit", c.cfg.Limit), slog.Any("error", err))
+	c.pokeAll()
+}
+
+// loop refreshes leases, heartbeat and stats every LeaseTTL/3 while Redis
+// answers, and tries to rejoin while it does not.
+func (c *Coordinator) loop() {
+	t := time.NewTicker(c.cfg.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c.mode.Load() == modeDown {
+			c.rejoin()
+			continue
+		}
+		if err := c.refresh(); err != nil {
+			c.failed(err)
+		}
+	}
+}
+
+// refresh is one round of the live gateway's upkeep: heartbeat (with
+// stats), every held lease refreshed, the cluster stats read for metrics.
+func (c *Coordinator) refresh() error {
+	c.upMu.Lock()
+	up := c.upCtx
+	c.upMu.Unlock()
+	ctx, cancel := context.WithTimeout(up, c.cfg.opTimeout)
+	defer cancel()
+	if c.mode.Load() != modeUp {
+		return nil
+	}
+	if err := c.heartbeat(ctx); err != nil {
+		return err
+	}
+	for _, l := range c.limiters() {
+		n, err := l.sync(ctx, false, nil)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			c.relost.Add(uint64(n))
+			c.log.Warn("cluster: leases expired before their refresh and were registered again (the gateway stalled longer than lease_ttl)",
+				slog.String("replica", l.name), slog.Int("leases", n))
+		}
+	}
+	st, err := c.readStats(ctx)
+	if err != nil {
+		return err
+	}
+	c.snapMu.Lock()
+	c.snap = st
+	c.snapMu.Unlock()
+	return nil
+}
+
+// rejoin runs while Redis is lost: once it answers, every limiter
+// registers the calls this gateway runs and reserves the local share of
+// the gateways it last saw alive that have not rejoined yet, so that the
+// limit holds while the others still serve on their shares; then limits
+// are global again. New callers wait meanwhile.
+func (c *Coordinator) rejoin() {
+	ctx, cancel := c.opCtx()
+	defer cancel()
+	c.ops[opPing].Add(1)
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		return
+	}
+	if !c.mode.CompareAndSwap(modeDown, modeRejoining) {
+		return
+	}
+	alive := c.lastAlive()
+	c.mu.Lock()
+	until := time.Now().Add(2 * c.cfg.LeaseTTL) // as the reservations in Redis
+	for _, g := range alive {
+		if g != c.id {
+			c.reserved[g] = until
+		}
+	}
+	c.mu.Unlock()
+	for _, l := range c.limiters() {
+		share := strconv.Itoa(max(1, l.limit/max(1, len(alive))))
+		var res []string
+		for _, g := range alive {
+			if g != c.id {
+				res = append(res, g+"|"+share)
+			}
+		}
+		if _, err := l.sync(ctx, true, res); err != nil {
+			c.mode.Store(modeDown)
+			return
+		}
+	}
+	if err := c.heartbeat(ctx); err != nil {
+		c.mode.Store(modeDown)
+		return
+	}
+	c.upMu.Lock()
+	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
+	c.upMu.Unlock()
+	if !c.mode.CompareAndSwap(modeRejoining, modeUp) {
+		return
+	}
+	c.log.Info("cluster: redis is back: limits are global again", slog.String("gateway", c.id),
+		slog.Int("gateways_alive", len(c.lastAlive())))
+	c.pokeAll()
+}
+
+// heartbeat marks this gateway alive, publishes its stats and learns
+// which gateways are alive.
+func (c *Coordinator) heartbeat(ctx context.Context) error {
+	b, _ := json.Marshal(c.localStats())
+	c.ops[opHeartbeat].Add(1)
+	alive, err := heartbeatScript.Run(ctx, c.rdb, []string{c.prefix + "gw", c.statsKey(c.id)},
+		c.id, c.cfg.LeaseTTL.Milliseconds(), b).StringSlice()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(alive, c.id) {
+		alive = append(alive, c.id)
+	}
+	c.mu.Lock()
+	c.alive = alive
+	for _, g := range alive {
+		delete(c.reserved, g)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Coordinator) statsKey(gw string) string { return c.prefix + "stats:" + gw }
+
+// queueRelease hands lease ids to the releaser.
+func (c *Coordinator) queueRelease(l *limiter, ids ...string) {
+	c.relMu.Lock()
+	c.relPending[l] = append(c.relPending[l], ids...)
+	c.relMu.Unlock()
+	select {
+	case c.relKick <- struct{}{}:
+	default:
+	}
+}
+
+// releaser removes released leases from Redis, batched: one script per
+// replica for whatever was released since the last round, so a release
+// never waits for Redis.
+func (c *Coordinator) releaser() {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.relKick:
+		}
+		c.flushReleases(c.ctx)
+	}
+}
+
+func (c *Coordinator) flushReleases(parent context.Context) {
+	c.relMu.Lock()
+	pending := c.relPending
+	c.relPending = map[*limiter][]string{}
+	c.relMu.Unlock()
+	if len(pending) == 0 || c.mode.Load() == modeDown {
+		return // a rejoin removes this gateway's stale leases
+	}
+	ctx, cancel := context.WithTimeout(parent, c.cfg.opTimeout)
+	defer cancel()
+	for l, ids := range pending {
+		if err := l.releaseIDs(ctx, ids); err != nil {
+			c.failed(err)
+			return
+		}
+	}
+}
+
+// Close leaves the cluster: waiters get ErrClosed, this gateway's leases,
+// queue places, heartbeat and stats are removed from Redis (best effort,
+// within ctx), background work stops. Close the pool first.
+func (c *Coordinator) Close(ctx context.Context) error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.bgMu.Lock()
+		c.closed = true
+		c.bgMu.Unlock()
+		for _, l := range c.limiters() {
+			l.close()
+		}
+		c.cancel()
+		_ = c.ps.Close()
+		c.wg.Wait()
+		if c.mode.Load() != modeUp {
+			return
+		}
+		c.flushReleases(ctx)
+		for _, l := range c.limiters() {
+			if _, e := l.sync(ctx, true, nil); e != nil {
+				err = e
+				break
+			}
+			_ = l.leave(ctx)
+		}
+		c.ops[opBye].Add(1)
+		if e := c.rdb.ZRem(ctx, c.prefix+"gw", c.id).Err(); e != nil && err == nil {
+			err = e
+		}
+		c.rdb.Del(ctx, c.statsKey(c.id))
+	})
+	return err
+}
+
+// abandon stops the Coordinator like a crash: nothing is removed from
+// Redis. For tests (a killed gateway).
+func (c *Coordinator) abandon() {
+	c.closeOnce.Do(func() {
+		c.bgMu.Lock()
+		c.closed = true
+		c.bgMu.Unlock()
+		for _, l := range c.limiters() {
+			l.close()
+		}
+		c.cancel()
+		_ = c.ps.Close()
+		c.wg.Wait()
+	})
+}

@@ -1,0 +1,81 @@
+// Package cluster makes several gateways (several pools of the same
+// replicas) behave as one through Redis: each replica's limit of calls in
+// flight holds across all of them, waiting callers are served fairly, user
+// assignments and statistics are shared, and a Redis outage degrades to
+// local shares instead of stopping the service.
+//
+//	rdb := redis.NewClient(opts) // go-redis v9; rediss:// URLs give TLS
+//	c, err := cluster.New(ctx, cluster.Config{Client: rdb, Limit: 50, LeaseTTL: 15 * time.Second})
+//	shared, _ := assign.NewRedis(assign.RedisConfig{Client: rdb, Prefix: "{gradiopool}:assign:"})
+//	store := c.Store(shared)
+//	p, err := pool.New(pool.Config{Replicas: replicas, MaxConnections: 50, Limiter: c, Store: store, HashKey: key})
+//	c.AddReplicas(p.Replicas()...)
+//	defer func() { p.Close(ctx); c.Close(ctx); store.Close() }()
+//
+// # The semaphore
+//
+// Every call takes a lease on its replica's limit before the pool lends it
+// a session ([pool.Limiter]) and gives it back with the session. A lease is
+// a member of a sorted set in Redis scored by its expiry; each operation
+// (acquire, release, leave the queue, refresh, rejoin, heartbeat) is one
+// Lua script, atomic on the server, and every expiry is computed from
+// Redis' own TIME, never from a gateway's clock. Leases live LeaseTTL and
+// are refreshed every LeaseTTL/3 while their calls run; a gateway that dies
+// stops refreshing, so its leases expire (and are reclaimed by the next
+// script that looks) within one LeaseTTL.
+//
+// # Fairness
+//
+// Within a gateway, callers wait in one list per replica, FIFO within
+// pool.WithPriority's classes, served as the session pool serves its own
+// (highest class first, a lower one promoted after PriorityMaxWait); one
+// goroutine per replica, alive only while callers wait, asks Redis for
+// leases on behalf of the oldest. Across gateways, a gateway that cannot
+// get all it wants takes a ticket in the replica's Redis queue. A free slot
+// may be taken only by a gateway with fewer gateways ahead of it in the
+// queue than there are free slots; a gateway served while others wait gets
+// at most an even part of the free slots and goes to the back of the queue.
+// So waiting gateways are served round robin, and no gateway starves
+// however many callers another one has (TestFairAcrossGateways: a gateway
+// with 2 callers beside one with 24 gets a third of the grants, and no
+// caller waits for more than a dozen grants to others). Releases PUBLISH a
+// notice so that waiting gateways try at once; they also poll every
+// PollInterval (100 ms) in case a notice is lost.
+//
+// While no other gateway waits for a replica, a lease released by a call is
+// handed straight to the next caller waiting in the same gateway (it stays
+// in Redis; no round trip). A gateway that starts waiting PUBLISHes a
+// notice that stops this at once in the others, and every lease refresh
+// (LeaseTTL/3) checks the queue too, in case a notice is lost.
+//
+// # Redis lost
+//
+// The first failed operation (or one slower than LeaseTTL/3, at most 2 s)
+// switches the gateway to local mode, logged once at warn, with
+// gradiopool_redis_up 0: each replica's limit becomes a local share, the
+// limit divided by the gateways last seen alive (at least 1), and
+// assignments are read from and written to a local copy ([Coordinator.Store]
+// keeps one all along). Calls in flight keep running; new ones wait for the
+// share. Every LeaseTTL/3 the gateway PINGs Redis; when it answers, the
+// gateway rejoins: new callers wait while it registers the calls it runs
+// (and drops its stale leases), and reserves the local share of every
+// gateway it last saw alive that has no heartbeat yet (those still serve on
+// their shares); a gateway that rejoins removes its own reservation.
+// Reservations lapse after two LeaseTTLs (a gateway that died during the
+// outage). So the limit holds while the gateways come back one by one.
+//
+// Limits of the local mode: entering it, a gateway that held more than its
+// share keeps those calls until they end while the others already admit up
+// to their shares, so the total may exceed the limit by those excess calls
+// until they end; and a gateway cut off from Redis while the others still
+// reach it looks dead to them: once its leases expire they use the whole
+// limit while it serves its share.
+//
+// # Statistics
+//
+// Every gateway publishes its numbers (leases held, sessions, waiting, per
+// replica) with a heartbeat every LeaseTTL/3 that lives LeaseTTL;
+// [Coordinator.Stats] sums every live gateway's numbers and the leases
+// counted in Redis. [Coordinator.Collector] exports them as
+// gradiopool_cluster_* metrics, with gradiopool_redis_up.
+package cluster

@@ -1,0 +1,400 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// limiter is one replica's share of the cluster in this gateway: a local
+// FIFO of waiting callers, served by one pump goroutine (alive only while
+// callers wait) that asks Redis for leases on behalf of the oldest ones,
+// or, while Redis is lost, grants up to the local share.
+type limiter struct {
+	c     *Coordinator
+	name  string
+	limit int
+	keys  []string // holders, queue, queue expiry, reserved, seq
+
+	wake chan struct{} // buffered 1: a release, a notice, a mode change
+
+	// contended is set while other gateways wait for this replica (as of
+	// the last script, or a "q|" notice); while it is clear, a released
+	// lease goes straight to the next local waiter, without Redis.
+	contended atomic.Bool
+
+	mu      sync.Mutex          // guards the fields below; never held during I/O
+	classes [numClasses]fifo    // waiting callers, one FIFO per priority class
+	n       int                 // callers waiting, every class
+	held    map[string]struct{} // lease ids of permits not released
+	pumping bool
+	queued  bool // this gateway may have a place in the Redis queue
+	closed  bool
+}
+
+type waiter struct {
+	ch         chan *permit // buffered 1; nil value: closed
+	prev, next *waiter
+	granted    bool
+	class      int       // index into limiter.classes: priority + 1
+	since      time.Time // when it started waiting
+}
+
+// numClasses are pool's priority classes (low, normal, high).
+const numClasses = 3
+
+// fifo is one class's list of waiters, oldest first.
+type fifo struct{ head, tail *waiter }
+
+func newLimiter(c *Coordinator, name string) *limiter {
+	b := c.prefix + "sem:" + name + ":"
+	return &limiter{
+		c: c, name: name, limit: c.cfg.Limit,
+		keys: []string{b + "h", b + "q", b + "qx", b + "r", c.prefix + "seq"},
+		wake: make(chan struct{}, 1), held: map[string]struct{}{},
+	}
+}
+
+func (l *limiter) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *limiter) waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+func (l *limiter) heldCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
+// leaseID is the id of this gateway's lease number n.
+func (l *limiter) leaseID(n uint64) string {
+	return l.c.id + ":" + strconv.FormatUint(n, 10)
+}
+
+func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
+	if l.c.isClosed() {
+		return nil, ErrClosed
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	// Fast path while Redis is lost: no one waits and the share has room.
+	if l.n == 0 && l.c.mode.Load() == modeDown && len(l.held) < l.c.share(l.limit) {
+		p := l.grantLocked(l.leaseID(l.c.seq.Add(1)))
+		l.mu.Unlock()
+		return p, nil
+	}
+	if mw := l.c.cfg.MaxWaiters; mw > 0 && l.n >= mw {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("cluster: replica %s: %d callers wait for a lease: %w", l.name, l.n, pool.ErrQueueFull)
+	}
+	class := min(max(int(pool.PriorityFrom(ctx))+1, 0), numClasses-1)
+	w := &waiter{ch: make(chan *permit, 1), class: class, since: time.Now()}
+	l.pushLocked(w)
+	start := !l.pumping
+	l.pumping = true
+	l.mu.Unlock()
+	if start {
+		if !l.c.goBackground(l.pump) { // closed meanwhile
+			l.mu.Lock()
+			l.pumping = false
+			if !w.granted {
+				l.removeLocked(w)
+			}
+			l.mu.Unlock()
+			return nil, ErrClosed
+		}
+	} else {
+		l.poke()
+	}
+	select {
+	case p := <-w.ch:
+		if p == nil {
+			return nil, ErrClosed
+		}
+		return p, nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	if !w.granted {
+		l.removeLocked(w)
+		l.mu.Unlock()
+		l.poke() // the pump may now have no one to serve
+		return nil, ctx.Err()
+	}
+	l.mu.Unlock()
+	if p := <-w.ch; p != nil { // granted as the context ended
+		p.Release()
+	}
+	return nil, ctx.Err()
+}
+
+func (l *limiter) pushLocked(w *waiter) {
+	q := &l.classes[w.class]
+	w.prev = q.tail
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	l.n++
+}
+
+func (l *limiter) removeLocked(w *waiter) {
+	q := &l.classes[w.class]
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	l.n--
+}
+
+// nextLocked is the waiter to serve next, as the session pool serves its
+// own: the oldest of the highest class, except that a waiter of a lower
+// class that has waited PriorityMaxWait goes first (the oldest such).
+func (l *limiter) nextLocked() *waiter {
+	var promoted, best *waiter
+	maxWait := l.c.cfg.PriorityMaxWait
+	now := time.Now()
+	for c := numClasses - 1; c >= 0; c-- {
+		h := l.classes[c].head
+		if h == nil {
+			continue
+		}
+		if best == nil {
+			best = h
+		} else if maxWait >= 0 && now.Sub(h.since) >= maxWait && (promoted == nil || h.since.Before(promoted.since)) {
+			promoted = h
+		}
+	}
+	if promoted != nil {
+		return promoted
+	}
+	return best
+}
+
+// grantLocked records lease id as held and returns its permit.
+func (l *limiter) grantLocked(id string) *permit {
+	l.held[id] = struct{}{}
+	return &permit{l: l, id: id}
+}
+
+// handLocked gives lease id to the oldest waiter; false when none waits.
+func (l *limiter) handLocked(id string) bool {
+	w := l.nextLocked()
+	if w == nil {
+		return false
+	}
+	l.removeLocked(w)
+	w.granted = true
+	w.ch <- l.grantLocked(id)
+	return true
+}
+
+// pump serves the waiters, oldest first, until none is left.
+func (l *limiter) pump() {
+	poll := time.NewTimer(time.Hour)
+	defer poll.Stop()
+	wait := func(d time.Duration) {
+		poll.Reset(d)
+		select {
+		case <-l.wake:
+		case <-poll.C:
+		case <-l.c.ctx.Done():
+		}
+	}
+	for {
+		l.mu.Lock()
+		if l.n == 0 || l.closed {
+			l.pumping = false
+			leave := l.queued && !l.closed
+			l.queued = false
+			l.mu.Unlock()
+			if leave && l.c.mode.Load() == modeUp {
+				ctx, cancel := l.c.opCtx()
+				if err := l.leave(ctx); err != nil {
+					l.c.failed(err)
+				}
+				cancel()
+			}
+			return
+		}
+		want := l.n
+		switch l.c.mode.Load() {
+		case modeDown:
+			share := l.c.share(l.limit)
+			for l.n > 0 && len(l.held) < share {
+				l.handLocked(l.leaseID(l.c.seq.Add(1)))
+			}
+			left := l.n
+			l.queued = false // a rejoin starts with a fresh queue place
+			l.mu.Unlock()
+			if left > 0 {
+				wait(l.c.cfg.tick)
+			}
+			continue
+		case modeRejoining:
+			l.mu.Unlock()
+			wait(l.c.cfg.pollInterval)
+			continue
+		}
+		l.mu.Unlock()
+		first := l.c.seq.Add(uint64(want)) - uint64(want) + 1
+		ctx, cancel := l.c.opCtx()
+		got, err := l.take(ctx, want, first)
+		cancel()
+		if err != nil {
+			l.c.failed(err)
+			continue
+		}
+		var extra []string
+		l.mu.Lock()
+		l.queued = got < want
+		for i := range got {
+			id := l.leaseID(first + uint64(i))
+			if !l.handLocked(id) {
+				extra = append(extra, id) // its caller gave up meanwhile
+			}
+		}
+		more := l.n > 0
+		l.mu.Unlock()
+		if len(extra) > 0 {
+			l.c.queueRelease(l, extra...)
+		}
+		if more && got < want {
+			wait(l.c.cfg.pollInterval)
+		}
+	}
+}
+
+// take runs acquireScript for want leases numbered from first.
+func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error) {
+	l.c.ops[opAcquire].Add(1)
+	res, err := acquireScript.Run(ctx, l.c.rdb, l.keys, l.c.id, l.c.id+":", first, want,
+		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	l.contended.Store(res[2] > 0)
+	return int(res[0]), nil
+}
+
+// releaseIDs removes leases from Redis.
+func (l *limiter) releaseIDs(ctx context.Context, ids []string) error {
+	args := make([]any, 0, len(ids)+2)
+	args = append(args, l.c.channel(), l.name)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	l.c.ops[opRelease].Add(1)
+	return releaseScript.Run(ctx, l.c.rdb, l.keys[:2], args...).Err()
+}
+
+// leave takes this gateway out of the replica's Redis queue.
+func (l *limiter) leave(ctx context.Context) error {
+	l.c.ops[opLeave].Add(1)
+	return leaveScript.Run(ctx, l.c.rdb, []string{l.keys[1], l.keys[2]}, l.c.id, l.c.channel(), l.name).Err()
+}
+
+// sync runs syncScript with the leases held now (see there); res are the
+// reservations to write when full.
+func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error) {
+	l.mu.Lock()
+	args := make([]any, 0, 4+len(res)+len(l.held))
+	f := "0"
+	if full {
+		f = "1"
+	}
+	args = append(args, l.c.id, l.c.cfg.LeaseTTL.Milliseconds(), f, len(res))
+	for _, r := range res {
+		args = append(args, r)
+	}
+	for id := range l.held {
+		args = append(args, id)
+	}
+	l.mu.Unlock()
+	l.c.ops[opSync].Add(1)
+	out, err := syncScript.Run(ctx, l.c.rdb, []string{l.keys[0], l.keys[3], l.c.prefix + "gw", l.keys[1]}, args...).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	// The backstop of the "q|" notices (at most once): a gateway waiting
+	// unseen is seen here, every LeaseTTL/3.
+	if out[1] > 0 {
+		l.contended.Store(true)
+	}
+	return int(out[0]), nil
+}
+
+// close wakes every waiter with ErrClosed.
+func (l *limiter) close() {
+	l.mu.Lock()
+	l.closed = true
+	for c := range l.classes {
+		for w := l.classes[c].head; w != nil; {
+			next := w.next
+			l.removeLocked(w)
+			w.granted = true
+			w.ch <- nil
+			w = next
+		}
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+// permit is one lease held by a call.
+type permit struct {
+	l    *limiter
+	id   string
+	done atomic.Bool
+}
+
+// Release gives the lease back: while no other gateway waits for the
+// replica and a caller of this gateway does, straight to the oldest such
+// caller (the lease stays in Redis, no round trip); else at once locally
+// and to Redis in the releaser's next batch. Calling it again does
+// nothing.
+func (p *permit) Release() {
+	if p.done.Swap(true) {
+		return
+	}
+	l := p.l
+	l.mu.Lock()
+	if l.n > 0 && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
+		delete(l.held, p.id)
+		l.handLocked(p.id)
+		l.mu.Unlock()
+		l.c.handoffs.Add(1)
+		return
+	}
+	delete(l.held, p.id)
+	l.mu.Unlock()
+	if l.c.mode.Load() != modeDown && !l.c.isClosed() {
+		l.c.queueRelease(l, p.id)
+	}
+	l.poke()
+}
