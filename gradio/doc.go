@@ -79,7 +79,10 @@
 // client tracks its pending calls), sse_v1 and sse (v0: one stream per
 // call, send_data), and Gradio 3 ("ws", config without protocol: one
 // WebSocket per queued call, POST /run/predict for unqueued ones; file
-// arguments are not supported there). Other protocols (Gradio 2, unknown
+// arguments are uploaded through /upload and sent as Gradio 3's file dict
+// {"name": path, "is_file": true, ...}, whose outputs ParseFileData reads;
+// URL file arguments are refused there, as Gradio 3 only takes files on its
+// own disk). Other protocols (Gradio 2, unknown
 // future ones) fail Connect with ErrUnsupportedProtocol.
 //
 // # Cancellation by protocol
