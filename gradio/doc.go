@@ -91,6 +91,10 @@
 // 4.x). sse v0 and ws calls are cancelled by closing their own stream or
 // socket. sse_v1/v2/v2.1 and sse_v3 before 4.29 have no cancel route: the
 // local job ends at once, and the app stops the work only when the
-// session's stream closes (the client closes an idle stream after a few
-// seconds).
+// session's stream closes. Real Gradio keeps a cancelled event that is
+// still queued and runs it later; so when the cancelled job is the
+// session's only call and has not started (or the app has no cancel
+// route), the client hangs up the session's stream instead, which makes
+// Gradio drop the session's queued events at once; the session's next
+// call waits 250 ms so that it is not dropped with them.
 package gradio

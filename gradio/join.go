@@ -42,6 +42,12 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 		s.streamOn = s.goLocked(s.runStream)
 	}
 	s.mu.Unlock()
+	if err := s.waitCutGrace(ctx); err != nil {
+		s.mu.Lock()
+		s.joining--
+		s.mu.Unlock()
+		return nil, err
+	}
 	eventID, err := s.join(ctx, body)
 	j := newJob(s, ctx, dep, endpoint)
 	j.id, j.quiet = eventID, quiet

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 )
 
 // session is one session hash: its pending calls and the single queue/data
@@ -28,6 +29,10 @@ type session struct {
 	knownQueue bool
 	closed     bool
 	v0seq      int
+	// streamCut ends the current queue/data request on purpose (see
+	// failDropping); nil when no stream is open.
+	streamCut func()
+	cutAt     time.Time // when streamCut was last used
 }
 
 func newSession(a *app) *session {
@@ -183,7 +188,7 @@ var (
 
 // abort ends j because its ctx ended, and cancels it on the server.
 func (s *session) abort(j *Job, err error) {
-	if s.fail(j, err) {
+	if failed, dropped := s.failDropping(j, err); failed && !dropped {
 		s.cancelDetached(j)
 	}
 }

@@ -461,7 +461,7 @@ async function main() {
 		// close race, PROTOCOL.md section 4.8), a client bug this check is not about.
 		const mclient = await connect();
 		try {
-			const long = mclient.submit("/slow", [600]);
+			const long = mclient.submit("/slow", [LONG]);
 			await waitStarted(long);
 			const words = ["x", "yy", "zzz", "wwww"];
 			const rs = await Promise.all(words.map((w) => mclient.predict("/upper", [w])));
@@ -478,7 +478,7 @@ async function main() {
 		const cclient = await connect();
 		try {
 			const before = opts.sim ? await simState() : null;
-			const job = cclient.submit("/slow", [600]);
+			const job = cclient.submit("/slow", [LONG]);
 			await waitStarted(job);
 			let during = null;
 			if (opts.sim) {
@@ -511,15 +511,21 @@ async function main() {
 
 	await check("cancel/queued_job", async () => {
 		// slow has Gradio's default concurrency_limit of 1: a second slow job
-		// waits in the queue; cancelling it ends it and it never runs.
+		// waits in the queue; cancelling it ends it for the client. Real
+		// Gradio (4.x-6.x) answers the /cancel of a queued event but keeps
+		// the event queued: it runs once the slot frees, for nobody, unless
+		// the session's stream was dropped first, which @gradio/client 2.7.0
+		// does not do (it reads the synthetic completion and close_stream).
+		// So the queued job here is short (QUEUED_SECONDS), and the check
+		// waits for the app to be idle again before the next one.
 		const sticky = opts.stickyHeader ? { ...EVENTS, headers: opts.stickyHeader } : EVENTS;
 		const a = await connect(opts.url, sticky);
 		const b = await connect(opts.url, sticky);
 		try {
 			const before = opts.sim ? await simState() : null;
-			const running = a.submit("/slow", [600]);
+			const running = a.submit("/slow", [LONG]);
 			await waitStarted(running);
-			const queued = b.submit("/slow", [600]);
+			const queued = b.submit("/slow", [QUEUED_SECONDS]);
 			// wait for its first estimation (it is in the queue)
 			const seen = [];
 			for (;;) {
@@ -536,11 +542,16 @@ async function main() {
 			assert(!rest.some((e) => e.type === "status" && e.original_msg === "process_starts"), "cancelled queued job started");
 			await running.cancel();
 			await collect(running);
-			let server = "not checked (not the simulator)";
+			let server;
 			if (opts.sim) {
 				const after = await waitIdle();
-				eq((after.executions.slow ?? 0) - (before.executions.slow ?? 0), 1, "slow handler starts (the queued one must never start)");
+				eq((after.executions.slow ?? 0) - (before.executions.slow ?? 0), 2, "slow handler starts (the running job, then the cancelled queued one, as on real Gradio)");
 				server = { slow_starts: after.executions.slow - (before.executions.slow ?? 0) };
+			} else {
+				// A probe call waits behind the cancelled job if the app kept it.
+				const t0 = Date.now();
+				await app.predict("/slow", [0.01]);
+				server = { probe_ms: Date.now() - t0, cancelled_queued_job_ran: Date.now() - t0 >= QUEUED_SECONDS * 500 };
 			}
 			return { seen, stages_after_cancel: stages, server };
 		} finally {
@@ -643,6 +654,14 @@ async function main() {
 
 	app.close();
 }
+
+// LONG is the duration of the slow calls the checks cancel while they run.
+// A real Gradio app frees the endpoint at once on /cancel but its worker
+// thread sleeps on, so against real apps it is kept short.
+const LONG = opts.sim ? 600 : 30;
+// QUEUED_SECONDS is the slow call cancelled while queued: real Gradio runs
+// it anyway (see cancel/queued_job), so it must end soon.
+const QUEUED_SECONDS = 2;
 
 // waitIdle polls the simulator until no job runs. It only ends early; the
 // caller's hang guard bounds it.
@@ -818,6 +837,7 @@ async function recordWire() {
 		client = await connect(proxyURL);
 		await client.view_api();
 		const p = async (ep, args) => {
+			process.stderr.write(`wire/record: predict ${ep}\n`);
 			try {
 				return { ok: true, data: (await client.predict(ep, args)).data };
 			} catch (e) {
