@@ -7,9 +7,9 @@ import (
 
 // Cancelling a job that is still waiting in the app's queue.
 //
-// Real Gradio (4.x to 6.x, checked on 4.44.1, 5.49.1 and 6.25.0) answers
-// POST /cancel for a queued event with {"success": true} and a synthetic
-// process_completed, but leaves the event in its queue: it starts later and
+// Real Gradio 4.x and 5.x (checked on 4.44.1 and 5.49.1; 6.x fixed it)
+// answer POST /cancel for a queued event with {"success": true} and a
+// synthetic process_completed, but leave the event in the queue: it starts later and
 // runs to the end, holding the endpoint's concurrency slot (one call at a
 // time by default) while nobody waits for it. What does remove it is the
 // session's data stream going away while the event is pending: Gradio then
@@ -46,9 +46,8 @@ func (s *session) failDropping(j *Job, err error) (failed, dropped bool) {
 // dropsQueuedLocked reports whether hanging up the stream removes j from
 // the app's queue without losing any other call. Callers hold s.mu.
 func (s *session) dropsQueuedLocked(j *Job) bool {
-	switch s.app.cfg.Protocol {
-	case ProtocolWS, ProtocolSSE:
-		return false // these calls have their own connection, closed by finish
+	if !hangUpDropsQueued(s.app.cfg) {
+		return false
 	}
 	if s.pending[j.key()] != j || len(s.pending) != 1 || s.joining != 0 {
 		return false
@@ -58,6 +57,25 @@ func (s *session) dropsQueuedLocked(j *Job) bool {
 	// Before Gradio 4.29 there is no /cancel: hanging up is also the only
 	// way to stop a running job (its task dies with the session's stream).
 	return !j.started || !hasCancelRoute(s.app.cfg)
+}
+
+// hangUpDropsQueued reports whether the app drops a session's queued
+// events soon after its data stream goes away, as measured on real servers:
+// Gradio 4.16 (sse_v1) and 4.29-5.x (sse_v3) notice within 50 ms. Gradio
+// 6 needs no hang-up: its /cancel removes a queued event (remove_from_queue,
+// 6.25.0), and it notices a hang-up only at its next 10 s poll, which could
+// also drop the session's next call. Gradio 4.20 (sse_v2) never drops them
+// (its clean-up runs after a yield that fails on the closed stream); ws
+// (3.x) and sse v0 (4.0-4.8) calls have their own connection, whose
+// closing leaves the event queued too.
+func hangUpDropsQueued(cfg *Config) bool {
+	switch cfg.Protocol {
+	case ProtocolSSEv1:
+		return true
+	case ProtocolSSEv3:
+		return !versionAtLeast(cfg.Version, "6.0")
+	}
+	return false
 }
 
 // hasCancelRoute reports whether the app has POST {prefix}/cancel.

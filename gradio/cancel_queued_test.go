@@ -16,6 +16,9 @@ import (
 // only after everything queued before it, so if the cancelled job were
 // still queued it would have run before the probe.
 func TestCancelQueuedNeverRuns(t *testing.T) {
+	// The releases whose real servers drop a hung-up session's queued
+	// events promptly
+	// (hangUpDropsQueued), and Gradio 6, whose /cancel removes the event.
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio6, gradiotest.Gradio4SSEv3, gradiotest.Gradio4SSEv1} {
 		for _, how := range []string{"ctx", "Cancel"} {
 			t.Run(string(mode)+"/"+how, func(t *testing.T) {

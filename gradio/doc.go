@@ -91,10 +91,15 @@
 // 4.x). sse v0 and ws calls are cancelled by closing their own stream or
 // socket. sse_v1/v2/v2.1 and sse_v3 before 4.29 have no cancel route: the
 // local job ends at once, and the app stops the work only when the
-// session's stream closes. Real Gradio keeps a cancelled event that is
-// still queued and runs it later; so when the cancelled job is the
-// session's only call and has not started (or the app has no cancel
-// route), the client hangs up the session's stream instead, which makes
-// Gradio drop the session's queued events at once; the session's next
-// call waits 250 ms so that it is not dropped with them.
+// session's stream closes. Gradio 4.x-5.x keep a cancelled event that is
+// still queued and run it later (6.x removes it); so on Gradio 4.16 and
+// 4.29-5.x, when the cancelled job is the session's only call and has not
+// started (or the app has no cancel route), the client hangs up the
+// session's stream instead, which makes Gradio drop the session's queued
+// events at once; the session's next call waits 250 ms so that it is not
+// dropped with them. Gradio 3.50, 4.8 and 4.20 have no way to take a
+// queued call back: it runs later (docs/COMPATIBILITY.md).
+//
+// Gradio before 5.0 sends a gr.Error's message as Python's repr (quoted);
+// the client unquotes it, so *AppError.Message is the same everywhere.
 package gradio

@@ -422,7 +422,7 @@ func (j *Job) handle(m *message) {
 			return
 		}
 		if out.isError() {
-			j.s.failLocked(j, out.appError(m.Title))
+			j.s.failLocked(j, j.s.appErr(out, m.Title))
 			return
 		}
 		data, err := j.applyGenerating(out.Data, m.Msg == "process_generating" && diffProtocol(cfg.Protocol))
@@ -438,7 +438,7 @@ func (j *Job) handle(m *message) {
 			return
 		}
 		if out.isError() || (m.Success != nil && !*m.Success) {
-			j.s.failLocked(j, out.appError(m.Title))
+			j.s.failLocked(j, j.s.appErr(out, m.Title))
 			return
 		}
 		if out.Data == nil {

@@ -353,7 +353,7 @@ func (s *session) runPredict(ctx context.Context, j *Job, data []any) {
 	case perr != nil:
 		s.fail(j, &ProtocolError{Op: "run/predict", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: perr})
 	case out.isError():
-		s.fail(j, out.appError(nil))
+		s.fail(j, s.appErr(out, nil))
 	case resp.StatusCode != http.StatusOK || out.Data == nil:
 		s.fail(j, &ProtocolError{Op: "run/predict", StatusCode: resp.StatusCode, Body: excerpt(rb)})
 	default:

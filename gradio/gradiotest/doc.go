@@ -186,9 +186,10 @@
 //     than 200 wait.
 //   - /cancel stops every running job of that session and fn_index, as
 //     Gradio does, but only the named event gets the synthetic completion.
-//     Like Gradio (4.x-6.x, measured on 5.49.1), it leaves a queued event
+//     Like Gradio 4.x-5.x (measured on 5.49.1), it leaves a queued event
 //     in the queue: it runs when its turn comes, for nobody; dropping the
 //     session's data stream is what removes a session's queued events.
+//     In Gradio6 mode it removes the event, as Gradio 6.25.0 does.
 //   - The 4.x shapes follow the 4.8, 4.16 and 4.20 captures; 4.21 and 4.44
 //     details not captured (e.g. log fields) use the nearest known shape.
 //   - Not implemented: upload_progress, component_server, queue/status,
