@@ -100,6 +100,14 @@
 // dropped with them. Gradio 3.50, 4.8 and 4.20 have no way to take a
 // queued call back: it runs later (docs/COMPATIBILITY.md).
 //
+// # Transports
+//
+// Calls go through the app's queue protocol. WithCallTransport (and, on
+// its own, a queue/join answered with 404 or 405) makes them use Gradio's
+// REST shape instead, POST {prefix}/call/{api_name} then GET the event's
+// stream (Gradio 4.20+; before 6.0 without gr.State between calls and
+// without gr.Error messages, Gradio's limits).
+//
 // Gradio before 5.0 sends a gr.Error's message as Python's repr (quoted);
 // the client unquotes it, so *AppError.Message is the same everywhere.
 package gradio

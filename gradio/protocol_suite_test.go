@@ -174,6 +174,36 @@ func runProtocolSuite(t *testing.T, tg suiteTarget) {
 			t.Errorf("downloaded %x, want %x", got.Bytes(), want)
 		}
 	})
+	t.Run("call_transport", func(t *testing.T) {
+		// Gradio's REST shape (/call) as the transport (WithCallTransport;
+		// also the automatic fallback when queue/join is unreachable).
+		switch c.Config().Protocol {
+		case gradio.ProtocolWS, gradio.ProtocolSSE, gradio.ProtocolSSEv1:
+			t.Skipf("no /call routes before Gradio 4.20 (%s)", c.Config().Protocol)
+		}
+		rc, err := gradio.Connect(ctx, tg.url, gradio.WithCallTransport())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if got := call(t, rc, "/upper", "rest"); got[0] != "REST" {
+			t.Errorf("upper = %q", got)
+		}
+		j, err := rc.Submit(ctx, "/count", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := collect(t, j)
+		if got := strings.Join(outputs(t, evs), "|"); got != "0|0 1|0 1 2" {
+			t.Errorf("partial outputs %q", got)
+		}
+		_, err = rc.Predict(ctx, "/fail", "boom")
+		var ae *gradio.AppError
+		if !errors.As(err, &ae) {
+			t.Fatalf("fail: %v, want *AppError", err)
+		}
+		t.Logf("gr.Error through /call: %q (hidden %v)", ae.Message, ae.Hidden)
+	})
 	t.Run("cancel_running", func(t *testing.T) {
 		s := c.NewSession()
 		defer s.Close()

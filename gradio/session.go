@@ -156,13 +156,24 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	if closed {
 		return nil, ErrClosed
 	}
+	if s.app.callTransport() {
+		return s.submitCall(ctx, dep, endpoint, data, quiet)
+	}
 	switch cfg.Protocol {
 	case ProtocolSSE:
 		return s.submitV0(ctx, dep, endpoint, data, oauth, quiet)
 	case ProtocolWS:
 		return s.submitWS(ctx, dep, endpoint, data, quiet)
 	}
-	return s.submitQueued(ctx, dep, endpoint, data, oauth, quiet)
+	j, err := s.submitQueued(ctx, dep, endpoint, data, oauth, quiet)
+	if err != nil && queueUnreachable(err) && callCapable(cfg, dep) {
+		// The queue route is missing (a proxy that forwards only /call):
+		// the call was never accepted, so it may go through /call.
+		s.app.log.Info("gradio: queue/join unreachable, using /call", "base", s.app.base, "err", err)
+		s.app.useCall.Store(true)
+		return s.submitCall(ctx, dep, endpoint, data, quiet)
+	}
+	return j, err
 }
 
 func needsInfo(cfg *Config, d *Dependency, args []any) bool {
