@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 JSCLIENT = testdata/jsclient
 
-.PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability
+.PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability test-real
 
 demo:
 	$(GO) run ./cmd/gradiopool demo
@@ -56,3 +56,12 @@ fuzz:
 # docs/RELIABILITY.md (CI runs the short version inside `go test`).
 reliability:
 	GRADIOPOOL_RELIABILITY=long $(GO) test -count=1 -timeout 120m -run 'TestFaultMatrix|TestSoak' -v ./reliability/
+
+# test-real runs the Go client's protocol suite, the official JS client's
+# conformance suite (sse_v3 apps) and the raw-wire suite against the real
+# Gradio apps listed in GRADIOPOOL_REAL_URLS (comma-separated), then the
+# pool and the gateway on three of them, and rewrites the table in
+# docs/COMPATIBILITY.md. Without the variable it prints one line and passes
+# (CI has no real servers). docs/COMPATIBILITY.md says how to start them.
+test-real:
+	$(GO) run ./internal/realcompat -write docs/COMPATIBILITY.md

@@ -38,6 +38,9 @@ type app struct {
 	// noPreopen is set once the app answered a stream opened ahead of a
 	// join with session_not_found (see submitQueued).
 	noPreopen atomic.Bool
+	// useCall is set once queue/join answered 404/405: calls go through
+	// /call from then on (see callrest.go).
+	useCall atomic.Bool
 
 	infoMu sync.Mutex // guards info; held while /info is fetched
 	info   *APIInfo

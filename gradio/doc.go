@@ -79,7 +79,10 @@
 // client tracks its pending calls), sse_v1 and sse (v0: one stream per
 // call, send_data), and Gradio 3 ("ws", config without protocol: one
 // WebSocket per queued call, POST /run/predict for unqueued ones; file
-// arguments are not supported there). Other protocols (Gradio 2, unknown
+// arguments are uploaded through /upload and sent as Gradio 3's file dict
+// {"name": path, "is_file": true, ...}, whose outputs ParseFileData reads;
+// URL file arguments are refused there, as Gradio 3 only takes files on its
+// own disk). Other protocols (Gradio 2, unknown
 // future ones) fail Connect with ErrUnsupportedProtocol.
 //
 // # Cancellation by protocol
@@ -88,6 +91,23 @@
 // 4.x). sse v0 and ws calls are cancelled by closing their own stream or
 // socket. sse_v1/v2/v2.1 and sse_v3 before 4.29 have no cancel route: the
 // local job ends at once, and the app stops the work only when the
-// session's stream closes (the client closes an idle stream after a few
-// seconds).
+// session's stream closes. Gradio 4.x-5.x keep a cancelled event that is
+// still queued and run it later (6.x removes it); so on Gradio 4.16 and
+// 4.29-5.x, when the cancelled job is the session's only call and has not
+// started (or the app has no cancel route), the client hangs up the
+// session's stream instead, which makes Gradio drop the session's queued
+// events at once; the session's next call waits 250 ms so that it is not
+// dropped with them. Gradio 3.50, 4.8 and 4.20 have no way to take a
+// queued call back: it runs later (docs/COMPATIBILITY.md).
+//
+// # Transports
+//
+// Calls go through the app's queue protocol. WithCallTransport (and, on
+// its own, a queue/join answered with 404 or 405) makes them use Gradio's
+// REST shape instead, POST {prefix}/call/{api_name} then GET the event's
+// stream (Gradio 4.20+; before 6.0 without gr.State between calls and
+// without gr.Error messages, Gradio's limits).
+//
+// Gradio before 5.0 sends a gr.Error's message as Python's repr (quoted);
+// the client unquotes it, so *AppError.Message is the same everywhere.
 package gradio

@@ -38,13 +38,17 @@ var fileDataMeta = &Meta{Type: "gradio.FileData"}
 
 // ParseFileData decodes one output value as FileData. It accepts objects
 // with a string "path" (with or without meta, as outputs of Gradio 4.x-6.x
-// have) and reports an error for anything else.
+// have), Gradio 3's file dicts ({"name": path, "is_file": true, ...}) and
+// reports an error for anything else.
 func ParseFileData(raw json.RawMessage) (FileData, error) {
 	var fd FileData
 	if err := json.Unmarshal(raw, &fd); err != nil {
 		return FileData{}, fmt.Errorf("gradio: not a FileData: %w", err)
 	}
 	if fd.Path == "" && fd.URL == "" {
+		if lf, ok := legacyFileData(raw); ok {
+			return lf, nil
+		}
 		return FileData{}, errors.New("gradio: not a FileData: no path")
 	}
 	return fd, nil
@@ -52,7 +56,8 @@ func ParseFileData(raw json.RawMessage) (FileData, error) {
 
 // IsFileData reports whether raw is a JSON object that looks like FileData
 // (has a string "path" and, if meta is present, meta._type
-// "gradio.FileData").
+// "gradio.FileData") or like Gradio 3's file dict ("name" and "is_file"
+// true).
 func IsFileData(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
@@ -62,8 +67,12 @@ func IsFileData(raw json.RawMessage) bool {
 		Path *string `json:"path"`
 		Meta *Meta   `json:"meta"`
 	}
-	if json.Unmarshal(raw, &probe) != nil || probe.Path == nil {
+	if json.Unmarshal(raw, &probe) != nil {
 		return false
+	}
+	if probe.Path == nil {
+		_, ok := legacyFileData(raw)
+		return ok
 	}
 	return probe.Meta == nil || probe.Meta.Type == "gradio.FileData"
 }

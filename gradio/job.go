@@ -114,6 +114,7 @@ type Job struct {
 	onFinish func(err error)     // releases a job's own stream or socket (set before publication)
 	after    []*afterDone        // AfterDone callbacks not run yet
 	hook     EventHook           // from the Submit ctx (WithEventHook); nil if none
+	started  bool                // the app sent process_starts
 }
 
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
@@ -264,6 +265,9 @@ func sendGrace(ch chan<- Event, ev Event, closed <-chan struct{}) bool {
 // emit queues an event for the Events reader. Callers hold j.mu.
 func (j *Job) emitLocked(ev Event) {
 	j.status = ev
+	if ev.Kind == EventStarted {
+		j.started = true
+	}
 	if j.hook != nil {
 		j.hook(ev)
 	}
@@ -373,11 +377,15 @@ func (j *Job) watch(ctx context.Context) {
 }
 
 // Cancel asks the app to cancel the job (POST {prefix}/cancel, Gradio
-// 4.29+; for older sse_v1/v2 apps only the local wait ends, the app keeps
-// running it) and ends the job with ErrCanceled. ctx bounds the request.
+// 4.29+) and ends the job with ErrCanceled. ctx bounds the request. A job
+// that is its session's only call and has not started (or runs on an app
+// without /cancel, sse_v1/v2) is dropped instead by hanging up the
+// session's stream: Gradio keeps a cancelled queued event in its queue and
+// runs it later, but drops a session's events when its stream goes away.
 func (j *Job) Cancel(ctx context.Context) error {
-	if !j.s.fail(j, ErrCanceled) {
-		return nil // already finished
+	failed, dropped := j.s.failDropping(j, ErrCanceled)
+	if !failed || dropped {
+		return nil // already finished, or dropped from the app's queue
 	}
 	return j.s.sendCancel(ctx, j)
 }
@@ -414,7 +422,7 @@ func (j *Job) handle(m *message) {
 			return
 		}
 		if out.isError() {
-			j.s.failLocked(j, out.appError(m.Title))
+			j.s.failLocked(j, j.s.appErr(out, m.Title))
 			return
 		}
 		data, err := j.applyGenerating(out.Data, m.Msg == "process_generating" && diffProtocol(cfg.Protocol))
@@ -430,7 +438,7 @@ func (j *Job) handle(m *message) {
 			return
 		}
 		if out.isError() || (m.Success != nil && !*m.Success) {
-			j.s.failLocked(j, out.appError(m.Title))
+			j.s.failLocked(j, j.s.appErr(out, m.Title))
 			return
 		}
 		if out.Data == nil {

@@ -77,6 +77,14 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 // ctx has ended by then, the job is cancelled at the app. The caller has
 // counted the join in s.joining.
 func (s *session) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, quiet bool) (*Job, error) {
+	// A join right after a hang-up (failDropping) waits out cutGrace, or
+	// the app could drop it with the session's cancelled queued events.
+	if err := s.waitCutGrace(ctx); err != nil {
+		s.mu.Lock()
+		s.joining--
+		s.mu.Unlock()
+		return nil, err
+	}
 	eventID, err := s.join(ctx, body)
 	j := newJob(s, ctx, dep, endpoint)
 	j.id, j.quiet = eventID, quiet

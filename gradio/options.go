@@ -62,6 +62,7 @@ type settings struct {
 	heartbeat     int // 0 follow config.connect_heartbeat, 1 always, -1 never
 	oauthToken    secret
 	eagerInfo     bool
+	callREST      bool // WithCallTransport
 }
 
 func defaultSettings() settings {

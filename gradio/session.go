@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 )
 
 // session is one session hash: its pending calls and the single queue/data
@@ -28,6 +29,10 @@ type session struct {
 	knownQueue bool
 	closed     bool
 	v0seq      int
+	// streamCut ends the current queue/data request on purpose (see
+	// failDropping); nil when no stream is open.
+	streamCut func()
+	cutAt     time.Time // when streamCut was last used
 }
 
 func newSession(a *app) *session {
@@ -155,13 +160,24 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	if closed {
 		return nil, ErrClosed
 	}
+	if s.app.callTransport() {
+		return s.submitCall(ctx, dep, endpoint, data, quiet)
+	}
 	switch cfg.Protocol {
 	case ProtocolSSE:
 		return s.submitV0(ctx, dep, endpoint, data, oauth, quiet)
 	case ProtocolWS:
 		return s.submitWS(ctx, dep, endpoint, data, quiet)
 	}
-	return s.submitQueued(ctx, dep, endpoint, data, oauth, quiet)
+	j, err := s.submitQueued(ctx, dep, endpoint, data, oauth, quiet)
+	if err != nil && queueUnreachable(err) && callCapable(cfg, dep) {
+		// The queue route is missing (a proxy that forwards only /call):
+		// the call was never accepted, so it may go through /call.
+		s.app.log.Info("gradio: queue/join unreachable, using /call", "base", s.app.base, "err", err)
+		s.app.useCall.Store(true)
+		return s.submitCall(ctx, dep, endpoint, data, quiet)
+	}
+	return j, err
 }
 
 func needsInfo(cfg *Config, d *Dependency, args []any) bool {
@@ -192,7 +208,8 @@ var (
 func (s *session) abort(j *Job, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.failLocked(j, err) {
+	dropped := s.dropQueuedLocked(j)
+	if s.failLocked(j, err) && !dropped {
 		s.cancelDetachedLocked(j)
 	}
 }

@@ -106,6 +106,15 @@ func (s *session) readStream(pre bool) (int, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return 0, &ProtocolError{Op: "queue/data", StatusCode: resp.StatusCode, Body: excerpt(b)}
 	}
+	var cut atomic.Bool
+	s.mu.Lock()
+	s.streamCut = func() { cut.Store(true); cancel() }
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.streamCut = nil
+		s.mu.Unlock()
+	}()
 	wd := s.watchdog(cancel)
 	defer wd.stop()
 	r := sse.NewReader(resp.Body)
@@ -119,6 +128,13 @@ func (s *session) readStream(pre bool) (int, error) {
 				return n, nil
 			}
 			if s.ctx.Err() != nil {
+				return n, nil
+			}
+			if cut.Load() {
+				// failDropping hung up: the app forgot the session's queue.
+				s.mu.Lock()
+				s.knownQueue = false
+				s.mu.Unlock()
 				return n, nil
 			}
 			if wd.fired.Load() {

@@ -186,9 +186,13 @@ func skipQueue(cfg *Config, d *Dependency) bool {
 
 // submitWS runs a call on a Gradio 3 app.
 func (s *session) submitWS(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
-	for _, v := range data {
+	for i, v := range data {
 		if hasFileData(v) {
-			return nil, &ArgumentError{Endpoint: endpoint, Msg: "file arguments are not supported for Gradio 3 apps"}
+			n, err := legacyFiles(endpoint, v)
+			if err != nil {
+				return nil, err
+			}
+			data[i] = n
 		}
 	}
 	a := s.app
@@ -349,7 +353,7 @@ func (s *session) runPredict(ctx context.Context, j *Job, data []any) {
 	case perr != nil:
 		s.fail(j, &ProtocolError{Op: "run/predict", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: perr})
 	case out.isError():
-		s.fail(j, out.appError(nil))
+		s.fail(j, s.appErr(out, nil))
 	case resp.StatusCode != http.StatusOK || out.Data == nil:
 		s.fail(j, &ProtocolError{Op: "run/predict", StatusCode: resp.StatusCode, Body: excerpt(rb)})
 	default:

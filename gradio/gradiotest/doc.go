@@ -114,7 +114,8 @@
 // choose the address).
 //
 // [Server.Executions] counts handler starts per api_name (a call refused at
-// join, or cancelled while queued, never starts); [Server.Requests] counts
+// join never starts; one cancelled while queued does start later, as on real
+// Gradio, unless its session's stream was dropped first); [Server.Requests] counts
 // requests per route ("config", "info", "queue/join", "queue/data", "call",
 // "upload", ...) before faults apply, so tests can tell how many connects a
 // client made. [Server.Snapshot] returns both with the queue state.
@@ -185,6 +186,15 @@
 //     than 200 wait.
 //   - /cancel stops every running job of that session and fn_index, as
 //     Gradio does, but only the named event gets the synthetic completion.
+//     Like Gradio 4.x-5.x (measured on 5.49.1), it leaves a queued event
+//     in the queue: it runs when its turn comes, for nobody; dropping the
+//     session's data stream is what removes a session's queued events.
+//     In Gradio6 mode it removes the event, as Gradio 6.25.0 does.
+//   - A dropped data stream removes the session's queued events at once in
+//     every mode. Real Gradio 6.25.0 notices the drop only at its next 10 s
+//     poll, and real 4.20.1 (sse_v2) never removes them (its clean-up
+//     follows a yield that fails); the client does not rely on either
+//     (docs/COMPATIBILITY.md).
 //   - The 4.x shapes follow the 4.8, 4.16 and 4.20 captures; 4.21 and 4.44
 //     details not captured (e.g. log fields) use the nearest known shape.
 //   - Not implemented: upload_progress, component_server, queue/status,

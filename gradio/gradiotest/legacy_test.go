@@ -112,8 +112,14 @@ func TestLegacyModes(t *testing.T) {
 
 			join(t, s, "e", 4, "boom")
 			recs = stream(t, s.URL+"/queue/data?session_hash=e")
-			if got := string(field(t, recs[2].data, "output")); got != `{"error": "deliberate failure for input 'boom'"}` {
-				t.Errorf("error output %s", got)
+			// str(gr.Error) is repr(message) in Gradio 4 (the 4.8-4.20
+			// captures, real 4.44.1); 4.44 adds duration and visible.
+			wantErr := `{"error": "\"deliberate failure for input 'boom'\""}`
+			if c.mode == gradiotest.Gradio4SSEv3 {
+				wantErr = `{"error": "\"deliberate failure for input 'boom'\"", "duration": 10, "visible": true}`
+			}
+			if got := string(field(t, recs[2].data, "output")); got != wantErr {
+				t.Errorf("error output %s, want %s", got, wantErr)
 			}
 		})
 	}

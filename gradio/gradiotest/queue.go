@@ -670,10 +670,15 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		}
 		target := ev.id == body.EventID
 		sameFn := body.FnIndex != nil && ev.fnIndex == *body.FnIndex
+		// Like Gradio 4.x-5.x (routes.py cancel_event), only running tasks
+		// are cancelled: a queued event stays in the queue and runs later,
+		// with nobody waiting for it, unless its session's stream is dropped
+		// first (dropSessionLocked). Gradio 6 also removes it from the
+		// queue (remove_from_queue; measured on 6.25.0).
 		if ev.status == statusRunning && (sameFn || target) {
 			ev.kill()
 		}
-		if target && ev.status == statusQueued {
+		if target && ev.status == statusQueued && s.Mode == Gradio6 {
 			ev.group.remove(ev)
 			ev.status = statusDone
 			delete(s.events, ev.id)

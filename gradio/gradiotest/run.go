@@ -297,7 +297,13 @@ func (s *Server) errorPayload(err error) (obj, any) {
 			d = 10
 		}
 		if s.Mode.major() < 5 {
-			return obj{{"error", ge.Message}}, nil
+			// Gradio 4 sends str(error), which is repr(message), and from
+			// 4.44 (measured; not in the 4.8-4.20 captures) duration and
+			// visible too.
+			if s.Mode == Gradio4SSEv3 {
+				return obj{{"error", pyRepr(ge.Message)}, {"duration", d}, {"visible", !ge.Hidden}}, nil
+			}
+			return obj{{"error", pyRepr(ge.Message)}}, nil
 		}
 		return obj{{"error", ge.Message}, {"duration", d}, {"visible", !ge.Hidden}, {"title", title}}, title
 	}
@@ -340,4 +346,34 @@ func (s *Server) finishEvent(ev *event) {
 		delete(s.events, ev.id)
 	}
 	s.dispatchLocked(g)
+}
+
+// pyRepr is Python's repr of a str: single quotes unless the text has a
+// single quote and no double quote, with backslash escapes.
+func pyRepr(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
 }

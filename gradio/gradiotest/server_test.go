@@ -398,11 +398,14 @@ func TestCancelQueued(t *testing.T) {
 	if got := msgs(recs); !slices.Equal(got, []string{"estimation", "process_completed", "close_stream"}) {
 		t.Errorf("queued cancel messages %v", got)
 	}
+	if started.Load() != 1 {
+		t.Errorf("the queued event started while the first runs")
+	}
+	// Real Gradio (4.x-6.x; measured on 5.49.1) does not take a cancelled
+	// event out of its queue: it runs once the slot frees, for nobody.
 	postJSON(t, api(s)+"/cancel", map[string]any{"session_hash": "q1", "fn_index": 0, "event_id": first}, nil)
 	waitFor(t, "first cancelled", func() bool { return cancelled.Load() == 1 })
-	if started.Load() != 1 {
-		t.Errorf("the cancelled queued event ran")
-	}
+	waitFor(t, "the cancelled queued event starts", func() bool { return started.Load() == 2 })
 }
 
 func TestStreamDropCancelsEvents(t *testing.T) {

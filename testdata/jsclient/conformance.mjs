@@ -421,7 +421,10 @@ async function main() {
 		}
 		assert(err, "predict(/fail) resolved; want a rejection");
 		assert(err instanceof Error, `rejection is not an Error: ${JSON.stringify(err)}`);
-		eq(err.message, "deliberate failure for input 'boom'", "error message");
+		// Gradio 4 sends str(gr.Error), which is repr(message): Python
+		// quotes included (real 4.44.1 and the 4.x captures); 5+ the message.
+		const msg = "deliberate failure for input 'boom'";
+		eq(err.message, String(app.config.version).startsWith("4.") ? `"${msg}"` : msg, "error message");
 		eq(err.title, "Error", "error title");
 		eq(err.stage, "error", "error stage");
 		return { message: err.message, title: err.title, duration: err.duration, visible: err.visible };
@@ -461,7 +464,7 @@ async function main() {
 		// close race, PROTOCOL.md section 4.8), a client bug this check is not about.
 		const mclient = await connect();
 		try {
-			const long = mclient.submit("/slow", [600]);
+			const long = mclient.submit("/slow", [LONG]);
 			await waitStarted(long);
 			const words = ["x", "yy", "zzz", "wwww"];
 			const rs = await Promise.all(words.map((w) => mclient.predict("/upper", [w])));
@@ -478,7 +481,7 @@ async function main() {
 		const cclient = await connect();
 		try {
 			const before = opts.sim ? await simState() : null;
-			const job = cclient.submit("/slow", [600]);
+			const job = cclient.submit("/slow", [LONG]);
 			await waitStarted(job);
 			let during = null;
 			if (opts.sim) {
@@ -511,15 +514,21 @@ async function main() {
 
 	await check("cancel/queued_job", async () => {
 		// slow has Gradio's default concurrency_limit of 1: a second slow job
-		// waits in the queue; cancelling it ends it and it never runs.
+		// waits in the queue; cancelling it ends it for the client. Real
+		// Gradio (4.x-6.x) answers the /cancel of a queued event but keeps
+		// the event queued: it runs once the slot frees, for nobody, unless
+		// the session's stream was dropped first, which @gradio/client 2.7.0
+		// does not do (it reads the synthetic completion and close_stream).
+		// So the queued job here is short (QUEUED_SECONDS), and the check
+		// waits for the app to be idle again before the next one.
 		const sticky = opts.stickyHeader ? { ...EVENTS, headers: opts.stickyHeader } : EVENTS;
 		const a = await connect(opts.url, sticky);
 		const b = await connect(opts.url, sticky);
 		try {
 			const before = opts.sim ? await simState() : null;
-			const running = a.submit("/slow", [600]);
+			const running = a.submit("/slow", [LONG]);
 			await waitStarted(running);
-			const queued = b.submit("/slow", [600]);
+			const queued = b.submit("/slow", [QUEUED_SECONDS]);
 			// wait for its first estimation (it is in the queue)
 			const seen = [];
 			for (;;) {
@@ -536,11 +545,18 @@ async function main() {
 			assert(!rest.some((e) => e.type === "status" && e.original_msg === "process_starts"), "cancelled queued job started");
 			await running.cancel();
 			await collect(running);
-			let server = "not checked (not the simulator)";
+			let server;
 			if (opts.sim) {
 				const after = await waitIdle();
-				eq((after.executions.slow ?? 0) - (before.executions.slow ?? 0), 1, "slow handler starts (the queued one must never start)");
+				// Gradio 6 takes a cancelled event out of its queue (6.25.0).
+				const v6 = String(app.config.version).startsWith("6.");
+				eq((after.executions.slow ?? 0) - (before.executions.slow ?? 0), v6 ? 1 : 2, v6 ? "slow handler starts (the cancelled queued job must never start on Gradio 6)" : "slow handler starts (the running job, then the cancelled queued one, as on real Gradio 4/5)");
 				server = { slow_starts: after.executions.slow - (before.executions.slow ?? 0) };
+			} else {
+				// A probe call waits behind the cancelled job if the app kept it.
+				const t0 = Date.now();
+				await app.predict("/slow", [0.01]);
+				server = { probe_ms: Date.now() - t0, cancelled_queued_job_ran: Date.now() - t0 >= QUEUED_SECONDS * 500 };
 			}
 			return { seen, stages_after_cancel: stages, server };
 		} finally {
@@ -643,6 +659,14 @@ async function main() {
 
 	app.close();
 }
+
+// LONG is the duration of the slow calls the checks cancel while they run.
+// A real Gradio app frees the endpoint at once on /cancel but its worker
+// thread sleeps on, so against real apps it is kept short.
+const LONG = opts.sim ? 600 : 30;
+// QUEUED_SECONDS is the slow call cancelled while queued: real Gradio runs
+// it anyway (see cancel/queued_job), so it must end soon.
+const QUEUED_SECONDS = 2;
 
 // waitIdle polls the simulator until no job runs. It only ends early; the
 // caller's hang guard bounds it.
@@ -818,6 +842,7 @@ async function recordWire() {
 		client = await connect(proxyURL);
 		await client.view_api();
 		const p = async (ep, args) => {
+			process.stderr.write(`wire/record: predict ${ep}\n`);
 			try {
 				return { ok: true, data: (await client.predict(ep, args)).data };
 			} catch (e) {

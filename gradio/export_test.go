@@ -1,0 +1,4 @@
+package gradio
+
+// HangUpDropsQueued exposes hangUpDropsQueued to the external tests.
+var HangUpDropsQueued = hangUpDropsQueued
