@@ -180,8 +180,11 @@ func (c *Client) BaseURL() string { return c.app.base }
 // URLs other than *.hf.space, where it is the subdomain).
 func (c *Client) SpaceID() string { return c.app.spaceID }
 
-// Config returns the app's config as fetched by Connect. Do not modify it.
-func (c *Client) Config() *Config { return c.app.cfg }
+// Config returns the app's config as fetched by Connect, with the
+// components and dependencies that gr.render functions called in this
+// Client's session created merged in (each NewSession starts from the
+// app's own config). Do not modify it.
+func (c *Client) Config() *Config { return c.sess.config() }
 
 // APIInfo returns the app's /info, fetching it on first use.
 func (c *Client) APIInfo(ctx context.Context) (*APIInfo, error) { return c.app.apiInfo(ctx) }

@@ -89,7 +89,12 @@ type Dependency struct {
 	Queue      *bool
 	Generator  bool   // types.generator
 	Connection string // "sse" or "stream"
-	Raw        json.RawMessage
+	// RenderedIn is the render id of the gr.render function that created
+	// this dependency (0 when it is part of the app's own config), and
+	// RenderID the render id this dependency itself renders (0 when it is
+	// not a gr.render function).
+	RenderedIn, RenderID int
+	Raw                  json.RawMessage
 }
 
 type rawConfig struct {
@@ -122,6 +127,8 @@ type rawDependency struct {
 		Generator bool `json:"generator"`
 	} `json:"types"`
 	Connection string `json:"connection"`
+	RenderedIn *int   `json:"rendered_in"`
+	RenderID   *int   `json:"render_id"`
 }
 
 // ParseConfig parses a /config body of any Gradio version from 3.x to 6.x.
@@ -194,6 +201,12 @@ func ParseConfig(b []byte) (*Config, error) {
 			Queue:      rd.Queue,
 			Generator:  rd.Types.Generator,
 			Connection: rd.Connection,
+		}
+		if rd.RenderedIn != nil {
+			dep.RenderedIn = *rd.RenderedIn
+		}
+		if rd.RenderID != nil {
+			dep.RenderID = *rd.RenderID
 		}
 		if rd.ID != nil {
 			dep.FnIndex = *rd.ID

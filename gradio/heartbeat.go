@@ -15,7 +15,7 @@ func (s *session) startHeartbeatLocked() {
 	if s.hbOn {
 		return
 	}
-	set, cfg := s.app.set, s.app.cfg
+	set, cfg := s.app.set, s.config()
 	want := set.heartbeat == 1 || (set.heartbeat == 0 && cfg.ConnectHeartbeat)
 	if !want || cfg.Protocol != ProtocolSSEv3 {
 		return

@@ -446,6 +446,9 @@ func (j *Job) handle(m *message) {
 			j.s.failLocked(j, ErrCanceled)
 			return
 		}
+		// Merge before the job finishes: a caller that calls a rendered
+		// endpoint right after Predict returns must find it.
+		j.s.applyRenderLocked(m.Output)
 		j.s.completeLocked(j, j.s.dropState(j.dep, out.Data))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,10 @@ type session struct {
 	// failDropping); nil when no stream is open.
 	streamCut func()
 	cutAt     time.Time // when streamCut was last used
+
+	// rendered is the app's config with what gr.render functions created
+	// in this session merged in (render.go); nil until the first one.
+	rendered atomic.Pointer[Config]
 }
 
 func newSession(a *app) *session {
@@ -120,7 +125,7 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cfg := s.app.cfg
+	cfg := s.config()
 	dep, err := cfg.Endpoint(endpoint)
 	if err != nil {
 		return nil, err
@@ -248,7 +253,7 @@ func (j *Job) key() string {
 // updates), as the Python client does, when the data has one value per
 // output.
 func (s *session) dropState(d *Dependency, data []json.RawMessage) []json.RawMessage {
-	cfg := s.app.cfg
+	cfg := s.config()
 	if len(data) != len(d.Outputs) {
 		return data
 	}

@@ -143,21 +143,51 @@ func (s *Server) buildComponents() {
 	s.tabsID = next
 }
 
+// rendered is what one gr.render function's render_config carries.
+type rendered struct {
+	comps, deps []obj
+	tabs        []obj
+}
+
 func (s *Server) componentsJSON() ([]obj, obj, []obj) {
+	comps, layout, deps, _ := s.componentsAndRenders()
+	return comps, layout, deps
+}
+
+// componentsAndRenders builds config's components, layout and
+// dependencies, and apart from them those of rendered endpoints, by
+// render id.
+func (s *Server) componentsAndRenders() ([]obj, obj, []obj, map[int]*rendered) {
 	var comps []obj
 	var tabs []obj
 	var deps []obj
+	renders := map[int]*rendered{}
 	v5 := s.Mode.major() >= 5
+	dstComps, dstTabs, dstDeps := &comps, &tabs, &deps
+	renderedIn := 0
 	add := func(id int, typ string, props obj, skip bool, extra ...field) {
+		if renderedIn != 0 {
+			props = props.set("rendered_in", renderedIn)
+		}
 		o := obj{{"id", id}, {"type", typ}, {"props", props}, {"skip_api", skip}, {"component_class_id", classIDFor(typ)}}
 		if v5 {
 			o = o.set("key", nil)
 		}
-		comps = append(comps, append(o, extra...))
+		*dstComps = append(*dstComps, append(o, extra...))
 	}
 	for i, ep := range s.app.Endpoints {
 		tl := s.tabs[i]
 		ids := s.compIDs[i]
+		renderedIn = ep.RenderedIn
+		dstComps, dstTabs, dstDeps = &comps, &tabs, &deps
+		if renderedIn != 0 {
+			r := renders[renderedIn]
+			if r == nil {
+				r = &rendered{}
+				renders[renderedIn] = r
+			}
+			dstComps, dstTabs, dstDeps = &r.comps, &r.tabs, &r.deps
+		}
 		add(tl.tab, "tabitem", pk(v5, obj{{"label", or(ep.TabLabel, ep.APIName)}, {"visible", true}, {"interactive", true}}, nil).set("render_children", false).set("name", tabName(v5)), true)
 		seen := map[int]bool{}
 		for j, list := range [][]Component{ep.Inputs, ep.Outputs} {
@@ -198,7 +228,7 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 			children = append(children, obj{{"id", id}})
 		}
 		children = append(children, obj{{"id", tl.button}})
-		tabs = append(tabs, obj{{"id", tl.tab}, {"children", children}})
+		*dstTabs = append(*dstTabs, obj{{"id", tl.tab}, {"children", children}})
 
 		var apiName any = ep.APIName
 		if ep.Private && s.Mode.major() == 5 {
@@ -234,11 +264,19 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 			dep = dep.set("show_api", !ep.Private)
 		}
 		if v5 {
-			dep = dep.set("rendered_in", nil).set("render_id", nil).set("connection", "sse").set("time_limit", nil).
+			var in, rid any
+			if ep.RenderedIn != 0 {
+				in = ep.RenderedIn
+			}
+			if ep.Renders != 0 {
+				rid = ep.Renders
+			}
+			dep = dep.set("rendered_in", in).set("render_id", rid).set("connection", "sse").set("time_limit", nil).
 				set("stream_every", 0.5).set("like_user_message", false).set("event_specific_args", nil).set("js_implementation", nil)
 		}
-		deps = append(deps, dep)
+		*dstDeps = append(*dstDeps, dep)
 	}
+	renderedIn = 0
 	tabsComp := obj{{"id", s.tabsID}, {"type", "tabs"}, {"props", pk(v5, obj{{"visible", true}}, nil).set("name", "tabs")}, {"skip_api", true}, {"component_class_id", classIDFor("tabs")}}
 	if v5 {
 		tabsComp = tabsComp.set("key", nil)
@@ -246,7 +284,29 @@ func (s *Server) componentsJSON() ([]obj, obj, []obj) {
 	comps = append(comps, tabsComp)
 	slices.SortStableFunc(comps, func(a, b obj) int { return a[0].v.(int) - b[0].v.(int) })
 	layout := obj{{"id", 0}, {"children", []obj{{{"id", s.tabsID}, {"children", tabs}}}}}
-	return comps, layout, deps
+	return comps, layout, deps, renders
+}
+
+// renderConfig is the render_config of endpoint ep's completion: nil
+// unless ep is a gr.render function.
+func (s *Server) renderConfig(ep *Endpoint) any {
+	if ep == nil || ep.Renders == 0 {
+		return nil
+	}
+	_, _, _, renders := s.componentsAndRenders()
+	r := renders[ep.Renders]
+	if r == nil {
+		r = &rendered{}
+	}
+	comps, deps := r.comps, r.deps
+	if comps == nil {
+		comps = []obj{}
+	}
+	if deps == nil {
+		deps = []obj{}
+	}
+	return obj{{"components", comps}, {"dependencies", deps},
+		{"layout", obj{{"id", ep.Renders}, {"children", r.tabs}}}, {"render_id", ep.Renders}}
 }
 
 func or(a, b string) string {
@@ -440,7 +500,7 @@ func (s *Server) info() obj {
 	named := obj{}
 	m := s.Mode
 	for _, ep := range s.app.Endpoints {
-		if ep.Private {
+		if ep.Private || ep.RenderedIn != 0 {
 			continue
 		}
 		var params, returns []obj

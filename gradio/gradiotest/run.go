@@ -252,7 +252,11 @@ func (s *Server) outputObj(ev *event, data []any, generating bool, dur float64) 
 	s.mu.Unlock()
 	o := obj{{"data", data}, {"is_generating", generating}, {"duration", dur}, {"average_duration", avg}}
 	if s.Mode.major() >= 5 {
-		o = o.set("render_config", nil).set("changed_state_ids", []any{})
+		var rc any
+		if !generating {
+			rc = s.renderConfig(ev.ep)
+		}
+		o = o.set("render_config", rc).set("changed_state_ids", []any{})
 	}
 	if s.Mode == Gradio6 {
 		o = o.set("used_cache", nil)
