@@ -90,10 +90,10 @@ type Dependency struct {
 	Generator  bool   // types.generator
 	Connection string // "sse" or "stream"
 	// RenderedIn is the render id of the gr.render function that created
-	// this dependency (0 when it is part of the app's own config), and
-	// RenderID the render id this dependency itself renders (0 when it is
-	// not a gr.render function).
-	RenderedIn, RenderID int
+	// this dependency (nil when it is part of the app's own config), and
+	// RenderID the render id this dependency itself renders (nil when it
+	// is not a gr.render function). Render ids start at 0.
+	RenderedIn, RenderID *int
 	Raw                  json.RawMessage
 }
 
@@ -202,12 +202,7 @@ func ParseConfig(b []byte) (*Config, error) {
 			Generator:  rd.Types.Generator,
 			Connection: rd.Connection,
 		}
-		if rd.RenderedIn != nil {
-			dep.RenderedIn = *rd.RenderedIn
-		}
-		if rd.RenderID != nil {
-			dep.RenderID = *rd.RenderID
-		}
+		dep.RenderedIn, dep.RenderID = rd.RenderedIn, rd.RenderID
 		if rd.ID != nil {
 			dep.FnIndex = *rd.ID
 		}

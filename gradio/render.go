@@ -8,7 +8,8 @@ import (
 
 // gr.render (Gradio 4.3x+): a render function's process_completed carries
 // output.render_config, {components, dependencies, layout, render_id}: the
-// blocks the function just created. Gradio keeps them in the caller's
+// blocks the function just created (real 5.49.1 also sends "page"; render
+// ids start at 0). Gradio keeps them in the caller's
 // session, so the client merges them into that session's view of the
 // config, as the JS client's handle_render_config does: the components and
 // dependencies of an earlier run of the same render id are dropped, the new
@@ -50,15 +51,12 @@ func parseRenderConfig(rawOutput json.RawMessage) (*renderConfig, error) {
 	return &renderConfig{id: *head.RenderID, cfg: cfg}, nil
 }
 
-// renderedIn returns props.rendered_in of a component, or 0.
-func (c *Component) renderedIn() int {
+// renderedIn reports whether props.rendered_in of a component is id.
+func (c *Component) renderedIn(id int) bool {
 	var p struct {
 		RenderedIn *int `json:"rendered_in"`
 	}
-	if json.Unmarshal(c.Props, &p) == nil && p.RenderedIn != nil {
-		return *p.RenderedIn
-	}
-	return 0
+	return json.Unmarshal(c.Props, &p) == nil && p.RenderedIn != nil && *p.RenderedIn == id
 }
 
 // mergeRender returns a copy of base with rc merged in; base is not
@@ -67,14 +65,16 @@ func mergeRender(base *Config, rc *renderConfig) *Config {
 	c := *base
 	c.Components = make([]Component, 0, len(base.Components)+len(rc.cfg.Components))
 	for _, comp := range base.Components {
-		if comp.renderedIn() != rc.id {
+		// Real 5.49.1 leaves props.rendered_in unset and sends the same
+		// component ids again on a re-render: the new ones replace them.
+		if !comp.renderedIn(rc.id) && rc.cfg.Component(comp.ID) == nil {
 			c.Components = append(c.Components, comp)
 		}
 	}
 	c.Components = append(c.Components, rc.cfg.Components...)
 	c.Dependencies = make([]Dependency, 0, len(base.Dependencies)+len(rc.cfg.Dependencies))
 	for _, d := range base.Dependencies {
-		if d.RenderedIn != rc.id {
+		if d.RenderedIn == nil || *d.RenderedIn != rc.id {
 			c.Dependencies = append(c.Dependencies, d)
 		}
 	}

@@ -44,8 +44,24 @@ func TestMergeRenderReplacesByRenderID(t *testing.T) {
 	if second.Component(10) != nil || second.Component(12) == nil {
 		t.Error("a re-render did not replace the previous run's components")
 	}
-	other := merge(second, out(`{"render_id":4,"layout":{},"components":[],
-		"dependencies":[{"id":7,"api_name":"c","inputs":[],"outputs":[],"rendered_in":4}]}`))
+	// Real 5.49.1's shape: render id 0, props without rendered_in, the
+	// same component id sent again.
+	other := merge(second, out(`{"render_id":0,"page":"","layout":{},"components":[{"id":12,"type":"textbox","props":{"label":"new"}}],
+		"dependencies":[{"id":7,"api_name":"c","inputs":[12],"outputs":[12],"rendered_in":0}]}`))
+	other = merge(other, out(`{"render_id":0,"page":"","layout":{},"components":[{"id":12,"type":"textbox","props":{"label":"newer"}}],
+		"dependencies":[{"id":7,"api_name":"c","inputs":[12],"outputs":[12],"rendered_in":0}]}`))
+	n := 0
+	for _, c := range other.Components {
+		if c.ID == 12 {
+			n++
+		}
+	}
+	if n != 1 || other.Component(12).Label() != "newer" {
+		t.Errorf("component 12 is there %d times, label %q; want once, the newest", n, other.Component(12).Label())
+	}
+	if countDeps(other, "c") != 1 {
+		t.Errorf("render id 0 re-rendered: %d c dependencies, want 1", countDeps(other, "c"))
+	}
 	for _, name := range []string{"show", "b", "c"} {
 		if _, err := other.Endpoint(name); err != nil {
 			t.Errorf("%s after a second render id: %v", name, err)
@@ -62,4 +78,14 @@ func TestMergeRenderReplacesByRenderID(t *testing.T) {
 			t.Errorf("render_config %s accepted", bad)
 		}
 	}
+}
+
+func countDeps(c *Config, name string) int {
+	n := 0
+	for _, d := range c.Dependencies {
+		if d.APIName == name {
+			n++
+		}
+	}
+	return n
 }

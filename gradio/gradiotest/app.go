@@ -234,17 +234,17 @@ type Endpoint struct {
 	// Private hides the endpoint from /info (api_name false / api_visibility
 	// "private"); it can still be called by fn_index.
 	Private bool
-	// Renders, when not zero, makes this a gr.render function (Gradio 5+
-	// modes): its process_completed carries a render_config with the
-	// components and dependencies of the endpoints whose RenderedIn equals
-	// it.
-	Renders int
-	// RenderedIn, when not zero, keeps the endpoint out of /config and
-	// /info: it appears only in the render_config of the endpoint whose
-	// Renders equals it. The simulator accepts its calls from any session
-	// (real Gradio keeps rendered dependencies per session; a deliberate
+	// Renders, when set, makes this a gr.render function with that render
+	// id (Gradio 5+ modes; real ids start at 0): its process_completed
+	// carries a render_config with the components and dependencies of the
+	// endpoints whose RenderedIn equals it.
+	Renders *int
+	// RenderedIn, when set, keeps the endpoint out of /config and /info:
+	// it appears only in the render_config of the endpoint whose Renders
+	// equals it. The simulator accepts its calls from any session (real
+	// Gradio keeps rendered dependencies per session; a deliberate
 	// simplification).
-	RenderedIn int
+	RenderedIn *int
 }
 
 // App is a simulated Gradio app: its endpoints in fn_index order. Build it

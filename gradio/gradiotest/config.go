@@ -164,10 +164,10 @@ func (s *Server) componentsAndRenders() ([]obj, obj, []obj, map[int]*rendered) {
 	renders := map[int]*rendered{}
 	v5 := s.Mode.major() >= 5
 	dstComps, dstTabs, dstDeps := &comps, &tabs, &deps
-	renderedIn := 0
+	var renderedIn *int
 	add := func(id int, typ string, props obj, skip bool, extra ...field) {
-		if renderedIn != 0 {
-			props = props.set("rendered_in", renderedIn)
+		if renderedIn != nil {
+			props = props.set("rendered_in", *renderedIn)
 		}
 		o := obj{{"id", id}, {"type", typ}, {"props", props}, {"skip_api", skip}, {"component_class_id", classIDFor(typ)}}
 		if v5 {
@@ -180,11 +180,11 @@ func (s *Server) componentsAndRenders() ([]obj, obj, []obj, map[int]*rendered) {
 		ids := s.compIDs[i]
 		renderedIn = ep.RenderedIn
 		dstComps, dstTabs, dstDeps = &comps, &tabs, &deps
-		if renderedIn != 0 {
-			r := renders[renderedIn]
+		if renderedIn != nil {
+			r := renders[*renderedIn]
 			if r == nil {
 				r = &rendered{}
-				renders[renderedIn] = r
+				renders[*renderedIn] = r
 			}
 			dstComps, dstTabs, dstDeps = &r.comps, &r.tabs, &r.deps
 		}
@@ -265,18 +265,18 @@ func (s *Server) componentsAndRenders() ([]obj, obj, []obj, map[int]*rendered) {
 		}
 		if v5 {
 			var in, rid any
-			if ep.RenderedIn != 0 {
-				in = ep.RenderedIn
+			if ep.RenderedIn != nil {
+				in = *ep.RenderedIn
 			}
-			if ep.Renders != 0 {
-				rid = ep.Renders
+			if ep.Renders != nil {
+				rid = *ep.Renders
 			}
 			dep = dep.set("rendered_in", in).set("render_id", rid).set("connection", "sse").set("time_limit", nil).
 				set("stream_every", 0.5).set("like_user_message", false).set("event_specific_args", nil).set("js_implementation", nil)
 		}
 		*dstDeps = append(*dstDeps, dep)
 	}
-	renderedIn = 0
+	renderedIn = nil
 	tabsComp := obj{{"id", s.tabsID}, {"type", "tabs"}, {"props", pk(v5, obj{{"visible", true}}, nil).set("name", "tabs")}, {"skip_api", true}, {"component_class_id", classIDFor("tabs")}}
 	if v5 {
 		tabsComp = tabsComp.set("key", nil)
@@ -290,11 +290,12 @@ func (s *Server) componentsAndRenders() ([]obj, obj, []obj, map[int]*rendered) {
 // renderConfig is the render_config of endpoint ep's completion: nil
 // unless ep is a gr.render function.
 func (s *Server) renderConfig(ep *Endpoint) any {
-	if ep == nil || ep.Renders == 0 {
+	if ep == nil || ep.Renders == nil {
 		return nil
 	}
+	id := *ep.Renders
 	_, _, _, renders := s.componentsAndRenders()
-	r := renders[ep.Renders]
+	r := renders[id]
 	if r == nil {
 		r = &rendered{}
 	}
@@ -306,7 +307,7 @@ func (s *Server) renderConfig(ep *Endpoint) any {
 		deps = []obj{}
 	}
 	return obj{{"components", comps}, {"dependencies", deps},
-		{"layout", obj{{"id", ep.Renders}, {"children", r.tabs}}}, {"render_id", ep.Renders}}
+		{"layout", obj{{"id", id}, {"children", r.tabs}}}, {"render_id", id}}
 }
 
 func or(a, b string) string {
@@ -500,7 +501,7 @@ func (s *Server) info() obj {
 	named := obj{}
 	m := s.Mode
 	for _, ep := range s.app.Endpoints {
-		if ep.Private || ep.RenderedIn != 0 {
+		if ep.Private || ep.RenderedIn != nil {
 			continue
 		}
 		var params, returns []obj
