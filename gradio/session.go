@@ -130,15 +130,7 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	if err != nil {
 		return nil, err
 	}
-	var info *EndpointInfo
-	if needsInfo(cfg, dep, args) || s.app.set.oauthToken != "" {
-		ai, err := s.app.apiInfo(ctx)
-		if err != nil {
-			return nil, err
-		}
-		info = ai.Endpoint(dep)
-	}
-	data, err := buildData(cfg, dep, endpoint, info, args)
+	data, info, err := s.buildArgs(ctx, cfg, dep, endpoint, args)
 	if err != nil {
 		return nil, err
 	}
@@ -146,18 +138,6 @@ func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet
 	if tok := s.app.set.oauthToken; tok != "" && info != nil && info.OAuthToken != "" {
 		t := tok.reveal()
 		oauth = &t
-	}
-	for i, v := range data {
-		if v == nil {
-			continue
-		}
-		n, changed, err := s.prepareArgs(ctx, endpoint, v)
-		if err != nil {
-			return nil, err
-		}
-		if changed {
-			data[i] = n
-		}
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -274,4 +254,35 @@ func (s *session) dropState(d *Dependency, data []json.RawMessage) []json.RawMes
 		}
 	}
 	return out
+}
+
+// buildArgs turns a call's arguments into the data array of dep: keyword
+// arguments and defaults resolved (through /info when needed), files
+// uploaded. info is nil when /info was not needed.
+func (s *session) buildArgs(ctx context.Context, cfg *Config, dep *Dependency, endpoint string, args []any) ([]any, *EndpointInfo, error) {
+	var info *EndpointInfo
+	if needsInfo(cfg, dep, args) || s.app.set.oauthToken != "" {
+		ai, err := s.app.apiInfo(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		info = ai.Endpoint(dep)
+	}
+	data, err := buildData(cfg, dep, endpoint, info, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, v := range data {
+		if v == nil {
+			continue
+		}
+		n, changed, err := s.prepareArgs(ctx, endpoint, v)
+		if err != nil {
+			return nil, nil, err
+		}
+		if changed {
+			data[i] = n
+		}
+	}
+	return data, info, nil
 }

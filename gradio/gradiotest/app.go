@@ -245,6 +245,9 @@ type Endpoint struct {
 	// Gradio keeps rendered dependencies per session; a deliberate
 	// simplification).
 	RenderedIn *int
+	// Stream makes this a streaming-input event (connection "stream",
+	// Gradio 5+ modes; Handler only): see streaming.go.
+	Stream bool
 }
 
 // App is a simulated Gradio app: its endpoints in fn_index order. Build it

@@ -271,7 +271,11 @@ func (s *Server) componentsAndRenders() ([]obj, obj, []obj, map[int]*rendered) {
 			if ep.Renders != nil {
 				rid = *ep.Renders
 			}
-			dep = dep.set("rendered_in", in).set("render_id", rid).set("connection", "sse").set("time_limit", nil).
+			conn := "sse"
+			if ep.Stream {
+				conn = "stream"
+			}
+			dep = dep.set("rendered_in", in).set("render_id", rid).set("connection", conn).set("time_limit", nil).
 				set("stream_every", 0.5).set("like_user_message", false).set("event_specific_args", nil).set("js_implementation", nil)
 		}
 		*dstDeps = append(*dstDeps, dep)

@@ -18,6 +18,7 @@ const (
 	msgProgress   = "progress"
 	msgLog        = "log"
 	msgGenerating = "process_generating"
+	// msgStreaming is in streaming.go
 	msgCompleted  = "process_completed"
 	msgSendData   = "send_data"
 	msgHeartbeat  = "heartbeat"
@@ -79,6 +80,7 @@ type event struct {
 	simple  bool // /call: full values, never diffs
 	v0      bool // sse v0: data arrives after send_data
 	v0data  chan []json.RawMessage
+	stream  *inputStream // streaming inputs; see streaming.go
 	status  int
 	alive   bool
 	ctx     context.Context

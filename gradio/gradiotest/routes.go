@@ -63,6 +63,11 @@ func (s *Server) buildRoutes() *routeTable {
 	if s.Mode.atLeast(protoV3) {
 		t.exact["cancel"] = postOr404(s.handleCancel)
 		t.prefixed = append(t.prefixed, prefixRoute{"heartbeat/", s.handleHeartbeat})
+		if s.Mode.major() >= 5 {
+			t.prefixed = append(t.prefixed, prefixRoute{"stream/", func(w http.ResponseWriter, r *http.Request, tail string) {
+				s.protect(w, r, func(w http.ResponseWriter, r *http.Request) { s.handleStream(w, r, tail) })
+			}})
+		}
 	}
 	if s.Mode.atLeast(protoV2) {
 		t.prefixed = append(t.prefixed, prefixRoute{"call/", func(w http.ResponseWriter, r *http.Request, tail string) {

@@ -60,6 +60,10 @@ func (s *Server) runEvent(ev *event) {
 		s.runGenerator(ev, call)
 		return
 	}
+	if ev.ep.Stream && s.Mode.major() >= 5 {
+		s.runStreaming(ev, call)
+		return
+	}
 	outs, err := safeHandler(ev.ctx, ev.ep.Handler, call)
 	if ev.ctx.Err() != nil {
 		return // cancelled or dropped: nothing more is sent
