@@ -108,6 +108,16 @@
 // stream (Gradio 4.20+; before 6.0 without gr.State between calls and
 // without gr.Error messages, Gradio's limits).
 //
+// # gr.render and streaming inputs
+//
+// A call whose completion carries a render_config (gr.render, Gradio
+// 4.31+) merges the rendered components and dependencies into its
+// session's view of the config (Client.Config; render.go), so the rendered
+// endpoints can then be called from that session; other sessions keep the
+// app's config, as the server does. A streaming-input event (Gradio 5+,
+// connection "stream") is started with Submit and fed with Job.SendChunk
+// until Job.CloseStream (stream_input.go).
+//
 // Gradio before 5.0 sends a gr.Error's message as Python's repr (quoted);
 // the client unquotes it, so *AppError.Message is the same everywhere.
 package gradio

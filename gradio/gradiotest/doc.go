@@ -29,6 +29,12 @@
 // [ChatApp] streams an OpenAI-style message list (nested JSON diffs such as
 // ["append",[1,"content"]," word"]) and keeps the history in gr.State.
 //
+// An [Endpoint] can also be a gr.render function (Renders: its completion
+// carries a render_config with the endpoints whose RenderedIn match, which
+// /config and /info leave out) or a streaming-input event (Stream: the
+// handler runs on the join's data and on each chunk POSTed to
+// stream/{event_id}, until stream/{event_id}/close), in Gradio 5/6 modes.
+//
 // Build your own with [NewApp], [App.Handle] and [App.HandleGenerator]:
 //
 //	app := gradiotest.NewApp()
