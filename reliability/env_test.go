@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/redistest"
 )
 
 // runCounter counts executions per call id, across every replica: the
@@ -53,9 +55,10 @@ func (c *runCounter) ranOf(id string) int {
 	return c.runs[id]
 }
 
-// workApp is the simulated app: "work" echoes its id after workTime (it
-// honours cancellation, as a Gradio job does) and counts its executions.
-func workApp(c *runCounter, workTime time.Duration) *gradiotest.App {
+// workApp is the simulated app of one replica: "work" echoes its id after
+// workTime (it honours cancellation, as a Gradio job does), counts its
+// executions and, in w, the calls it runs at once per gateway.
+func workApp(c *runCounter, w *witness, workTime time.Duration) *gradiotest.App {
 	a := gradiotest.NewApp()
 	a.Handle("work", func(ctx context.Context, call *gradiotest.Call) ([]any, error) {
 		id, err := call.String(0)
@@ -63,6 +66,9 @@ func workApp(c *runCounter, workTime time.Duration) *gradiotest.App {
 			return nil, err
 		}
 		c.inc(id)
+		gw := gatewayOf(id)
+		w.enter(gw)
+		defer w.leave(gw)
 		if err := call.Sleep(ctx, workTime); err != nil {
 			return nil, err
 		}
@@ -71,23 +77,96 @@ func workApp(c *runCounter, workTime time.Duration) *gradiotest.App {
 	return a
 }
 
+// gatewayOf is the gateway a call id was sent through ("c12-g1": 1).
+func gatewayOf(id string) int {
+	_, g, ok := strings.Cut(id, "-g")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(g)
+	return n
+}
+
+// witness is one replica's exact count of the calls it runs at once, in
+// total and per gateway (raised when the handler starts, lowered when it
+// returns), with the peaks since the last reset.
+type witness struct {
+	mu                 sync.Mutex
+	running, peak      int
+	perGateway, gwPeak map[int]int
+}
+
+func newWitness() *witness { return &witness{perGateway: map[int]int{}, gwPeak: map[int]int{}} }
+
+func (w *witness) enter(gw int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running++
+	w.peak = max(w.peak, w.running)
+	w.perGateway[gw]++
+	w.gwPeak[gw] = max(w.gwPeak[gw], w.perGateway[gw])
+}
+
+func (w *witness) leave(gw int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running--
+	w.perGateway[gw]--
+}
+
+// reset starts new peaks from what runs now.
+func (w *witness) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.peak = w.running
+	for gw, n := range w.perGateway {
+		w.gwPeak[gw] = n
+	}
+}
+
+// peaks is the total peak and the highest peak of one gateway.
+func (w *witness) peaks() (total, oneGateway int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.gwPeak {
+		oneGateway = max(oneGateway, p)
+	}
+	return w.peak, oneGateway
+}
+
 // replica is one simulated app and the toxiproxy in front of it.
 type replica struct {
 	sim   *gradiotest.Server
 	proxy *toxiproxy.Proxy
+	w     *witness
 }
 
-// env is one gateway over len(reps) replicas, each behind a toxiproxy.
+// env is one gateway (or several sharing a Redis) over len(reps)
+// replicas, each behind a toxiproxy.
 type env struct {
 	t      testing.TB
 	runs   *runCounter
 	reps   []*replica
-	gw     *gateway.Gateway
-	url    string
-	stop   context.CancelFunc
-	served chan error
+	gw     *gateway.Gateway // gws[0]
+	gws    []*gateway.Gateway
+	urls   []string // of gws
+	url    string   // urls[0]
+	stops  []context.CancelFunc
+	served []chan error
 	client *http.Client
 	logs   *lockedBuffer
+	redis  *redistest.Server // nil without a cluster
+	limit  int               // max_connections of each replica
+
+	// Set by a cell's fault for its check.
+	outage outageFigures
+}
+
+// outageFigures is what the "Redis down" cell measured.
+type outageFigures struct {
+	noticed            time.Duration // from stopping Redis until every gateway was local
+	peakTotal, peakOne int           // while Redis was down: one replica, all gateways / one gateway
+	restarted          time.Time
 }
 
 // lockedBuffer is the gateway's log sink. Every line is searched for the
@@ -131,6 +210,9 @@ type envConfig struct {
 	workTime     time.Duration
 	drainTimeout time.Duration
 	discardLogs  bool // keep no log lines (they are still searched)
+	// gateways > 1 needs redis: the gateways are one cluster through it.
+	gateways int
+	redis    *redistest.Server
 }
 
 // toxiServer is the in-process toxiproxy server the proxies belong to.
@@ -138,11 +220,12 @@ var toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.Ne
 
 func newEnv(t testing.TB, ec envConfig) *env {
 	t.Helper()
-	e := &env{t: t, runs: &runCounter{runs: map[string]int{}}, logs: &lockedBuffer{discard: ec.discardLogs}}
-	app := workApp(e.runs, ec.workTime)
+	e := &env{t: t, runs: &runCounter{runs: map[string]int{}}, logs: &lockedBuffer{discard: ec.discardLogs},
+		redis: ec.redis, limit: ec.maxSessions}
 	var urls []string
 	for i := range ec.replicas {
-		sim := gradiotest.NewUnstartedServer(app)
+		w := newWitness()
+		sim := gradiotest.NewUnstartedServer(workApp(e.runs, w, ec.workTime))
 		sim.DefaultConcurrencyLimit = -1
 		sim.HeartbeatInterval = time.Second
 		sim.Start()
@@ -150,7 +233,7 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		if err := px.Start(); err != nil {
 			t.Fatal(err)
 		}
-		e.reps = append(e.reps, &replica{sim: sim, proxy: px})
+		e.reps = append(e.reps, &replica{sim: sim, proxy: px, w: w})
 		urls = append(urls, "http://"+px.Listen)
 	}
 	cfg := gateway.Config{
@@ -163,35 +246,51 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		KeepAliveInterval: 200 * time.Millisecond,
 		Log:               gateway.LogConfig{Format: "json", Level: "debug"},
 	}
+	if ec.redis != nil {
+		// A short lease TTL: an outage is noticed, and Redis pinged again,
+		// every TTL/3; an operation slower than TTL/3 counts as an outage,
+		// so not shorter (-race on a shared machine).
+		cfg.Cluster = gateway.ClusterConfig{Name: "reliability", LeaseTTL: 3 * time.Second}
+		cfg.Secrets.RedisURL = "redis://" + ec.redis.Addr + "/0"
+		cfg.Secrets.HashKey = "reliability-key"
+	}
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx := context.Background()
-	gw, err := gateway.Open(ctx, cfg, logger, gradio.WithHeaderTimeout(3*time.Second), gradio.WithCancelTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.gw = gw
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.url = "http://" + ln.Addr().String()
-	sctx, stop := context.WithCancel(ctx)
-	e.stop = stop
-	e.served = make(chan error, 1)
-	go func() { e.served <- gw.Serve(sctx, ln) }()
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for range max(1, ec.gateways) {
+		gw, err := gateway.Open(ctx, cfg, logger, gradio.WithHeaderTimeout(3*time.Second), gradio.WithCancelTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- gw.Serve(sctx, ln) }()
+		e.gws = append(e.gws, gw)
+		e.urls = append(e.urls, "http://"+ln.Addr().String())
+		e.stops = append(e.stops, stop)
+		e.served = append(e.served, served)
+	}
+	e.gw, e.url = e.gws[0], e.urls[0]
 	return e
 }
 
-// shutdown drains the gateway (like SIGTERM) and waits for Serve.
+// shutdown drains the gateways (like SIGTERM) and waits for Serve.
 func (e *env) shutdown() {
-	if e.stop == nil {
+	if e.stops == nil {
 		return
 	}
-	e.stop()
-	e.stop = nil
-	if err := <-e.served; err != nil {
-		e.t.Errorf("Serve: %v", err)
+	for _, stop := range e.stops {
+		stop()
+	}
+	e.stops = nil
+	for _, served := range e.served {
+		if err := <-served; err != nil {
+			e.t.Errorf("Serve: %v", err)
+		}
 	}
 }
 
@@ -200,8 +299,10 @@ func (e *env) close() {
 	e.shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := e.gw.Close(ctx); err != nil {
-		e.t.Errorf("closing the gateway: %v", err)
+	for _, gw := range e.gws {
+		if err := gw.Close(ctx); err != nil {
+			e.t.Errorf("closing the gateway: %v", err)
+		}
 	}
 	for _, r := range e.reps {
 		r.proxy.Stop()
@@ -223,4 +324,39 @@ func (e *env) toxic(i int, js string) func() {
 			e.t.Errorf("removing toxic %s: %v", w.Name, err)
 		}
 	}
+}
+
+// redisUp reports whether every gateway of the cluster reaches Redis (its
+// gradiopool_redis_up gauge) and, when want, also sees every other gateway
+// alive (the local shares while Redis is lost divide the limit by the
+// gateways last seen); true without a cluster.
+func (e *env) redisUp(want bool) bool {
+	if e.redis == nil {
+		return true
+	}
+	for _, gw := range e.gws {
+		up, ok := gauge(e.t, gw, "gradiopool_redis_up")
+		if !ok || (up == 1) != want {
+			return false
+		}
+		if alive, ok := gauge(e.t, gw, "gradiopool_cluster_gateways_alive"); want && (!ok || int(alive) != len(e.gws)) {
+			return false
+		}
+	}
+	return true
+}
+
+// gauge reads an unlabelled gauge of gw's metrics.
+func gauge(t testing.TB, gw *gateway.Gateway, name string) (float64, bool) {
+	mfs, err := gw.Metrics().Registry().Gather()
+	if err != nil {
+		t.Errorf("metrics: %v", err)
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }

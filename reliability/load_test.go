@@ -30,6 +30,7 @@ type tally struct {
 	disconnected int            // calls whose caller went away on purpose
 	examples     []string       // of untyped answers, for the log
 	unanswered   []string       // ids of calls that got no HTTP answer
+	lateOnes     []string       // of late calls, for the log
 }
 
 func newTally() *tally { return &tally{codes: map[string]int{}, transport: map[string]int{}} }
@@ -101,6 +102,13 @@ func (e *env) load(ctx context.Context, lc loadConfig, t *tally) {
 // call makes one call; false when the gateway gave no HTTP answer.
 func (e *env) call(lc loadConfig, t *tally, worker int) bool {
 	id := fmt.Sprintf("c%d", callSeq.Add(1))
+	// Workers go to the gateways in pairs, so that each gets registered
+	// users (even workers) and anonymous callers.
+	g := (worker / 2) % len(e.urls)
+	url := e.urls[g]
+	if len(e.urls) > 1 {
+		id += fmt.Sprintf("-g%d", g)
+	}
 	stream := rand.IntN(4) == 0
 	path := "/v1/predict/work"
 	if stream {
@@ -112,7 +120,7 @@ func (e *env) call(lc loadConfig, t *tally, worker int) bool {
 	if leave {
 		time.AfterFunc(time.Duration(rand.Int64N(int64(400*time.Millisecond))), cancel)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+path, strings.NewReader(`{"data":["`+id+`"]}`))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+path, strings.NewReader(`{"data":["`+id+`"]}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(gateway.TimeoutHeader, lc.deadline.String())
 	if worker%2 == 0 {
@@ -151,6 +159,9 @@ func (e *env) call(lc loadConfig, t *tally, worker int) bool {
 		}
 		if took > lc.deadline+lc.slack {
 			t.late++
+			if len(t.lateOnes) < 5 {
+				t.lateOnes = append(t.lateOnes, fmt.Sprintf("%s %s %s after %v (%s)", id, path, kind+" "+code, took.Round(time.Millisecond), start.Format("15:04:05.000")))
+			}
 		}
 	})
 	return err == nil

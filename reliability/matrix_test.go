@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/gradiopool/gradiopool/internal/redistest"
 )
 
 var longRun = flag.Bool("reliability.long", os.Getenv("GRADIOPOOL_RELIABILITY") == "long",
@@ -65,6 +68,12 @@ type cell struct {
 	// gatewayStops: the cell ends the gateway itself (SIGTERM); nothing
 	// recovers afterwards.
 	gatewayStops bool
+	// cluster: the cell runs two gateways sharing a real redis-server (the
+	// load goes to both in turn).
+	cluster bool
+	// check, when set, adds the cell's own checks once capacity is back;
+	// it returns a note for the report.
+	check func(e *env, r *result) string
 }
 
 func cells() []cell {
@@ -134,6 +143,8 @@ func cells() []cell {
 					}
 				}
 			}},
+		{name: "Redis down", fault: "two gateways sharing a real redis-server (lease TTL 3 s); Redis killed under load, then started again (empty)",
+			cluster: true, inject: redisDown, check: checkRedisDown},
 		{name: "caller disconnects", fault: "half the callers go away at a random moment in their first 400 ms (waiting, connecting, joined, streaming)",
 			inject: func(e *env) func() { return func() {} },
 			load:   func(lc *loadConfig) { lc.disconnect = 0.5 }},
@@ -153,6 +164,7 @@ type result struct {
 	inUseAfter                 int
 	goroutinesBefore, after    int
 	recover                    string
+	note                       string
 	problems                   []string
 	examples                   []string
 }
@@ -170,12 +182,20 @@ func TestFaultMatrix(t *testing.T) {
 	sc := currentScale()
 	for _, c := range cells() {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			if c.cluster && !redisInstalled() {
+				reportMu.Lock()
+				report = append(report, &result{cell: c, recover: "not run", note: "redis-server is not installed"})
+				reportMu.Unlock()
+			}
 			r := runCell(t, sc, c)
 			reportMu.Lock()
 			report = append(report, r)
 			reportMu.Unlock()
 			t.Logf("%s: sent %d, results %d, errors [%s], transport [%s], untyped %d, late %d, twice %d, in use after %d, goroutines %d -> %d, recover %s",
 				c.name, r.sent, r.results, r.codes, r.transport, r.untyped, r.late, r.twice, r.inUseAfter, r.goroutinesBefore, r.after, r.recover)
+			if r.note != "" {
+				t.Log(r.note)
+			}
 			for _, p := range r.problems {
 				t.Error(p)
 			}
@@ -185,12 +205,16 @@ func TestFaultMatrix(t *testing.T) {
 
 func runCell(t *testing.T, sc scale, c cell) *result {
 	r := &result{cell: c}
-	r.goroutinesBefore = settledGoroutines(0, 0)
-	drain := 30 * time.Second
+	ec := envConfig{replicas: 2, maxSessions: sc.sessions, workTime: 40 * time.Millisecond, drainTimeout: 30 * time.Second}
 	if c.gatewayStops {
-		drain = 300 * time.Millisecond
+		ec.drainTimeout = 300 * time.Millisecond
 	}
-	e := newEnv(t, envConfig{replicas: 2, maxSessions: sc.sessions, workTime: 40 * time.Millisecond, drainTimeout: drain})
+	if c.cluster {
+		ec.redis = redistest.StartServer(t) // skips the cell without redis-server
+		ec.gateways = 2
+	}
+	r.goroutinesBefore = settledGoroutines(0, 0)
+	e := newEnv(t, ec)
 	closed := false
 	defer func() {
 		if !closed {
@@ -226,6 +250,9 @@ func runCell(t *testing.T, sc scale, c cell) *result {
 		r.recover = "not within " + d.String()
 		r.fail("full capacity did not come back within %v of healing", d)
 	}
+	if c.check != nil {
+		r.note = c.check(e, r)
+	}
 	r.inUseAfter = e.settledInUse(20 * time.Second)
 	if r.inUseAfter != 0 {
 		r.fail("%d sessions still in use after the load stopped", r.inUseAfter)
@@ -253,7 +280,7 @@ func runCell(t *testing.T, sc scale, c cell) *result {
 		r.fail("%d answers were neither a result nor a typed error, e.g. %q", r.untyped, r.examples)
 	}
 	if r.late != 0 {
-		r.fail("%d calls ended later than their deadline (%v) plus %v", r.late, lc.deadline, lc.slack)
+		r.fail("%d calls ended later than their deadline (%v) plus %v: %s", r.late, lc.deadline, lc.slack, strings.Join(tl.lateOnes, "; "))
 	}
 	// Once the gateway stopped, a request on a connection it was closing
 	// gets no answer (it never ran: checked below); otherwise every call
@@ -285,9 +312,9 @@ func (e *env) recovery(limit time.Duration) (time.Duration, bool) {
 	start := time.Now()
 	okInRow := 0
 	lc := loadConfig{deadline: 2 * time.Second, slack: time.Second}
-	for time.Since(start) < limit {
+	for i := 0; time.Since(start) < limit; i++ {
 		tl := newTally()
-		e.call(lc, tl, 1) // anonymous: least loaded
+		e.call(lc, tl, 1+2*i) // anonymous (least loaded), each gateway in turn
 		if tl.results == 1 {
 			okInRow++
 		} else {
@@ -302,13 +329,18 @@ func (e *env) recovery(limit time.Duration) (time.Duration, bool) {
 }
 
 func (e *env) allReady() bool {
-	st := e.gw.Pool().Stats(context.Background())
-	for _, p := range st.Pools {
-		if p.State != "ready" {
+	for _, gw := range e.gws {
+		st := gw.Pool().Stats(context.Background())
+		for _, p := range st.Pools {
+			if p.State != "ready" {
+				return false
+			}
+		}
+		if len(st.Pools) != len(e.reps) {
 			return false
 		}
 	}
-	return len(st.Pools) == len(e.reps)
+	return e.redisUp(true)
 }
 
 // settledInUse waits for the sessions in use and the waiters to drop to
@@ -316,10 +348,13 @@ func (e *env) allReady() bool {
 func (e *env) settledInUse(limit time.Duration) int {
 	deadline := time.Now().Add(limit)
 	for {
-		st := e.gw.Pool().Stats(context.Background())
-		n := st.InUseConnections
-		for _, p := range st.Pools {
-			n += p.QueueLength
+		n := 0
+		for _, gw := range e.gws {
+			st := gw.Pool().Stats(context.Background())
+			n += st.InUseConnections
+			for _, p := range st.Pools {
+				n += p.QueueLength
+			}
 		}
 		if n == 0 || time.Now().After(deadline) {
 			return n
@@ -353,4 +388,74 @@ func ourGoroutines() int {
 		}
 	}
 	return n
+}
+
+func redisInstalled() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
+}
+
+// redisDown kills the cluster's redis-server under load, waits until every
+// gateway works on its local share, and starts measuring: the calls each
+// replica runs at once, per gateway and in total. Healing starts Redis
+// again (empty, as a Redis without persistence).
+func redisDown(e *env) func() {
+	start := time.Now()
+	e.redis.Stop()
+	for !e.redisUp(false) {
+		if time.Since(start) > 10*time.Second {
+			e.t.Errorf("the gateways did not notice the Redis outage within 10 s")
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.outage.noticed = time.Since(start)
+	e.t.Logf("Redis stopped at %s, noticed after %v", start.Format("15:04:05.000"), e.outage.noticed)
+	// Calls admitted before the outage may still run (a gateway that held
+	// more than its share keeps them: a documented limit of pool/cluster);
+	// once they ended only calls admitted under the local shares run.
+	time.Sleep(200 * time.Millisecond)
+	for _, r := range e.reps {
+		r.w.reset()
+	}
+	return func() {
+		for _, r := range e.reps {
+			total, one := r.w.peaks()
+			e.outage.peakTotal = max(e.outage.peakTotal, total)
+			e.outage.peakOne = max(e.outage.peakOne, one)
+			r.w.reset()
+		}
+		e.redis.Start()
+		e.outage.restarted = time.Now()
+	}
+}
+
+// checkRedisDown: while Redis was down each gateway stayed within its
+// local share of each replica (limit / 2 gateways) and the replicas within
+// the limit; after the restart (the rejoin and the recovery included) the
+// limit held again.
+func checkRedisDown(e *env, r *result) string {
+	share := max(1, e.limit/len(e.gws))
+	o := e.outage
+	if o.peakOne > share {
+		for _, l := range strings.Split(e.logs.String(), "\n") {
+			if strings.Contains(l, "cluster:") {
+				e.t.Log(l)
+			}
+		}
+		r.fail("Redis down: a gateway ran %d calls at once on a replica, its local share is %d", o.peakOne, share)
+	}
+	if o.peakTotal > e.limit {
+		r.fail("Redis down: a replica ran %d calls at once, the limit is %d", o.peakTotal, e.limit)
+	}
+	after := 0
+	for _, rep := range e.reps {
+		total, _ := rep.w.peaks()
+		after = max(after, total)
+	}
+	if after > e.limit {
+		r.fail("after Redis came back: a replica ran %d calls at once, the limit is %d", after, e.limit)
+	}
+	return fmt.Sprintf("Redis down: every gateway local within %v; at most %d calls at once per gateway on a replica (local share %d), %d per replica (limit %d). After the restart: at most %d per replica (limit %d); every gateway rejoined and full capacity back within %s of the restart.",
+		o.noticed.Round(10*time.Millisecond), o.peakOne, share, o.peakTotal, e.limit, after, e.limit, r.recover)
 }

@@ -36,6 +36,20 @@ func writeReport() error {
 			r.goroutinesBefore, r.after, r.recover, holds)
 	}
 	b.WriteString("\n")
+	notes := false
+	for _, r := range report {
+		if r.note == "" {
+			continue
+		}
+		if !notes {
+			b.WriteString("Cell notes:\n\n")
+			notes = true
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", r.cell.name, r.note)
+	}
+	if notes {
+		b.WriteString("\n")
+	}
 	b.WriteString(soakSection())
 	b.WriteString(fuzzSection())
 	b.WriteString(limitsSection)
@@ -49,6 +63,6 @@ func writeReport() error {
 const limitsSection = `## Not covered, and known limits
 
 - Space building / paused / runtime error: these are Hub stages that matter when a replica is resolved or reconnected through the Hub; the matrix addresses replicas by URL. The 503 a sleeping or crashed Space answers on every route is the "Space asleep" cell.
-- Redis down: the matrix uses the in-memory assignment store. The pool's behaviour with a failing store (a failed Get routes the user as new, a failed Set is logged, each bounded by 2 s) is tested in package pool.
+- Redis down: the cell runs two gateways in one cluster (cluster.redis_url on a real redis-server) and the other cells one gateway with the in-memory assignment store. While Redis is lost, a gateway that held more than its local share when it noticed keeps those calls until they end (a documented limit of pool/cluster), so the local shares are measured from 200 ms after every gateway noticed. A gateway's local share divides the limit by the gateways it saw alive at its last heartbeat (every lease_ttl/3): one that loses Redis within that time after another gateway joined counts only itself and takes the whole limit as its share (the cell measured 3 calls on a replica against a share of 2 until it waited for every gateway to see the other before the outage). Without redis-server installed the cell is not run (its row says so).
 - The matrix injects each fault on one of two replicas; both replicas failing at once ends calls with typed errors (all_replicas_failed, queue_full) and is covered by the unit tests of pool and gateway, not measured here.
 `
