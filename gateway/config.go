@@ -67,6 +67,11 @@ type Config struct {
 	// MaxPendingCalls bounds the calls kept for /gradio_api/call GETs; when
 	// full, new POSTs get 503. Zero means DefaultMaxPendingCalls (2000).
 	MaxPendingCalls int `yaml:"max_pending_calls"`
+	// MaxClientConnections bounds the client connections open at once;
+	// past it, new connections wait to be accepted (slowloris, floods of
+	// idle connections). Zero means DefaultMaxClientConnections (10000);
+	// negative: no limit.
+	MaxClientConnections int `yaml:"max_client_connections"`
 	// Log selects the log format and level.
 	Log LogConfig `yaml:"log"`
 	// FrontDoor configures the Gradio front door (the gateway as one Gradio app).
@@ -237,6 +242,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("drain_timeout", c.DrainTimeout),
 		slog.Duration("keepalive_interval", c.KeepAliveInterval),
+		slog.Int("max_client_connections", c.MaxClientConnections),
 		slog.Any("cluster", c.Cluster),
 		slog.Any("secrets", c.Secrets),
 	)
@@ -298,6 +304,7 @@ func (c *Config) Normalize() {
 	defd(&c.KeepAliveInterval, DefaultKeepAlive)
 	defd(&c.PendingCallTTL, DefaultPendingCallTTL)
 	def(&c.MaxPendingCalls, DefaultMaxPendingCalls)
+	def(&c.MaxClientConnections, DefaultMaxClientConnections)
 	if c.Log.Format == "" {
 		c.Log.Format = "auto"
 	}

@@ -41,7 +41,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(g.limitListener(ln)) }()
 	histCtx, stopHist := context.WithCancel(context.Background())
 	histDone := make(chan struct{})
 	go func() { defer close(histDone); g.history.Run(histCtx) }()
