@@ -57,7 +57,7 @@ func TestClientConnectionLimit(t *testing.T) {
 			t.Fatalf("first connection: %v %v", resp, err)
 		}
 		silent := []net.Conn{dial(t, addr), dial(t, addr)} // idle, never a byte: the limit is reached
-		extra := dial(t, addr)                              // connects (the kernel's queue) but is not accepted
+		extra := dial(t, addr)                             // connects (the kernel's queue) but is not accepted
 		er := bufio.NewReader(extra)
 		// A connection of the limit is still served.
 		if resp, err := get(served, sr, 10*time.Second); err != nil || resp.StatusCode != http.StatusOK {
