@@ -12,8 +12,13 @@
 //     gateway is closed;
 //   - full capacity comes back after the fault (the time is measured).
 //
+// The "Redis down" cell runs two gateways sharing a real redis-server
+// (internal/redistest; skipped without one unless GRADIOPOOL_REQUIRE_REDIS=1,
+// as CI sets) and checks each gateway's local share while Redis is lost,
+// counted by the replicas themselves.
+//
 // The package has only tests. `go test ./reliability/` runs the short
-// matrix (seconds per cell; CI runs it). With GRADIOPOOL_RELIABILITY=long
+// matrix (seconds per cell) and a 2-minute soak; CI runs both. With GRADIOPOOL_RELIABILITY=long
 // (or -reliability.long) every cell runs longer under more load, and the
 // figures are written to docs/RELIABILITY.md, like `gradiopool bench`
 // writes docs/BENCHMARKS.md: the document is generated, not written by
