@@ -110,3 +110,23 @@ func (s *session) waitCutGrace(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// cancelAfterHangUpLocked follows a hang-up by dropQueuedLocked with a
+// /cancel once the app has had time to drop the session's queued events
+// (cutGrace). A job that the app had started just before — the client had
+// not seen process_starts yet, and a hang-up does not stop a running job —
+// is stopped by it; a dropped one is unknown to the app by then, so the
+// cancel is harmless. Apps without the cancel route get none. Close waits
+// for it. Callers hold s.mu.
+func (s *session) cancelAfterHangUpLocked(j *Job) {
+	if !hasCancelRoute(s.app.cfg) {
+		return
+	}
+	run := func() {
+		time.Sleep(cutGrace)
+		s.sendCancelBounded(j)
+	}
+	if !s.goLocked(run) {
+		go run()
+	}
+}

@@ -384,8 +384,16 @@ func (j *Job) watch(ctx context.Context) {
 // runs it later, but drops a session's events when its stream goes away.
 func (j *Job) Cancel(ctx context.Context) error {
 	failed, dropped := j.s.failDropping(j, ErrCanceled)
-	if !failed || dropped {
-		return nil // already finished, or dropped from the app's queue
+	if !failed {
+		return nil // already finished
+	}
+	if dropped {
+		// Dropped from the app's queue; a /cancel follows in case the app
+		// had started it just before.
+		j.s.mu.Lock()
+		j.s.cancelAfterHangUpLocked(j)
+		j.s.mu.Unlock()
+		return nil
 	}
 	return j.s.sendCancel(ctx, j)
 }

@@ -194,7 +194,11 @@ func (s *session) abort(j *Job, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dropped := s.dropQueuedLocked(j)
-	if s.failLocked(j, err) && !dropped {
+	switch {
+	case !s.failLocked(j, err):
+	case dropped:
+		s.cancelAfterHangUpLocked(j)
+	default:
 		s.cancelDetachedLocked(j)
 	}
 }

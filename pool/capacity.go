@@ -341,6 +341,22 @@ func (p *Pool) quickest(ep string, start int) (best *replica, exp map[*replica]t
 	return best, exp
 }
 
+// dueForProbe returns a replica that is ejected, whose back-off has passed
+// and that no caller is probing yet, or nil.
+func (p *Pool) dueForProbe(start int) *replica {
+	now := time.Now()
+	for i := range p.replicas {
+		r := p.replicas[(start+i)%len(p.replicas)]
+		r.mu.Lock()
+		due := !r.closed && !r.probing && !r.ejectUntil.IsZero() && !now.Before(r.ejectUntil)
+		r.mu.Unlock()
+		if due {
+			return r
+		}
+	}
+	return nil
+}
+
 // anonymousFirst is the replica an anonymous call starts with.
 func (p *Pool) anonymousFirst(ctx context.Context) int {
 	if p.cfg.Routing == RouteLeastInUse {
@@ -348,6 +364,13 @@ func (p *Pool) anonymousFirst(ctx context.Context) int {
 	}
 	n := len(p.replicas)
 	start := int(p.rrAnon.Add(1)-1) % n
+	if r := p.dueForProbe(start); r != nil {
+		// An ejected replica whose back-off has passed is probed by the
+		// next caller routed to it (failover.go): send one, or expected-time
+		// routing could avoid it for ever and its capacity never come back.
+		// The probe runs before the call, which moves on if it fails.
+		return r.idx
+	}
 	best, _ := p.quickest(endpointFrom(ctx), start)
 	if best == nil {
 		return start
