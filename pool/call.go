@@ -123,7 +123,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if span != nil {
 			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
 		}
-		l, err := p.acquire(withEndpoint(actx, endpoint), key, exclude, causes, &failed, &pending)
+		l, err := p.acquire(withEndpoint(actx, endpoint), key, exclude, causes, &failed, &pending, false)
 		waited += time.Since(t0)
 		if err != nil {
 			endSpan(span, err)

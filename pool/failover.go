@@ -230,7 +230,7 @@ func (m *move) flush(p *Pool) {
 // not nil, is the failover of an earlier attempt, counted once a replica is
 // tried here. A call that fails here counts as an error of the last
 // replica tried.
-func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int, pending *move) (*Lease, error) {
+func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int, pending *move, plain bool) (*Lease, error) {
 	tried := func() {
 		if failed != nil {
 			*failed++
@@ -278,7 +278,13 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 				continue
 			}
 		}
-		l, err := p.acquireOn(ctx, r, key)
+		var l *Lease
+		var err error
+		if plain {
+			l, err = p.plainLease(ctx, r, key)
+		} else {
+			l, err = p.acquireOn(ctx, r, key)
+		}
 		if err == nil {
 			if key != "" {
 				p.pin(ctx, key, r, assigned)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
-	"github.com/gradiopool/gradiopool/pool/sessionpool"
 )
 
 // ErrUnknownReplica is returned for a replica name the pool does not have.
@@ -89,55 +88,9 @@ func (p *Pool) AcquireExcept(ctx context.Context, user string, exclude ...string
 			skip[r] = true
 		}
 	}
-	var assigned *replica
-	if key != "" {
-		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		name, ok, err := p.store.Get(sctx, key)
-		cancel()
-		switch {
-		case err == nil && ok:
-			assigned = p.byName[name]
-		case err == nil:
-			assigned = p.claim(ctx, key)
-		}
-	}
-	var causes []*ReplicaError
-	for _, r := range p.order(ctx, key, assigned) {
-		if skip[r] {
-			continue
-		}
-		ok, probe, cause := r.admit(time.Now())
-		if !ok {
-			causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
-			continue
-		}
-		if probe {
-			if err := r.probe(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
-				p.failover(r, "", err)
-				continue
-			}
-		}
-		l, err := p.plainLease(ctx, r, key)
-		if err == nil {
-			if key != "" {
-				p.pin(ctx, key, r, assigned)
-			}
-			return l, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if errors.Is(err, ErrQueueTimeout) || errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
-			return nil, &ReplicaError{Replica: r.name, Err: err}
-		}
-		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
-		p.failover(r, "", err)
-	}
-	return nil, &AllReplicasFailedError{Causes: causes}
+	// The replica loop of every acquire (failover.go), with a plain lease:
+	// the front door binds its callers' sessions itself.
+	return p.acquire(ctx, key, skip, nil, nil, nil, true)
 }
 
 // Refused reports that the replica refused the call made under this lease

@@ -240,7 +240,7 @@ func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	p.init()
-	return p.acquire(ctx, p.users.Key(user), nil, nil, nil, nil)
+	return p.acquire(ctx, p.users.Key(user), nil, nil, nil, nil, false)
 }
 
 // AcquireFunc acquires a session for user, calls f with its client and
