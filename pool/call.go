@@ -154,6 +154,9 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if errors.Is(err, gradio.ErrAppChanged) {
 			r.appChanged(l.client)
 		}
+		if errors.Is(err, gradio.ErrMaybeAccepted) {
+			l.closeOwnClientLater()
+		}
 		if broken {
 			l.MarkBroken()
 		} else {

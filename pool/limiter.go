@@ -78,5 +78,9 @@ func (p *Pool) plainLease(ctx context.Context, r *replica, key string) (*Lease, 
 		}
 		return nil, err
 	}
-	return &Lease{p: p, r: r, sess: s, client: s.Value(), key: key, permit: permit}, nil
+	// A fresh session hash for this lease alone: Gradio keeps gr.State per
+	// session hash, so a pooled session's hash shared by successive callers
+	// would let one caller read another's state. The pooled session still
+	// supplies what is costly (config, API info, warm HTTP connections).
+	return &Lease{p: p, r: r, sess: s, client: s.Value().NewSession(), ownClient: true, key: key, permit: permit}, nil
 }

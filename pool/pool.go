@@ -100,18 +100,19 @@ func New(cfg Config) (*Pool, error) {
 }
 
 // goBackground runs f on a goroutine that Close waits for; after Close it
-// does nothing.
-func (p *Pool) goBackground(f func()) {
+// does nothing and reports false.
+func (p *Pool) goBackground(f func()) (started bool) {
 	p.bgMu.Lock()
 	defer p.bgMu.Unlock()
 	if p.bgStopped {
-		return
+		return false
 	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		f()
 	}()
+	return true
 }
 
 // UserTag is how the pool's logs and events name user: the first 8 hex
@@ -182,13 +183,18 @@ type Lease struct {
 	sess   *sessionpool.Session[*gradio.Client]
 	client *gradio.Client
 	res    *reservation // sticky sessions: the user's own session
-	permit Permit       // from Config.Limiter; nil without one
-	key    string       // user key ("" anonymous), for events
-	done   atomic.Bool
+	// ownClient: client is a session made for this lease alone (see
+	// plainLease), closed when the lease ends.
+	ownClient bool
+	permit    Permit // from Config.Limiter; nil without one
+	key       string // user key ("" anonymous), for events
+	done      atomic.Bool
 }
 
 // Client returns the Gradio session to call. It must not be used after
-// Release or MarkBroken.
+// Release or MarkBroken. Unless the lease is a sticky user's own session
+// (Config.StickySessions), it is a session hash no other caller has used,
+// so gr.State starts empty: one caller never sees another's state.
 func (l *Lease) Client() *gradio.Client { return l.client }
 
 func (l *Lease) keyForEvents() string { return l.key }
@@ -202,6 +208,7 @@ func (l *Lease) Release() {
 	if l.done.Swap(true) {
 		return
 	}
+	l.closeOwnClient()
 	l.sess.Release()
 	if l.res != nil {
 		l.p.sticky.release(l.res, false)
@@ -219,12 +226,36 @@ func (l *Lease) MarkBroken() {
 	if l.done.Swap(true) {
 		return
 	}
+	l.closeOwnClient()
 	l.sess.Destroy()
 	if l.res != nil {
 		l.p.sticky.release(l.res, true)
 	}
 	if l.permit != nil {
 		l.permit.Release()
+	}
+}
+
+// closeOwnClient ends the lease's own session before its slot is given to
+// the next caller, so no state or stream of it outlives the lease.
+func (l *Lease) closeOwnClient() {
+	if l.ownClient {
+		_ = l.client.Close()
+	}
+}
+
+// closeOwnClientLater hands the lease's own session to a background close.
+// A join that may still be accepted runs on in that session (if the app
+// accepted it after all, the session cancels it), and closing the session
+// waits for that join: the caller must not wait with it.
+func (l *Lease) closeOwnClientLater() {
+	if !l.ownClient {
+		return
+	}
+	l.ownClient = false
+	c := l.client
+	if !l.p.goBackground(func() { _ = c.Close() }) {
+		_ = c.Close()
 	}
 }
 

@@ -1,0 +1,115 @@
+package pool_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// TestNoStateCrossesCallers is the isolation rule: a call that is not a
+// sticky user's runs on a session hash no other caller has used, so the
+// simulator's counter (gr.State: a list per session) always starts empty.
+// One replica with one session forces every call onto the same pooled
+// session: without a fresh hash per lease, dave would read alice's item.
+func TestNoStateCrossesCallers(t *testing.T) {
+	srvs := replicas(t, 1)
+	for _, sticky := range []bool{false, true} {
+		name := map[bool]string{false: "default", true: "sticky"}[sticky]
+		t.Run(name, func(t *testing.T) {
+			p := newPool(t, pool.Config{Replicas: urls(srvs), MinConnections: 1, MaxConnections: 1, StickySessions: sticky})
+			ctx := ctxT(t)
+			predict := func(u, item string) string {
+				t.Helper()
+				res, err := p.Predict(ctx, u, "counter", item)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return str(t, res.Data[0])
+			}
+			submit := func(u, item string) string {
+				t.Helper()
+				c, err := p.Submit(ctx, u, "counter", item)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := c.Wait(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return str(t, out[0])
+			}
+			leased := func(u, item string) string {
+				t.Helper()
+				var got string
+				err := p.AcquireFunc(ctx, u, func(c *gradio.Client) error {
+					out, err := c.Predict(ctx, "counter", item)
+					if err == nil {
+						got = str(t, out[0])
+					}
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			for _, call := range []struct {
+				name string
+				f    func(u, item string) string
+			}{{"Predict", predict}, {"Submit", submit}, {"Acquire", leased}} {
+				if got := call.f("alice@example.com", "alice-secret"); got != "1 items: alice-secret" && !sticky {
+					t.Errorf("%s alice = %q", call.name, got)
+				}
+				if got := call.f("dave@example.com", "dave-item"); !sticky && got != "1 items: dave-item" {
+					t.Errorf("%s dave = %q: another caller's state leaked", call.name, got)
+				}
+				for _, item := range []string{"anon-1", "anon-2"} {
+					if got := call.f("", item); got != "1 items: "+item {
+						t.Errorf("%s anonymous = %q: another caller's state leaked", call.name, got)
+					}
+				}
+			}
+			if sticky {
+				// Signed-in users keep their own state across calls (three
+				// calls each above), and only theirs.
+				if got := predict("alice@example.com", "again"); got != "4 items: alice-secret, alice-secret, alice-secret, again" {
+					t.Errorf("sticky alice = %q", got)
+				}
+				if got := predict("dave@example.com", "again"); got != "4 items: dave-item, dave-item, dave-item, again" {
+					t.Errorf("sticky dave = %q", got)
+				}
+			}
+		})
+	}
+}
+
+// TestLeaseSessionClosedAtRelease checks a lease's own session does not
+// outlive it: calling through it after Release fails instead of reaching
+// the app with a hash another caller could be given.
+func TestLeaseSessionClosedAtRelease(t *testing.T) {
+	srvs := replicas(t, 1)
+	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 1})
+	ctx := ctxT(t)
+	l, err := p.Acquire(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.Client()
+	if _, err := c.Predict(ctx, "upper", "x"); err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if _, err := c.Predict(context.Background(), "upper", "x"); err == nil {
+		t.Error("a released lease's session still calls the app")
+	}
+	l2, err := p.Acquire(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release()
+	if l2.Client().SessionHash() == c.SessionHash() {
+		t.Error("the next lease got the previous caller's session hash")
+	}
+}
