@@ -37,6 +37,11 @@ const DefaultMaxLine = 64 << 20
 // ErrLineTooLong is returned by Next when a line exceeds the Reader's limit.
 var ErrLineTooLong = errors.New("sse: line too long")
 
+// ErrEventTooLarge is returned by Next when an event's data (its "data:"
+// lines joined) exceeds the Reader's limit: a stream that sends data lines
+// and never the blank line that ends the event cannot grow it without bound.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
 // Event is one dispatched event.
 type Event struct {
 	// Type is the "event:" field; "" means the default type "message".
@@ -59,7 +64,7 @@ type Reader struct {
 	typ     string
 	id      string
 	retry   int
-	buf     []byte   // current chunk being split into lines
+	buf     []byte   // a finished line that began in carry
 	lines   [][]byte // complete lines of buf not yet returned
 	carry   []byte   // an unterminated line continued by the next chunk
 	err     error    // sticky read error (io.EOF at the end)
@@ -67,13 +72,14 @@ type Reader struct {
 	skipLF  bool     // the previous chunk ended in CR: a leading LF belongs to it
 }
 
-// NewReader returns a Reader with a line limit of DefaultMaxLine.
+// NewReader returns a Reader with a line and event limit of DefaultMaxLine.
 func NewReader(r io.Reader) *Reader { return NewReaderSize(r, DefaultMaxLine) }
 
 // bufPool recycles the read buffers: a client opens a stream per call.
 var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
 
-// NewReaderSize returns a Reader whose lines may be at most maxLine bytes.
+// NewReaderSize returns a Reader whose lines, and events' data, may be at
+// most maxLine bytes each.
 func NewReaderSize(r io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
@@ -121,6 +127,9 @@ func (r *Reader) Next() (Event, error) {
 			return Event{Type: r.typ, Data: r.data, ID: r.id, Retry: r.retry}, nil
 		}
 		r.field(line, &hasData)
+		if len(r.data) > r.max {
+			return Event{}, ErrEventTooLarge
+		}
 	}
 }
 
@@ -158,6 +167,10 @@ func (r *Reader) field(line []byte, hasData *bool) {
 // readLine returns one line without its terminator, or the last
 // unterminated line together with io.EOF. The slice is valid until the next
 // call.
+//
+// Each byte of the stream is scanned once and copied at most twice (into
+// carry while its line is unfinished, then into buf when the line ends), so
+// a line of n bytes costs O(n) however many reads it spans.
 func (r *Reader) readLine() ([]byte, error) {
 	for {
 		if len(r.lines) > 0 {
@@ -191,9 +204,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			}
 			return chunk[:len(chunk)-1], nil
 		}
-		r.buf = append(append(r.buf[:0], r.carry...), chunk...)
-		r.carry = r.carry[:0]
-		r.split()
+		r.split(chunk)
 		if len(r.carry) > r.max {
 			return nil, ErrLineTooLong
 		}
@@ -205,25 +216,32 @@ func (r *Reader) readLine() ([]byte, error) {
 	}
 }
 
-// split cuts r.buf into lines ended by LF, CRLF or CR; the unterminated rest
-// goes to r.carry.
-func (r *Reader) split() {
+// split cuts chunk into lines ended by LF, CRLF or CR and queues them in
+// r.lines; the unterminated rest is appended to r.carry. The first line
+// continues r.carry. Lines alias chunk (valid until the next read, which
+// comes only once r.lines is empty) or r.buf.
+func (r *Reader) split(chunk []byte) {
 	start := 0
-	b := r.buf
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '\n':
-			r.lines = append(r.lines, b[start:i])
-			start = i + 1
-		case '\r':
-			r.lines = append(r.lines, b[start:i])
-			if i+1 < len(b) && b[i+1] == '\n' {
+	for i := 0; i < len(chunk); i++ {
+		c := chunk[i]
+		if c != '\n' && c != '\r' {
+			continue
+		}
+		line := chunk[start:i]
+		if len(r.carry) > 0 {
+			r.buf = append(append(r.buf[:0], r.carry...), line...)
+			r.carry = r.carry[:0]
+			line = r.buf
+		}
+		r.lines = append(r.lines, line)
+		if c == '\r' {
+			if i+1 < len(chunk) && chunk[i+1] == '\n' {
 				i++
-			} else if i+1 == len(b) {
+			} else if i+1 == len(chunk) {
 				r.skipLF = true
 			}
-			start = i + 1
 		}
+		start = i + 1
 	}
-	r.carry = append(r.carry[:0], b[start:]...)
+	r.carry = append(r.carry, chunk[start:]...)
 }

@@ -214,3 +214,88 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// endless repeats pattern until n bytes were read, then ends: a hostile
+// replica's stream, kept finite so that a reader without bounds ends too
+// (and the test fails instead of hanging).
+type endless struct {
+	pattern []byte
+	n, off  int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.n <= 0 {
+		return 0, io.EOF
+	}
+	k := 0
+	for k < len(p) && e.n > 0 {
+		c := copy(p[k:min(len(p), k+e.n)], e.pattern[e.off:])
+		e.off = (e.off + c) % len(e.pattern)
+		k += c
+		e.n -= c
+	}
+	return k, nil
+}
+
+// TestBoundsAgainstEndlessStreams: a line that never ends and an event
+// whose data lines never meet a blank line both stop at the limit with a
+// typed error, instead of growing one buffer with the stream.
+func TestBoundsAgainstEndlessStreams(t *testing.T) {
+	const limit = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		pattern string
+		want    error
+	}{
+		{"endless line", "x", sse.ErrLineTooLong},
+		{"endless data line", "data: xxxxxxxxxxxxxxxx", sse.ErrLineTooLong},
+		{"event without end", "data: 0123456789abcdef\n", sse.ErrEventTooLarge},
+		{"event without end, CRLF", "data: 0123456789abcdef\r\n", sse.ErrEventTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &endless{pattern: []byte(tc.pattern), n: 64 * limit}
+			r := sse.NewReaderSize(src, limit)
+			_, err := r.Next()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Next = %v, want %v", err, tc.want)
+			}
+			if read := 64*limit - src.n; read > 2*limit {
+				t.Errorf("read %d bytes before giving up, limit %d", read, limit)
+			}
+		})
+	}
+}
+
+// TestLongLineAcrossReads: a line spanning many reads and mixed line ends
+// arrive intact (the carried part is joined once, not per read).
+func TestLongLineAcrossReads(t *testing.T) {
+	long := strings.Repeat("abcdefgh", 1<<17) // 1 MiB, many 16 KiB reads
+	in := "data: " + long + "\r\ndata: tail\rid: 7\n\n" + "data: " + long + "\r\r"
+	got, err := readAll(sse.NewReader(iotest.HalfReader(strings.NewReader(in))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ev{{Data: long + "\ntail", ID: "7"}, {Data: long, ID: "7"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %d events (first data len %d), want 2", len(got), len(got[0].Data))
+	}
+}
+
+// BenchmarkLongLine reads one event whose single data line is size bytes.
+// The time per byte stays flat as the line grows (it grew with the line's
+// length before: the carried part was copied and rescanned on every read).
+func BenchmarkLongLine(b *testing.B) {
+	for _, size := range []int{1 << 20, 4 << 20, 16 << 20} {
+		in := []byte("data: " + strings.Repeat("x", size) + "\n\n")
+		b.Run(strconv.Itoa(size>>20)+"MiB", func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				r := sse.NewReader(bytes.NewReader(in))
+				if _, err := r.Next(); err != nil {
+					b.Fatal(err)
+				}
+				r.Release()
+			}
+		})
+	}
+}
