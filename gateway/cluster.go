@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/gradiopool/gradiopool/pool/cluster"
 )
 
 func init() {
@@ -18,6 +21,20 @@ func init() {
 			durSetter(func(c *Config) *time.Duration { return &c.Cluster.LeaseTTL }), kindDuration, DefaultClusterLeaseTTL},
 		setting{"cluster.name", "GRADIOPOOL_CLUSTER_NAME", "cluster-name", "Redis key prefix, so that deployments can share one Redis",
 			strSetter(func(c *Config) *string { return &c.Cluster.Name }), kindString, DefaultClusterName},
+		setting{"cluster.on_redis_loss", "GRADIOPOOL_CLUSTER_ON_REDIS_LOSS", "cluster-on-redis-loss", "while Redis is lost: fail_open (serve on local shares) or fail_closed (refuse new calls)",
+			strSetter(func(c *Config) *string { return &c.Cluster.OnRedisLoss }), kindString, "fail_open"},
+		setting{"cluster.gateways", "GRADIOPOOL_CLUSTER_GATEWAYS", "cluster-gateways", "gateways that may run at once: the local share divides each limit by at least this many (0: by those last seen)",
+			intSetter(func(c *Config) *int { return &c.Cluster.Gateways }), kindInt, 0},
+		setting{"cluster.start_degraded", "GRADIOPOOL_CLUSTER_START_DEGRADED", "cluster-start-degraded", "start while Redis does not answer (needs cluster.gateways) and join when it does",
+			boolSetter(func(c *Config) *bool { return &c.Cluster.StartDegraded }), kindBool, false},
+		setting{"cluster.redis_tls_ca_file", "GRADIOPOOL_CLUSTER_REDIS_TLS_CA_FILE", "cluster-redis-tls-ca-file", "PEM certificate authorities to trust for rediss:// (empty: the system's)",
+			strSetter(func(c *Config) *string { return &c.Cluster.TLSCAFile }), kindString, nil},
+		setting{"cluster.redis_tls_cert_file", "GRADIOPOOL_CLUSTER_REDIS_TLS_CERT_FILE", "cluster-redis-tls-cert-file", "PEM client certificate for rediss:// servers that ask for one",
+			strSetter(func(c *Config) *string { return &c.Cluster.TLSCertFile }), kindString, nil},
+		setting{"cluster.redis_tls_key_file", "GRADIOPOOL_CLUSTER_REDIS_TLS_KEY_FILE", "cluster-redis-tls-key-file", "PEM key of the client certificate",
+			strSetter(func(c *Config) *string { return &c.Cluster.TLSKeyFile }), kindString, nil},
+		setting{"cluster.redis_tls_insecure_skip_verify", "GRADIOPOOL_CLUSTER_REDIS_TLS_INSECURE_SKIP_VERIFY", "cluster-redis-tls-insecure-skip-verify", "accept any Redis server certificate (tests only)",
+			boolSetter(func(c *Config) *bool { return &c.Cluster.TLSInsecureSkipVerify }), kindBool, false},
 	)
 }
 
@@ -45,6 +62,27 @@ type ClusterConfig struct {
 	// Name prefixes the Redis keys, so that two deployments can share one
 	// Redis. Empty means DefaultClusterName.
 	Name string `yaml:"name"`
+	// OnRedisLoss is fail_open (serve on local shares, the default) or
+	// fail_closed (refuse new calls until Redis answers).
+	OnRedisLoss string `yaml:"on_redis_loss"`
+	// Gateways is how many gateways may run at once: while Redis is lost
+	// each limit's local share is divided by at least this many. Zero: by
+	// the gateways last seen alive.
+	Gateways int `yaml:"gateways"`
+	// StartDegraded starts the gateway while Redis does not answer (it
+	// joins when Redis does); it needs Gateways.
+	StartDegraded bool `yaml:"start_degraded"`
+	// TLS for rediss:// URLs: a private CA, a client certificate and key,
+	// or (tests only) no verification.
+	TLSCAFile             string `yaml:"redis_tls_ca_file"`
+	TLSCertFile           string `yaml:"redis_tls_cert_file"`
+	TLSKeyFile            string `yaml:"redis_tls_key_file"`
+	TLSInsecureSkipVerify bool   `yaml:"redis_tls_insecure_skip_verify"`
+}
+
+// tlsFiles are the TLS settings in pool/cluster's terms.
+func (cc ClusterConfig) tlsFiles() cluster.TLSFiles {
+	return cluster.TLSFiles{CAFile: cc.TLSCAFile, CertFile: cc.TLSCertFile, KeyFile: cc.TLSKeyFile, InsecureSkipVerify: cc.TLSInsecureSkipVerify}
 }
 
 // RedisURL is the Redis URL in effect: GRADIOPOOL_REDIS_URL, else
@@ -78,6 +116,18 @@ func (cc ClusterConfig) validate() []error {
 			}
 		}
 	}
+	if _, err := cluster.ParseLossPolicy(cc.OnRedisLoss); err != nil {
+		errs = append(errs, fmt.Errorf("cluster.on_redis_loss: %q, want fail_open or fail_closed", cc.OnRedisLoss))
+	}
+	if cc.Gateways < 0 {
+		errs = append(errs, fmt.Errorf("cluster.gateways: %d, must not be negative", cc.Gateways))
+	}
+	if cc.StartDegraded && cc.Gateways < 1 {
+		errs = append(errs, errors.New("cluster.start_degraded: needs cluster.gateways (how many gateways may run at once), so that a gateway that never saw the others takes only its share"))
+	}
+	if (cc.TLSCertFile == "") != (cc.TLSKeyFile == "") {
+		errs = append(errs, errors.New("cluster.redis_tls_cert_file and cluster.redis_tls_key_file: give both or neither"))
+	}
 	if cc.LeaseTTL < MinClusterLeaseTTL {
 		errs = append(errs, fmt.Errorf("cluster.lease_ttl: %v, must be at least %v", cc.LeaseTTL, MinClusterLeaseTTL))
 	}
@@ -96,7 +146,10 @@ func (cc ClusterConfig) LogValue() slog.Value {
 	if u, err := url.Parse(cc.RedisURL); err == nil && u.Host != "" {
 		where = u.Scheme + "://" + u.Host
 	}
-	return slog.GroupValue(slog.String("redis_url", where), slog.Duration("lease_ttl", cc.LeaseTTL), slog.String("name", cc.Name))
+	return slog.GroupValue(slog.String("redis_url", where), slog.Duration("lease_ttl", cc.LeaseTTL), slog.String("name", cc.Name),
+		slog.String("on_redis_loss", cmp.Or(cc.OnRedisLoss, "fail_open")), slog.Int("gateways", cc.Gateways), slog.Bool("start_degraded", cc.StartDegraded),
+		slog.Bool("redis_tls_ca_file", cc.TLSCAFile != ""), slog.Bool("redis_tls_client_cert", cc.TLSCertFile != ""),
+		slog.Bool("redis_tls_insecure_skip_verify", cc.TLSInsecureSkipVerify))
 }
 
 // SetClusterStats makes GET /api/admin/pool-stats?scope=cluster answer

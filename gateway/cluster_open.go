@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -24,7 +25,7 @@ const clusterLeaveTimeout = 5 * time.Second
 // Redis client, the coordinator (limits shared by every gateway, published
 // stats) and the assignment store.
 type clusterMember struct {
-	rc    *redis.Client
+	rc    redis.UniversalClient
 	coord *cluster.Coordinator
 	store *cluster.Store
 	pool  atomic.Pointer[pool.Pool] // set once the pool exists, for the published stats
@@ -44,20 +45,27 @@ func (m *clusterMember) endChannel() string { return "{" + m.name + "}:fd-end" }
 // (assignments in Redis with SET NX first claims, kept locally too for
 // while Redis is lost).
 func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *Metrics, pc *pool.Config) (*clusterMember, error) {
-	rc, err := redisClient(ctx, cfg.RedisURL())
+	rc, topo, err := redisClient(cfg)
 	if err != nil {
 		return nil, err
 	}
 	quietRedisLogs(logger)
+	loss, _ := cluster.ParseLossPolicy(cfg.Cluster.OnRedisLoss) // validated
 	m := &clusterMember{rc: rc, name: cfg.Cluster.Name}
 	m.coord, err = cluster.New(ctx, cluster.Config{
 		Client: rc, Name: cfg.Cluster.Name, LeaseTTL: cfg.Cluster.LeaseTTL,
 		Limit: cfg.Pool.MaxConnections, MaxWaiters: cfg.Pool.MaxWaiters, PriorityMaxWait: cfg.Pool.PriorityMaxWait,
 		Logger: logger, LocalStats: m.localStats,
+		OnRedisLoss: loss, Gateways: cfg.Cluster.Gateways, StartDegraded: cfg.Cluster.StartDegraded,
 	})
 	if err != nil {
+		where := cluster.Describe(rc)
 		rc.Close()
-		return nil, fmt.Errorf("gateway: %w", err)
+		var mis *cluster.MisconfiguredError
+		if errors.As(err, &mis) {
+			return nil, fmt.Errorf("gateway: redis at %s (%s): %w", where, topo, err)
+		}
+		return nil, fmt.Errorf("gateway: redis at %s does not answer (%s; cluster.start_degraded starts without it): %w", where, topo, err)
 	}
 	shared, err := assign.NewRedis(assign.RedisConfig{Client: rc, Prefix: "{" + cfg.Cluster.Name + "}:assign:"})
 	if err != nil {
@@ -69,7 +77,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	pc.Limiter = m.coord
 	metrics.Registry().MustRegister(m.coord.Collector())
 	logger.Info("cluster: limits and user assignments are shared through Redis",
-		slog.String("addr", rc.Options().Addr), slog.String("gateway", m.coord.ID()))
+		slog.String("topology", string(topo)), slog.String("addr", cluster.Describe(rc)), slog.String("gateway", m.coord.ID()))
 	return m, nil
 }
 

@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
+	"github.com/gradiopool/gradiopool/pool/cluster"
 )
-
-// redisPingTimeout bounds the check that Redis answers at start.
-const redisPingTimeout = 5 * time.Second
 
 // Open builds a gateway and everything under it from cfg: the Prometheus
 // metrics, the cluster membership when a Redis URL is set (package
@@ -86,20 +83,17 @@ func (g *Gateway) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// redisClient connects to url and checks it answers, so a wrong address
-// fails at start, not at the first call. Messages never contain the URL (it
-// may carry a password).
-func redisClient(ctx context.Context, url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
+// redisClient builds the Redis client of cfg's URL and TLS settings
+// (standalone, Sentinel or Cluster: see [cluster.NewClient]). It does no
+// I/O: cluster.New checks that Redis answers and accepts what the cluster
+// needs. Messages never contain the URL (it may carry a password).
+func redisClient(cfg Config) (redis.UniversalClient, cluster.Topology, error) {
+	c, topo, err := cluster.NewClient(cfg.RedisURL(), cfg.Cluster.tlsFiles())
+	if errors.Is(err, cluster.ErrBadURL) {
+		return nil, "", errors.New("config: GRADIOPOOL_REDIS_URL is not a valid redis:// or rediss:// URL")
+	}
 	if err != nil {
-		return nil, errors.New("config: GRADIOPOOL_REDIS_URL is not a valid redis:// or rediss:// URL")
+		return nil, "", fmt.Errorf("config: GRADIOPOOL_REDIS_URL / cluster.redis_url: %w", err)
 	}
-	c := redis.NewClient(opts)
-	pctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
-	defer cancel()
-	if err := c.Ping(pctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("gateway: redis at %s does not answer: %w", opts.Addr, err)
-	}
-	return c, nil
+	return c, topo, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,14 +23,30 @@ type Server struct {
 	port string
 	dir  string
 
+	conf string   // a configuration file, first argument when set
+	args []string // extra arguments of every start
+
 	mu  sync.Mutex // guards cmd
 	cmd *exec.Cmd  // nil while stopped
 }
 
-// StartServer starts a redis-server that lives until the test ends. It
+// StartServer starts a redis-server that lives until the test ends, with
+// extra command-line arguments args (e.g. "--replicaof", host, port). It
 // needs the real server: without one the test is skipped (failed when
 // GRADIOPOOL_REQUIRE_REDIS=1), since miniredis cannot play an outage.
-func StartServer(t testing.TB) *Server {
+func StartServer(t testing.TB, args ...string) *Server {
+	t.Helper()
+	path := serverPath(t)
+	s := &Server{t: t, path: path, dir: t.TempDir(), args: args}
+	s.port = FreePort(t)
+	s.Addr = "127.0.0.1:" + s.port
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// serverPath finds redis-server or skips (fails) the test.
+func serverPath(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -38,17 +55,33 @@ func StartServer(t testing.TB) *Server {
 		}
 		t.Skip("redistest: redis-server is not installed")
 	}
+	return path
+}
+
+// StartSentinel starts a Sentinel (redis-server --sentinel) with the
+// configuration file conf (Sentinel rewrites it: give a file in
+// t.TempDir()), on a port of its own.
+func StartSentinel(t testing.TB, conf string) *Server {
+	t.Helper()
+	s := &Server{t: t, path: serverPath(t), dir: t.TempDir(), conf: conf, args: []string{"--sentinel"}}
+	s.port = FreePort(t)
+	s.Addr = "127.0.0.1:" + s.port
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// FreePort returns a loopback port free right now (redis-server needs the
+// number; the race with other listeners is harmless on loopback).
+func FreePort(t testing.TB) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	l.Close()
-	s := &Server{Addr: addr, t: t, path: path, port: port, dir: t.TempDir()}
-	s.Start()
-	t.Cleanup(s.Stop)
-	return s
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
 }
 
 // Start starts the server again after Stop (a no-op while it runs) and
@@ -62,8 +95,12 @@ func (s *Server) Start() {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cmd := exec.Command(s.path, "--port", s.port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", s.dir)
+		var argv []string
+		if s.conf != "" {
+			argv = append(argv, s.conf)
+		}
+		argv = append(argv, "--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir)
+		cmd := exec.Command(s.path, append(argv, s.args...)...)
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			s.t.Fatalf("redistest: starting redis-server: %v", err)
@@ -73,7 +110,7 @@ func (s *Server) Start() {
 			sc := bufio.NewScanner(out)
 			ok := false
 			for sc.Scan() {
-				if !ok && strings.Contains(sc.Text(), "Ready to accept connections") {
+				if line := sc.Text(); !ok && (strings.Contains(line, "Ready to accept connections") || strings.Contains(line, "Sentinel ID is")) {
 					ok = true
 					ready <- true
 				}
@@ -99,6 +136,22 @@ func (s *Server) Start() {
 	}
 }
 
+// Freeze stops the server's process (SIGSTOP) without closing its
+// connections: a hung Redis, whose clients wait for answers that never
+// come. Thaw resumes it.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
 // Stop kills the server (clients see connections refused until Start).
 func (s *Server) Stop() {
 	s.mu.Lock()
@@ -106,6 +159,7 @@ func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a frozen process dies only once resumed
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil

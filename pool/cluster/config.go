@@ -73,6 +73,49 @@ type Config struct {
 	// GatewayID names this gateway in Redis and in the cluster stats.
 	// Empty means a random "gw-" id; hex digits, letters and "-_." only.
 	GatewayID string
+	// OnRedisLoss is what a gateway does while it cannot reach Redis:
+	// FailOpen (the zero value) serves on local shares, FailClosed
+	// refuses new calls (ErrRedisDown) until Redis answers again.
+	OnRedisLoss LossPolicy
+	// Gateways is how many gateways may run at once: while Redis is lost
+	// the local share divides the limit by at least this many, whatever
+	// this gateway last saw. Zero: by the gateways last seen alive only.
+	Gateways int
+	// StartDegraded lets New start while Redis does not answer (on local
+	// shares, or refusing calls with FailClosed); the gateway joins when
+	// Redis answers. It needs Gateways, since such a gateway has seen no
+	// membership. Without it New fails when Redis does not answer.
+	// Misconfigurations (wrong topology, missing ACL permissions) fail
+	// New either way.
+	StartDegraded bool
+}
+
+// LossPolicy is what a gateway does while Redis is lost.
+type LossPolicy int
+
+const (
+	// FailOpen serves on local shares of each limit.
+	FailOpen LossPolicy = iota
+	// FailClosed refuses new calls until Redis answers again.
+	FailClosed
+)
+
+func (p LossPolicy) String() string {
+	if p == FailClosed {
+		return "fail_closed"
+	}
+	return "fail_open"
+}
+
+// ParseLossPolicy parses "fail_open" ("" too) and "fail_closed".
+func ParseLossPolicy(s string) (LossPolicy, error) {
+	switch s {
+	case "", "fail_open":
+		return FailOpen, nil
+	case "fail_closed":
+		return FailClosed, nil
+	}
+	return FailOpen, fmt.Errorf("cluster: on Redis loss %q: want fail_open or fail_closed", s)
 }
 
 // LocalReplica is one replica's sessions in one gateway.
@@ -85,6 +128,7 @@ type LocalReplica struct {
 type settings struct {
 	Config
 	pollInterval time.Duration
+	placeTTL     time.Duration // a waiting gateway's place in a queue lapses after it
 	opTimeout    time.Duration
 	tick         time.Duration
 }
@@ -118,10 +162,22 @@ func (c Config) withDefaults() (settings, error) {
 	if c.Limit < 1 {
 		errs = append(errs, fmt.Errorf("cluster: limit %d, must be at least 1", c.Limit))
 	}
+	if c.Gateways < 0 {
+		errs = append(errs, fmt.Errorf("cluster: gateways %d, must not be negative", c.Gateways))
+	}
+	if c.StartDegraded && c.Gateways < 1 {
+		errs = append(errs, errors.New("cluster: starting without Redis needs the number of gateways (Config.Gateways): a gateway that never saw the others cannot compute its share"))
+	}
+	if c.OnRedisLoss != FailOpen && c.OnRedisLoss != FailClosed {
+		errs = append(errs, fmt.Errorf("cluster: unknown OnRedisLoss %d", c.OnRedisLoss))
+	}
 	s.MaxWaiters = cmp.Or(c.MaxWaiters, DefaultMaxWaiters)
 	s.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, pool.DefaultPriorityMaxWait)
 	s.tick = s.LeaseTTL / 3
 	s.pollInterval = min(cmp.Or(c.PollInterval, DefaultPollInterval), s.tick)
+	// A waiting gateway asks again every pollInterval: a place not asked
+	// for in ten of them (1 s by default) is a dead gateway's.
+	s.placeTTL = min(10*s.pollInterval, s.LeaseTTL)
 	// One Redis operation may take at most a third of the TTL (and 2 s):
 	// slower than that, the gateway serves on its local share instead.
 	s.opTimeout = min(s.tick, 2*time.Second)

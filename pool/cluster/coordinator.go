@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -45,10 +46,20 @@ type Coordinator struct {
 	mode atomic.Int32
 	seq  atomic.Uint64 // lease numbers
 
-	// mu guards lims, alive and reserved; never held during I/O.
+	// mu guards lims, alive, reserved and pongs; never held during I/O.
 	mu    sync.Mutex
 	lims  map[string]*limiter
-	alive []string // gateways alive at the last heartbeat, this one included
+	alive []string // gateways alive at the last heartbeat (or join notice), this one included
+	// aliveN is the number of gateways alive as of the last acquire
+	// script (which counts them), so that the local share's divisor is as
+	// fresh as the calls, not only as the last heartbeat.
+	aliveN int
+	// pongs are the start-up check's pub/sub round trips in flight.
+	pongs map[string]chan struct{}
+	// unchecked: started while Redis did not answer; the start-up check
+	// runs when it first answers.
+	unchecked atomic.Bool
+	misLogged atomic.Bool // the refusal after a degraded start was logged
 	// reserved are the gateways this one reserved a share for when it
 	// rejoined, until the reservations lapse: they still count as alive
 	// (they serve on their shares) though they have no heartbeat yet.
@@ -101,6 +112,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		cfg: s, rdb: s.Client, id: s.GatewayID, prefix: "{" + s.Name + "}:",
 		lims: map[string]*limiter{}, reserved: map[string]time.Time{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
+		pongs: map[string]chan struct{}{},
 	}
 	if c.id == "" {
 		var b [6]byte
@@ -119,29 +131,111 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
 	c.ps = c.rdb.Subscribe(c.ctx, c.channel())
-	hctx, cancel := context.WithTimeout(ctx, s.opTimeout)
-	err = c.heartbeat(hctx)
+	// The start-up check: the subscription, a heartbeat, every script and
+	// a pub/sub round trip. A Redis that answers but refuses one of them
+	// is a misconfiguration that would silently ignore the limit: refuse
+	// to start. One that does not answer is an outage.
+	sctx, cancel := context.WithTimeout(ctx, max(s.opTimeout, startTimeout))
+	err = c.subscribed(sctx)
+	c.goBackground(c.reader) // the probe's round trip comes back through it
+	if err == nil {
+		err = c.misconfigured("the heartbeat script", c.heartbeat(sctx))
+	}
+	if err == nil {
+		err = c.probe(sctx)
+	}
 	cancel()
-	if err != nil {
+	var mis *MisconfiguredError
+	switch {
+	case errors.As(err, &mis):
+		c.stop()
+		return nil, err
+	case err != nil && !s.StartDegraded:
+		c.stop()
+		return nil, fmt.Errorf("cluster: redis unreachable (Config.StartDegraded starts without it): %w", err)
+	case err != nil:
+		c.unchecked.Store(true)
 		c.mode.Store(modeDown)
 		c.fallbacks.Add(1)
-		c.log.Warn("cluster: redis unreachable at start: serving on local shares", slog.String("gateway", c.id), slog.Any("error", err))
+		c.log.Warn("cluster: redis unreachable at start: starting degraded", slog.String("gateway", c.id),
+			slog.String("on_redis_loss", s.OnRedisLoss.String()), slog.Int("share", c.share(s.Limit)), slog.Any("error", err))
+	default:
+		c.announce()
 	}
-	ch := c.ps.Channel()
-	c.goBackground(func() {
-		for m := range ch {
-			if name, ok := strings.CutPrefix(m.Payload, "q|"); ok {
-				c.contended(name)
-				continue
-			}
-			c.poke(m.Payload)
-		}
-	})
 	c.goBackground(c.loop)
 	c.goBackground(c.releaser)
 	c.log.Info("cluster: joined", slog.String("gateway", c.id), slog.String("cluster", s.Name),
 		slog.Int("limit", s.Limit), slog.Duration("lease_ttl", s.LeaseTTL))
 	return c, nil
+}
+
+// startTimeout bounds the start-up check.
+const startTimeout = 5 * time.Second
+
+// subscribed waits for the confirmation of the subscription to the
+// cluster's channel (a refused channel shows here).
+func (c *Coordinator) subscribed(ctx context.Context) error {
+	msg, err := c.ps.Receive(ctx)
+	if err != nil {
+		return c.misconfigured("SUBSCRIBE to "+c.channel(), err)
+	}
+	if _, ok := msg.(*redis.Subscription); !ok {
+		return fmt.Errorf("cluster: unexpected answer %T to SUBSCRIBE", msg)
+	}
+	return nil
+}
+
+// reader handles the cluster's notices: "q|replica" another gateway
+// started waiting, "j|gateway" a gateway joined, "p|nonce" a start-up
+// check's round trip, "c|" a check script's, else a release on replica.
+func (c *Coordinator) reader() {
+	for m := range c.ps.Channel() {
+		kind, arg, ok := strings.Cut(m.Payload, "|")
+		if !ok {
+			c.poke(m.Payload)
+			continue
+		}
+		switch kind {
+		case "q":
+			c.contended(arg)
+		case "j":
+			c.joined(arg)
+		case "p":
+			c.pong(arg)
+		case "c":
+		default:
+			c.poke(m.Payload)
+		}
+	}
+}
+
+// announce tells the other gateways that this one joined, so that their
+// local shares count it at once, not only from their next heartbeat.
+func (c *Coordinator) announce() {
+	ctx, cancel := c.opCtx()
+	defer cancel()
+	if err := c.rdb.Publish(ctx, c.channel(), "j|"+c.id).Err(); err != nil {
+		c.failed(err)
+	}
+}
+
+// joined counts gateway gw as alive.
+func (c *Coordinator) joined(gw string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.alive, gw) {
+		c.alive = append(c.alive, gw)
+	}
+}
+
+// stop ends the background work of a Coordinator that New refuses.
+func (c *Coordinator) stop() {
+	c.bgMu.Lock()
+	c.closed = true
+	c.bgMu.Unlock()
+	c.cancel()
+	_ = c.ps.Close()
+	c.wg.Wait()
 }
 
 // ID is this gateway's id in the cluster.
@@ -260,9 +354,22 @@ func (c *Coordinator) Waiting(replica string) int {
 }
 
 // share is this gateway's part of limit while Redis is lost: limit
-// divided by the gateways last seen alive, at least 1.
+// divided by the gateways it last saw alive (at the last heartbeat, join
+// notice or acquire, and those it reserved a share for when it rejoined),
+// and by at least Config.Gateways; at least 1.
 func (c *Coordinator) share(limit int) int {
-	return max(1, limit/max(1, len(c.lastAlive())))
+	n := len(c.lastAlive())
+	c.mu.Lock()
+	n = max(n, c.aliveN, c.cfg.Gateways, 1)
+	c.mu.Unlock()
+	return max(1, limit/n)
+}
+
+// seen records the gateways alive counted by an acquire script.
+func (c *Coordinator) seen(n int) {
+	c.mu.Lock()
+	c.aliveN = n
+	c.mu.Unlock()
 }
 
 // lastAlive returns the gateways seen alive at the last heartbeat, and
@@ -389,6 +496,17 @@ func (c *Coordinator) rejoin() {
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
 		return
 	}
+	if c.unchecked.Load() { // started degraded: the start-up check first
+		if err := c.probe(ctx); err != nil {
+			var mis *MisconfiguredError
+			if errors.As(err, &mis) && !c.misLogged.Swap(true) {
+				c.log.Error("cluster: redis answers but refuses what the cluster needs: staying on local shares until fixed",
+					slog.String("gateway", c.id), slog.Any("error", err))
+			}
+			return
+		}
+		c.unchecked.Store(false)
+	}
 	if !c.mode.CompareAndSwap(modeDown, modeRejoining) {
 		return
 	}
@@ -402,7 +520,7 @@ func (c *Coordinator) rejoin() {
 	}
 	c.mu.Unlock()
 	for _, l := range c.limiters() {
-		share := strconv.Itoa(max(1, l.limit/max(1, len(alive))))
+		share := strconv.Itoa(c.share(l.limit))
 		var res []string
 		for _, g := range alive {
 			if g != c.id {
@@ -426,6 +544,7 @@ func (c *Coordinator) rejoin() {
 	}
 	c.log.Info("cluster: redis is back: limits are global again", slog.String("gateway", c.id),
 		slog.Int("gateways_alive", len(c.lastAlive())))
+	c.announce()
 	c.pokeAll()
 }
 
@@ -444,6 +563,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.alive = alive
+	c.aliveN = len(alive)
 	for _, g := range alive {
 		delete(c.reserved, g)
 	}

@@ -48,15 +48,28 @@
 // notice that stops this at once in the others, and every lease refresh
 // (LeaseTTL/3) checks the queue too, in case a notice is lost.
 //
+// # Checked at start
+//
+// New subscribes, runs every script once on scratch keys and sends a
+// PUBLISH that must come back through its subscription. A Redis that
+// answers but refuses one of them (a Cluster node that does not own the
+// slot, a read-only replica, a Sentinel, a missing ACL permission) fails
+// New with a [*MisconfiguredError] saying what to fix ([ACLRule] is the
+// least an ACL user needs); one that does not answer fails it too, unless
+// Config.StartDegraded. Build the client with [NewClient] (standalone,
+// Sentinel or Cluster, TLS; context time-outs cut socket reads).
+//
 // # Redis lost
 //
 // The first failed operation (or one slower than LeaseTTL/3, at most 2 s)
 // switches the gateway to local mode, logged once at warn, with
-// gradiopool_redis_up 0: each replica's limit becomes a local share, the
-// limit divided by the gateways last seen alive (at least 1), and
-// assignments are read from and written to a local copy ([Coordinator.Store]
-// keeps one all along). Calls in flight keep running; new ones wait for the
-// share. Every LeaseTTL/3 the gateway PINGs Redis; when it answers, the
+// gradiopool_redis_up 0. With FailOpen each replica's limit becomes a local
+// share: the limit divided by the gateways last seen alive (at the last
+// heartbeat, acquire or join notice), and by at least Config.Gateways, at
+// least 1; assignments are read from and written to a local copy
+// ([Coordinator.Store] keeps one all along). Calls in flight keep running;
+// new ones wait for the share. With FailClosed new calls fail with
+// ErrRedisDown until Redis answers. Every LeaseTTL/3 the gateway PINGs Redis; when it answers, the
 // gateway rejoins: new callers wait while it registers the calls it runs
 // (and drops its stale leases), and reserves the local share of every
 // gateway it last saw alive that has no heartbeat yet (those still serve on

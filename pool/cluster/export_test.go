@@ -3,3 +3,6 @@ package cluster
 // Abandon stops c like a crash: its leases, heartbeat and queue places stay
 // in Redis until they expire.
 func (c *Coordinator) Abandon() { c.abandon() }
+
+// LocalShare is c's local share of limit while Redis is lost.
+func (c *Coordinator) LocalShare(limit int) int { return c.share(limit) }

@@ -19,7 +19,7 @@ type limiter struct {
 	c     *Coordinator
 	name  string
 	limit int
-	keys  []string // holders, queue, queue expiry, reserved, seq
+	keys  []string // holders, queue, queue expiry, reserved, seq, gateways
 
 	wake chan struct{} // buffered 1: a release, a notice, a mode change
 
@@ -38,7 +38,8 @@ type limiter struct {
 }
 
 type waiter struct {
-	ch         chan *permit // buffered 1; nil value: closed
+	ch         chan *permit // buffered 1; nil value: err
+	err        error        // why nil was sent (set before the send)
 	prev, next *waiter
 	granted    bool
 	class      int       // index into limiter.classes: priority + 1
@@ -55,7 +56,7 @@ func newLimiter(c *Coordinator, name string) *limiter {
 	b := c.prefix + "sem:" + name + ":"
 	return &limiter{
 		c: c, name: name, limit: c.cfg.Limit,
-		keys: []string{b + "h", b + "q", b + "qx", b + "r", c.prefix + "seq"},
+		keys: []string{b + "h", b + "q", b + "qx", b + "r", c.prefix + "seq", c.prefix + "gw"},
 		wake: make(chan struct{}, 1), held: map[string]struct{}{},
 	}
 }
@@ -93,8 +94,13 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 		l.mu.Unlock()
 		return nil, ErrClosed
 	}
+	down := l.c.mode.Load() == modeDown
+	if down && l.c.cfg.OnRedisLoss == FailClosed {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("cluster: replica %s: %w", l.name, ErrRedisDown)
+	}
 	// Fast path while Redis is lost: no one waits and the share has room.
-	if l.n == 0 && l.c.mode.Load() == modeDown && len(l.held) < l.c.share(l.limit) {
+	if l.n == 0 && down && len(l.held) < l.c.share(l.limit) {
 		p := l.grantLocked(l.leaseID(l.c.seq.Add(1)))
 		l.mu.Unlock()
 		return p, nil
@@ -125,7 +131,7 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 	select {
 	case p := <-w.ch:
 		if p == nil {
-			return nil, ErrClosed
+			return nil, w.err
 		}
 		return p, nil
 	case <-ctx.Done():
@@ -245,6 +251,12 @@ func (l *limiter) pump() {
 		want := l.n
 		switch l.c.mode.Load() {
 		case modeDown:
+			if l.c.cfg.OnRedisLoss == FailClosed {
+				l.failAllLocked(fmt.Errorf("cluster: replica %s: %w", l.name, ErrRedisDown))
+				l.queued = false
+				l.mu.Unlock()
+				continue
+			}
 			share := l.c.share(l.limit)
 			for l.n > 0 && len(l.held) < share {
 				l.handLocked(l.leaseID(l.c.seq.Add(1)))
@@ -294,11 +306,12 @@ func (l *limiter) pump() {
 func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error) {
 	l.c.ops[opAcquire].Add(1)
 	res, err := acquireScript.Run(ctx, l.c.rdb, l.keys, l.c.id, l.c.id+":", first, want,
-		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name).Int64Slice()
+		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
 	l.contended.Store(res[2] > 0)
+	l.c.seen(int(res[3]))
 	return int(res[0]), nil
 }
 
@@ -353,17 +366,23 @@ func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error
 func (l *limiter) close() {
 	l.mu.Lock()
 	l.closed = true
+	l.failAllLocked(ErrClosed)
+	l.mu.Unlock()
+	l.poke()
+}
+
+// failAllLocked ends every wait with err.
+func (l *limiter) failAllLocked(err error) {
 	for c := range l.classes {
 		for w := l.classes[c].head; w != nil; {
 			next := w.next
 			l.removeLocked(w)
 			w.granted = true
+			w.err = err
 			w.ch <- nil
 			w = next
 		}
 	}
-	l.mu.Unlock()
-	l.poke()
 }
 
 // permit is one lease held by a call.

@@ -18,6 +18,11 @@ import "github.com/redis/go-redis/v9"
 //	P stats:<gateway>   STRING (JSON, PX)                a gateway's published stats
 //
 // A lease id is "<gateway>:<n>", so that a gateway can find its own.
+//
+// Every key has a TTL: a script that writes a key sets its expiry to the
+// longest any of its members can live (lease_ttl; twice that for
+// reservations), so that nothing stays once every gateway is gone, even
+// killed.
 
 // scriptNow reads the server clock in milliseconds.
 const scriptNow = `
@@ -37,8 +42,9 @@ end
 
 // acquireScript grants up to ARGV[4] leases to gateway ARGV[1].
 //
-// KEYS: holders, queue, queue expiry, reserved, seq. ARGV: gateway, lease
-// id prefix, first lease number, wanted, limit, ttl, channel, replica.
+// KEYS: holders, queue, queue expiry, reserved, seq, gateways. ARGV:
+// gateway, lease id prefix, first lease number, wanted, limit, ttl,
+// channel, replica, queue place ttl.
 //
 // Fairness: a gateway may take a free slot only if fewer gateways wait
 // before it in the queue than there are free slots (a gateway not in the
@@ -51,7 +57,14 @@ end
 // PUBLISHes "q|replica", so that gateways handing their leases on locally
 // (see limiter) give them back to Redis instead.
 //
-// Returns {granted, free after the grant, other gateways waiting}.
+// A waiting gateway's place lapses after the queue place ttl (about 1 s)
+// unless it asks again (it does every PollInterval while it waits), so a
+// dead gateway first in the queue stops blocking the others within it,
+// whether or not it held leases; its leases lapse after ttl.
+//
+// Returns {granted, free after the grant, other gateways waiting,
+// gateways alive}: the last keeps the membership (the local share's
+// divisor) as fresh as the calls.
 var acquireScript = redis.NewScript(scriptNow + scriptReserved + `
 local gw = ARGV[1]
 local want, limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -80,6 +93,7 @@ local first = tonumber(ARGV[3])
 for i = 0, k - 1 do
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[2] .. (first + i))
 end
+if k > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 if k > 0 and inq then
   redis.call('ZREM', KEYS[2], gw)
   inq = false
@@ -89,12 +103,13 @@ if want > k then
     redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[5]), gw)
     if pos == #q and k == 0 then redis.call('PUBLISH', ARGV[7], 'q|' .. ARGV[8]) end
   end
-  redis.call('ZADD', KEYS[3], now + ttl, gw)
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[9]), gw)
+  for _, i in ipairs({2, 3, 5}) do redis.call('PEXPIRE', KEYS[i], ttl) end
 else
   redis.call('ZREM', KEYS[3], gw)
 end
 if others > 0 and free - k > 0 then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
-return {k, free - k, others}
+return {k, free - k, others, redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf')}
 `)
 
 // releaseScript removes leases and, when gateways wait, tells them.
@@ -137,6 +152,7 @@ for i = 5 + nres, #ARGV do
   mine[ARGV[i]] = true
   added = added + redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
 end
+if #ARGV >= 5 + nres then redis.call('PEXPIRE', KEYS[1], ttl) end
 if full then
   local pre = gw .. ':'
   for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -154,6 +170,7 @@ if full then
     local hb = redis.call('ZSCORE', KEYS[3], g)
     if not have[g] and (not hb or tonumber(hb) <= now) then
       redis.call('ZADD', KEYS[2], now + 2 * ttl, m)
+      redis.call('PEXPIRE', KEYS[2], 2 * ttl)
     end
   end
 end
@@ -168,6 +185,7 @@ return {added, waiting}
 // KEYS: gateways, the gateway's stats key. ARGV: gateway, ttl, stats JSON.
 var heartbeatScript = redis.NewScript(scriptNow + `
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
 return redis.call('ZRANGE', KEYS[1], 0, -1)
