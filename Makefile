@@ -35,7 +35,7 @@ unit:
 	GRADIOPOOL_ARTIFACTS=$(CURDIR)/test-artifacts $(GO) test -race -count=1 -timeout 30m ./...
 
 bench:
-	$(GO) run ./cmd/gradiopool bench
+	$(GO) run ./cmd/gradiopool-bench
 
 bench-pool:
 	$(GO) test -run '^$$' -bench BenchmarkAcquireRelease -benchmem ./pool/sessionpool/

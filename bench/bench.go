@@ -38,7 +38,7 @@ type Options struct {
 	// are reported as skipped.
 	Only []string
 	// Self is a command that re-runs this program so that it calls
-	// [RunChild] first (cmd/gradiopool passes its own executable). The
+	// [RunChild] first (cmd/gradiopool-bench passes its own executable). The
 	// harness uses it to run the simulated replicas, the Go client peer and
 	// the gateway's HTTP callers in processes of their own. Nil means
 	// everything runs in this process (and the parts that need a process of

@@ -29,8 +29,8 @@ const (
 // replicas and each measured client live in processes of their own: a
 // memory or CPU figure then belongs to one program only.
 //
-// A program that wants `gradiopool bench` to measure out of process calls
-// RunChild first thing (cmd/gradiopool does, and so does the package's
+// A program that wants the harness to measure out of process calls
+// RunChild first thing (cmd/gradiopool-bench does, and so does the package's
 // TestMain).
 func RunChild(ctx context.Context, stdout io.Writer) (bool, error) {
 	role := os.Getenv(ChildEnv)

@@ -20,7 +20,7 @@
 // The package has only tests. `go test ./reliability/` runs the short
 // matrix (seconds per cell) and a 30 s soak; CI runs both. With GRADIOPOOL_RELIABILITY=long
 // (or -reliability.long) every cell runs longer under more load, and the
-// figures are written to docs/RELIABILITY.md, like `gradiopool bench`
+// figures are written to docs/RELIABILITY.md, like `gradiopool-bench`
 // writes docs/BENCHMARKS.md: the document is generated, not written by
 // hand.
 package reliability

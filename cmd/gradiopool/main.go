@@ -25,11 +25,10 @@ var commands = map[string]command{
 	"serve": {runServe, "run the HTTP gateway in front of Gradio replicas"},
 	"call":  {runCall, "call one endpoint of a Gradio app and print the outputs as JSON"},
 	"sim":   {runSim, "run simulated Gradio replicas and a Hugging Face Hub emulation"},
-	"bench": {runBench, "run the benchmark harness and write docs/BENCHMARKS.md"},
 }
 
 // order fixes the order of the usage text.
-var order = []string{"demo", "serve", "call", "sim", "bench"}
+var order = []string{"demo", "serve", "call", "sim"}
 
 // errUsage marks an error whose message is a usage problem; main exits 2.
 var errUsage = errors.New("usage")
