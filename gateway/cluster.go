@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/logattr"
 	"github.com/gradiopool/gradiopool/pool/cluster"
 )
 
@@ -146,7 +147,7 @@ func (cc ClusterConfig) LogValue() slog.Value {
 	if u, err := url.Parse(cc.RedisURL); err == nil && u.Host != "" {
 		where = u.Scheme + "://" + u.Host
 	}
-	return slog.GroupValue(slog.String("redis_url", where), slog.Duration("lease_ttl", cc.LeaseTTL), slog.String("name", cc.Name),
+	return slog.GroupValue(slog.String("redis_url", where), logattr.Ms("lease_ttl", cc.LeaseTTL), slog.String("name", cc.Name),
 		slog.String("on_redis_loss", cmp.Or(cc.OnRedisLoss, "fail_open")), slog.Int("gateways", cc.Gateways), slog.Bool("start_degraded", cc.StartDegraded),
 		slog.Bool("redis_tls_ca_file", cc.TLSCAFile != ""), slog.Bool("redis_tls_client_cert", cc.TLSCertFile != ""),
 		slog.Bool("redis_tls_insecure_skip_verify", cc.TLSInsecureSkipVerify))

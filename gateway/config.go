@@ -16,6 +16,8 @@ import (
 
 	"github.com/gradiopool/gradiopool/pool"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
 // Defaults of the gateway's own keys of [Config]. The pool's keys default
@@ -221,27 +223,27 @@ func (c Config) LogValue() slog.Value {
 		slog.String("hub_url", c.HubURL),
 		slog.Int("min_connections", c.Pool.MinConnections),
 		slog.Int("max_connections", c.Pool.MaxConnections),
-		slog.Duration("idle_timeout", c.Pool.IdleTimeout),
-		slog.Duration("queue_timeout", c.Pool.QueueTimeout),
-		slog.Duration("health_check_interval", c.Pool.HealthCheckInterval),
+		logattr.Ms("idle_timeout", c.Pool.IdleTimeout),
+		logattr.Ms("queue_timeout", c.Pool.QueueTimeout),
+		logattr.Ms("health_check_interval", c.Pool.HealthCheckInterval),
 		slog.Int("health_check_max_connections", c.Pool.HealthCheckMaxConnections),
 		slog.Int("unhealthy_after_failures", c.Pool.UnhealthyAfterFailures),
 		slog.Int("connect_retries", c.Pool.ConnectRetries),
 		slog.Int("eject_after_refusals", c.Pool.EjectAfterRefusals),
-		slog.Duration("user_assignment_ttl", c.Pool.UserAssignmentTTL),
+		logattr.Ms("user_assignment_ttl", c.Pool.UserAssignmentTTL),
 		slog.Int("max_waiters", c.Pool.MaxWaiters),
 		slog.Bool("sticky_sessions", c.Pool.StickySessions),
-		slog.Duration("priority_max_wait", c.Pool.PriorityMaxWait),
+		logattr.Ms("priority_max_wait", c.Pool.PriorityMaxWait),
 		slog.String("routing", c.Pool.Routing),
 		slog.Float64("rebalance_factor", c.Pool.RebalanceFactor),
 		slog.Bool("warm_up", c.Pool.WarmUp),
-		slog.Duration("demand_window", c.Pool.DemandWindow),
-		slog.Duration("max_lifetime", c.Pool.MaxLifetime),
-		slog.Duration("idle_disconnect", c.Pool.IdleDisconnect),
+		logattr.Ms("demand_window", c.Pool.DemandWindow),
+		logattr.Ms("max_lifetime", c.Pool.MaxLifetime),
+		logattr.Ms("idle_disconnect", c.Pool.IdleDisconnect),
 		slog.Bool("wake_sleeping", c.Pool.WakeSleeping),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Duration("drain_timeout", c.DrainTimeout),
-		slog.Duration("keepalive_interval", c.KeepAliveInterval),
+		logattr.Ms("drain_timeout", c.DrainTimeout),
+		logattr.Ms("keepalive_interval", c.KeepAliveInterval),
 		slog.Int("max_client_connections", c.MaxClientConnections),
 		slog.Any("cluster", c.Cluster),
 		slog.Any("secrets", c.Secrets),

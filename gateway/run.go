@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
 // defaultIdleTimeout closes keep-alive connections idle this long.
@@ -58,7 +60,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.front != nil {
 		g.front.Drain() // heartbeat streams end, so that Shutdown need not wait for them
 	}
-	g.log.Info("draining", slog.Int64("in_flight", g.inFlight.Load()), slog.Duration("drain_timeout", g.cfg.DrainTimeout))
+	g.log.Info("draining", slog.Int64("in_flight", g.inFlight.Load()), logattr.Ms("drain_timeout", g.cfg.DrainTimeout))
 	dctx, cancel := context.WithTimeout(context.Background(), g.cfg.DrainTimeout)
 	defer cancel()
 	jobsDone := make(chan struct{})

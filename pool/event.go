@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
 // EventKind says what happened.
@@ -110,7 +112,7 @@ func (p *Pool) emit(e Event) {
 		attrs = append(attrs, slog.String("endpoint", e.Endpoint))
 	}
 	if e.Duration != 0 {
-		attrs = append(attrs, slog.Duration("duration", e.Duration))
+		attrs = append(attrs, logattr.Ms("duration", e.Duration))
 	}
 	if e.Attempt != 0 {
 		attrs = append(attrs, slog.Int("attempt", e.Attempt))

@@ -19,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/pool"
+
+	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
 // ErrClosed is returned by Acquire on a closed Coordinator.
@@ -165,7 +167,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c.goBackground(c.loop)
 	c.goBackground(c.releaser)
 	c.log.Info("cluster: joined", slog.String("gateway", c.id), slog.String("cluster", s.Name),
-		slog.Int("limit", s.Limit), slog.Duration("lease_ttl", s.LeaseTTL))
+		slog.Int("limit", s.Limit), logattr.Ms("lease_ttl", s.LeaseTTL))
 	return c, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
 // EventKind says what an [Event] reports.
@@ -117,7 +119,7 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))
 	}
 	if e.Duration != 0 {
-		attrs = append(attrs, slog.Duration("duration", e.Duration))
+		attrs = append(attrs, logattr.Ms("duration", e.Duration))
 	}
 	if e.Kind == EventHealthCheck {
 		attrs = append(attrs, slog.Int("failures", e.Failures))
