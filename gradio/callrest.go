@@ -77,7 +77,7 @@ func (s *session) submitCall(ctx context.Context, dep *Dependency, endpoint stri
 	if err != nil {
 		return nil, &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("%s: %w", route, err)}
 	}
-	rb, err := readBody(resp)
+	rb, err := a.readBody(resp)
 	if err != nil {
 		return nil, &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("%s: %w", route, err)}
 	}

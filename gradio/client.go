@@ -191,12 +191,12 @@ func (c *Client) APIInfo(ctx context.Context) (*APIInfo, error) { return c.app.a
 
 // String describes the Client without credentials.
 func (c *Client) String() string {
-	return fmt.Sprintf("gradio.Client{%s session=%s}", c.app.base, c.sess.hash)
+	return fmt.Sprintf("gradio.Client{%s session=%s}", redactSource(c.app.base), c.sess.hash)
 }
 
 // LogValue implements slog.LogValuer without credentials.
 func (c *Client) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("base", c.app.base), slog.String("session", c.sess.hash))
+	return slog.GroupValue(slog.String("base", redactSource(c.app.base)), slog.String("session", c.sess.hash))
 }
 
 // Close ends this session's streams; its pending jobs fail with ErrClosed
@@ -223,7 +223,7 @@ func (c *Client) Ping(ctx context.Context) error {
 	if err != nil {
 		return &ConnectError{Src: a.src, Err: err}
 	}
-	body, err := readBody(resp)
+	body, err := a.readBody(resp)
 	if err != nil {
 		return &ConnectError{Src: a.src, Err: err}
 	}
@@ -367,9 +367,28 @@ func (b *cancelBody) Close() error {
 // hundreds of KB).
 const maxMetaBody = 64 << 20
 
-func readBody(resp *http.Response) ([]byte, error) {
+// readBody reads and closes a response body of at most maxMetaBody bytes.
+// The body must arrive within the header time-out after the headers: a
+// replica that sends headers and then stalls its body (or trickles it a
+// byte at a time) ends in an error instead of holding its caller, which
+// may be the pool's connect, for good.
+func (a *app) readBody(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
-	return io.ReadAll(io.LimitReader(resp.Body, maxMetaBody))
+	d := a.set.headerTimeout
+	if d <= 0 {
+		return io.ReadAll(io.LimitReader(resp.Body, maxMetaBody))
+	}
+	var late atomic.Bool
+	t := time.AfterFunc(d, func() {
+		late.Store(true)
+		resp.Body.Close() // unblocks the read below
+	})
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetaBody))
+	t.Stop()
+	if late.Load() {
+		return nil, fmt.Errorf("%w: no complete response body within %s", ErrBodyTimeout, d)
+	}
+	return b, err
 }
 
 func statusErr(code int) error {
@@ -406,7 +425,7 @@ func (a *app) fetchConfigWaking(ctx context.Context) (*Config, error) {
 		if wait > left {
 			wait = left
 		}
-		a.log.Info("gradio: app not ready, retrying config", "src", a.src, "status", me.StatusCode)
+		a.log.Info("gradio: app not ready, retrying config", "src", redactSource(a.src), "status", me.StatusCode)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -486,7 +505,7 @@ func (a *app) getMeta(ctx context.Context, u string) ([]byte, int, error) {
 		}
 		return nil, 0, &ConnectError{Src: a.src, Err: err}
 	}
-	body, err := readBody(resp)
+	body, err := a.readBody(resp)
 	if err != nil {
 		return nil, 0, &ConnectError{Src: a.src, Err: err}
 	}
@@ -533,7 +552,7 @@ func (a *app) login(ctx context.Context) error {
 		}
 		return &ConnectError{Src: a.src, Err: err}
 	}
-	body, _ := readBody(resp)
+	body, _ := a.readBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		return nil

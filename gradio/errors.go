@@ -3,6 +3,7 @@ package gradio
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -32,6 +33,9 @@ var (
 	// call. The error also wraps ctx's error. The join finishes (or times
 	// out) in the background, and a job the app accepted after all is
 	// cancelled there; the call must not be retried blindly.
+	// ErrBodyTimeout: a response's headers came but its body did not
+	// arrive within the header time-out (a stalled or trickling replica).
+	ErrBodyTimeout   = errors.New("gradio: response body timed out")
 	ErrMaybeAccepted = errors.New("gradio: the app had not answered the join when the caller's context ended; the call may have been accepted")
 	// ErrSpaceNotRunning is wrapped by every *SpaceError.
 	ErrSpaceNotRunning = errors.New("gradio: space not running")
@@ -120,12 +124,12 @@ type MetadataError struct {
 }
 
 func (e *MetadataError) Error() string {
-	s := "gradio: " + e.Op + " of " + e.Src
+	s := "gradio: " + e.Op + " of " + redactSource(e.Src)
 	if e.StatusCode != 0 {
 		s += fmt.Sprintf(": HTTP %d", e.StatusCode)
 	}
 	if e.Err != nil {
-		s += ": " + e.Err.Error()
+		s += ": " + scrubUserinfo(e.Src, e.Err.Error())
 	}
 	return s
 }
@@ -140,7 +144,45 @@ type ConnectError struct {
 	Err error
 }
 
-func (e *ConnectError) Error() string { return "gradio: connect to " + e.Src + ": " + e.Err.Error() }
+func (e *ConnectError) Error() string {
+	return "gradio: connect to " + redactSource(e.Src) + ": " + scrubUserinfo(e.Src, e.Err.Error())
+}
+
+// redactSource is src fit for errors and logs: a URL's user information
+// and query (where Spaces and proxies carry tokens and signatures) are
+// replaced by "REDACTED"; a Space id is returned as it is.
+func redactSource(src string) string {
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+		return src
+	}
+	u, err := url.Parse(src)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery = "REDACTED"
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// scrubUserinfo removes src's user information from msg: net/http's
+// errors quote request URLs, which carry it (with only the password
+// masked), while the query is never sent (Connect drops it from the base).
+func scrubUserinfo(src, msg string) string {
+	u, err := url.Parse(src)
+	if err != nil || u.User == nil {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, u.User.String()+"@", "REDACTED@")
+	if name := u.User.Username(); name != "" {
+		msg = strings.ReplaceAll(msg, name+":***@", "REDACTED@")
+	}
+	return msg
+}
 func (e *ConnectError) Unwrap() error { return e.Err }
 
 // ArgumentError reports arguments that do not fit the endpoint (count,

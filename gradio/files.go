@@ -297,7 +297,7 @@ func (a *app) upload(ctx context.Context, parts []uploadPart) ([]string, error) 
 		}
 		return nil, &ConnectionLostError{Err: fmt.Errorf("upload: %w", err)}
 	}
-	body, err := readBody(resp)
+	body, err := a.readBody(resp)
 	if err != nil {
 		return nil, &ConnectionLostError{Err: fmt.Errorf("upload: %w", err)}
 	}

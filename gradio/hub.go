@@ -88,7 +88,7 @@ func (a *app) wake(ctx context.Context, host string) {
 		return
 	}
 	if resp, err := a.do(req, true); err == nil {
-		_, _ = readBody(resp)
+		_, _ = a.readBody(resp)
 	}
 }
 
@@ -109,7 +109,7 @@ func (a *app) hubGet(ctx context.Context, path string, v any) error {
 		}
 		return &ConnectError{Src: a.src, Err: fmt.Errorf("hub: %w", err)}
 	}
-	body, err := readBody(resp)
+	body, err := a.readBody(resp)
 	if err != nil {
 		return &ConnectError{Src: a.src, Err: fmt.Errorf("hub: %w", err)}
 	}

@@ -154,7 +154,7 @@ func (s *session) join(ctx context.Context, body []byte) (string, error) {
 	if err != nil {
 		return "", &ConnectionLostError{MaybeAccepted: sent.Load(), Err: fmt.Errorf("queue/join: %w", err)}
 	}
-	rb, err := readBody(resp)
+	rb, err := a.readBody(resp)
 	if err != nil {
 		// The app answered; with a 200 it has queued the job.
 		return "", &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("queue/join: %w", err)}
@@ -269,7 +269,7 @@ func (a *app) postJSON(ctx context.Context, p string, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("gradio: %s: %w", p, err)
 	}
-	rb, _ := readBody(resp)
+	rb, _ := a.readBody(resp)
 	if resp.StatusCode != http.StatusOK {
 		return &ProtocolError{Op: p, StatusCode: resp.StatusCode, Body: excerpt(rb)}
 	}

@@ -148,6 +148,11 @@ func (s *session) readStream(pre bool) (int, error) {
 				}
 				return n, fmt.Errorf("queue/data: no data for %s", a.set.idleTimeout)
 			}
+			if errors.Is(err, sse.ErrLineTooLong) || errors.Is(err, sse.ErrEventTooLarge) {
+				// A replica's over-large event ends the stream's calls with a
+				// protocol error, not an unbounded buffer.
+				return n, &ProtocolError{Op: "queue/data", Err: err}
+			}
 			return n, fmt.Errorf("queue/data: %w", err)
 		}
 		if len(ev.Data) == 0 {

@@ -33,7 +33,7 @@ func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string
 		return nil, &ConnectionLostError{Err: fmt.Errorf("queue/join: %w", err)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		b, _ := readBody(resp)
+		b, _ := a.readBody(resp)
 		jcancel()
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			return nil, joinUnavailable("queue/join", b)

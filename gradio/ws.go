@@ -52,7 +52,7 @@ func (a *app) dialWS(ctx context.Context, u string) (*wsConn, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		b, _ := readBody(resp)
+		b, _ := a.readBody(resp)
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			return nil, joinUnavailable("queue/join (ws)", b)
 		}
@@ -343,7 +343,7 @@ func (s *session) runPredict(ctx context.Context, j *Job, data []any) {
 		}
 		return
 	}
-	rb, err := readBody(resp)
+	rb, err := a.readBody(resp)
 	if err != nil {
 		s.fail(j, &ConnectionLostError{Accepted: true, Err: fmt.Errorf("run/predict: %w", err)})
 		return
