@@ -82,6 +82,9 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 			reqID = newID()[:16]
 		}
 		sw.Header().Set("X-Request-Id", reqID)
+		// Every answer may be a user's output, a key-protected statistic or
+		// a file: no shared cache or browser keeps it.
+		sw.Header().Set("Cache-Control", "no-store")
 		la := &logAttrs{}
 		ctx := context.WithValue(r.Context(), keyLogAttrs, la)
 		r = r.WithContext(ctx)

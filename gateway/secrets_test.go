@@ -1,0 +1,85 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/internal/logbuf"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// TestReplicaCredentialsNeverLeak: a replica URL carrying a password and a
+// signed query (as private Spaces and proxies do) must not appear in any
+// answer, log line or statistic when that replica cannot be reached.
+func TestReplicaCredentialsNeverLeak(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there any more: every connect fails
+	src := "http://gpuser:PASSWORD123@" + dead + "/app/?token=SECRET456&sig=SIG789"
+	secrets := []string{"PASSWORD123", "SECRET456", "SIG789", "gpuser"}
+
+	logs := &logbuf.Buffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := gateway.Config{Replicas: []string{src}, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 2}}
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(logger, metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(b)
+	srv := httptest.NewServer(gateway.New(cfg, b, logger, metrics))
+	t.Cleanup(srv.Close)
+
+	var seen []string
+	for range 2 {
+		a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["x"]}`)
+		if a.status < 500 {
+			t.Fatalf("a dead replica answered %d %s", a.status, a.body)
+		}
+		seen = append(seen, "answer: "+a.body)
+	}
+	st, _ := json.Marshal(p.Stats(context.Background()))
+	seen = append(seen, "stats: "+string(st), "logs: "+logs.String(), "metrics: "+do(t, "GET", srv.URL+"/metrics", "").body)
+	for _, s := range seen {
+		for _, secret := range secrets {
+			if strings.Contains(s, secret) {
+				t.Errorf("%q leaked in %.2000s", secret, s)
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), "REDACTED") {
+		t.Errorf("the connect failure was not logged with the redacted source: %.2000s", logs.String())
+	}
+}
+
+// TestNoStoreEverywhere: answers that carry users' outputs, statistics or
+// the app's config are never kept by a cache.
+func TestNoStoreEverywhere(t *testing.T) {
+	srv, _, _, _ := frontGateway(t, 1, nil)
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/predict/upper", `{"data":["x"]}`},
+		{"POST", "/v1/submit/upper", `{"data":["x"]}`},
+		{"POST", "/gradio_api/call/upper", `{"data":["x"]}`},
+		{"GET", "/api/admin/pool-stats", ""},
+		{"GET", "/metrics", ""},
+		{"GET", "/config", ""},
+		{"GET", "/gradio_api/info", ""},
+		{"GET", "/healthz", ""},
+	} {
+		a := do(t, tc.method, srv.URL+tc.path, tc.body)
+		if got := a.header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s %s: %d, Cache-Control %q", tc.method, tc.path, a.status, got)
+		}
+	}
+}
