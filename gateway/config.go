@@ -74,6 +74,11 @@ type Config struct {
 	// idle connections). Zero means DefaultMaxClientConnections (10000);
 	// negative: no limit.
 	MaxClientConnections int `yaml:"max_client_connections"`
+	// MaxClientConnectionsPerAddress bounds the connections one client
+	// address holds open; past it a new connection is answered 429. Zero
+	// means DefaultMaxClientConnectionsPerAddress (1000); negative: no
+	// limit.
+	MaxClientConnectionsPerAddress int `yaml:"max_client_connections_per_address"`
 	// Log selects the log format and level.
 	Log LogConfig `yaml:"log"`
 	// FrontDoor configures the Gradio front door (the gateway as one Gradio app).
@@ -245,6 +250,7 @@ func (c Config) LogValue() slog.Value {
 		logattr.Ms("drain_timeout", c.DrainTimeout),
 		logattr.Ms("keepalive_interval", c.KeepAliveInterval),
 		slog.Int("max_client_connections", c.MaxClientConnections),
+		slog.Int("max_client_connections_per_address", c.MaxClientConnectionsPerAddress),
 		slog.Any("cluster", c.Cluster),
 		slog.Any("secrets", c.Secrets),
 	)
@@ -307,6 +313,7 @@ func (c *Config) Normalize() {
 	defd(&c.PendingCallTTL, DefaultPendingCallTTL)
 	def(&c.MaxPendingCalls, DefaultMaxPendingCalls)
 	def(&c.MaxClientConnections, DefaultMaxClientConnections)
+	def(&c.MaxClientConnectionsPerAddress, DefaultMaxClientConnectionsPerAddress)
 	if c.Log.Format == "" {
 		c.Log.Format = "auto"
 	}

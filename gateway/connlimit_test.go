@@ -41,8 +41,8 @@ func TestClientConnectionLimit(t *testing.T) {
 		}
 		return resp, err
 	}
-	start := func(t *testing.T, limit int) string {
-		g := gateway.New(gateway.Config{Replicas: []string{"http://r1"}, MaxClientConnections: limit}, newFake(), nil, nil)
+	start := func(t *testing.T, limit, perAddress int) string {
+		g := gateway.New(gateway.Config{Replicas: []string{"http://r1"}, MaxClientConnections: limit, MaxClientConnectionsPerAddress: perAddress}, newFake(), nil, nil)
 		g.SetConnTimeouts(time.Minute, time.Minute) // the limit, not the time-outs, is under test
 		addr, stop := serveFake(t, g)
 		t.Cleanup(stop)
@@ -50,19 +50,11 @@ func TestClientConnectionLimit(t *testing.T) {
 	}
 
 	t.Run("limit 3", func(t *testing.T) {
-		addr := start(t, 3)
-		served := dial(t, addr)
-		sr := bufio.NewReader(served)
-		if resp, err := get(served, sr, 10*time.Second); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("first connection: %v %v", resp, err)
-		}
-		silent := []net.Conn{dial(t, addr), dial(t, addr)} // idle, never a byte: the limit is reached
-		extra := dial(t, addr)                             // connects (the kernel's queue) but is not accepted
+		addr := start(t, 3, 0)
+		// Three connections that never send a byte hold every place.
+		silent := []net.Conn{dial(t, addr), dial(t, addr), dial(t, addr)}
+		extra := dial(t, addr) // connects (the kernel's queue) but is not accepted
 		er := bufio.NewReader(extra)
-		// A connection of the limit is still served.
-		if resp, err := get(served, sr, 10*time.Second); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("an open connection is not served at the limit: %v %v", resp, err)
-		}
 		if resp, err := get(extra, er, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("a connection past the limit was served: %v %v", resp, err)
 		}
@@ -77,8 +69,47 @@ func TestClientConnectionLimit(t *testing.T) {
 		resp.Body.Close()
 	})
 
+	t.Run("idle keep-alive connections make room at the limit", func(t *testing.T) {
+		addr := start(t, 3, 0)
+		// A client keeps a served connection idle (keep-alive) ...
+		idle := dial(t, addr)
+		ir := bufio.NewReader(idle)
+		if resp, err := get(idle, ir, 10*time.Second); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("first connection: %v %v", resp, err)
+		}
+		// ... and the limit is reached: the idle one is closed, so a
+		// waiting client is served instead of waiting for the idle time-out.
+		dial(t, addr)
+		dial(t, addr)
+		waiting := dial(t, addr)
+		if resp, err := get(waiting, bufio.NewReader(waiting), 10*time.Second); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a waiting client was not served while an idle connection held a place: %v %v", resp, err)
+		}
+		_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := ir.ReadByte(); err == nil {
+			t.Error("the idle keep-alive connection was not closed at the limit")
+		}
+	})
+
+	t.Run("per address", func(t *testing.T) {
+		addr := start(t, 100, 2)
+		dial(t, addr)
+		dial(t, addr)
+		over := dial(t, addr)
+		_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+		if err != nil {
+			t.Fatalf("the connection over the per-address limit got no answer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"code":"too_many_connections"`) {
+			t.Fatalf("over the per-address limit: %d %v %s", resp.StatusCode, resp.Header, body)
+		}
+	})
+
 	t.Run("no limit", func(t *testing.T) {
-		addr := start(t, -1)
+		addr := start(t, -1, -1)
 		for range 5 {
 			dial(t, addr)
 		}

@@ -32,8 +32,10 @@ const drainFlushTimeout = 5 * time.Second
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	baseCtx, cancelBase := context.WithCancelCause(context.Background())
 	defer cancelBase(nil)
+	ln, connState := g.guard(ln)
 	srv := &http.Server{
-		Handler: g,
+		Handler:   g,
+		ConnState: connState,
 		// No WriteTimeout or ReadTimeout: they would cut a 10-minute call or
 		// stream. Time-outs belong to phases: headers here, the queue and the
 		// caller's own deadline in the pool.
@@ -43,7 +45,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(g.limitListener(ln)) }()
+	go func() { errc <- srv.Serve(ln) }()
 	histCtx, stopHist := context.WithCancel(context.Background())
 	histDone := make(chan struct{})
 	go func() { defer close(histDone); g.history.Run(histCtx) }()
