@@ -32,6 +32,10 @@ type FrontDoorConfig struct {
 	// or Authorization when no API keys are set) and X-IP-Token to the
 	// Spaces instead of HF_TOKEN. Default false: never forwarded.
 	ForwardCallerToken bool `yaml:"forward_caller_token"`
+	// ShowReplicaErrors passes the replicas' own error answers (Python
+	// tracebacks) and replica names in error texts on to front-door
+	// callers. Default false: they go to the log only.
+	ShowReplicaErrors bool `yaml:"show_replica_errors"`
 }
 
 func init() {
@@ -46,6 +50,8 @@ func init() {
 			boolSetter(func(c *Config) *bool { return &c.FrontDoor.TrustForwardedHeaders }), kindBool, false},
 		setting{"frontdoor.forward_caller_token", "GRADIOPOOL_FRONTDOOR_FORWARD_CALLER_TOKEN", "frontdoor-forward-caller-token", "send the caller's HF token and X-IP-Token to the Spaces",
 			boolSetter(func(c *Config) *bool { return &c.FrontDoor.ForwardCallerToken }), kindBool, false},
+		setting{"frontdoor.show_replica_errors", "GRADIOPOOL_FRONTDOOR_SHOW_REPLICA_ERRORS", "frontdoor-show-replica-errors", "show callers the replicas' error answers (tracebacks) and names",
+			boolSetter(func(c *Config) *bool { return &c.FrontDoor.ShowReplicaErrors }), kindBool, false},
 	)
 }
 
@@ -65,6 +71,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		UploadDir:          g.cfg.FrontDoor.UploadDir,
 		TrustForwarded:     g.cfg.FrontDoor.TrustForwardedHeaders,
 		ForwardCallerToken: g.cfg.FrontDoor.ForwardCallerToken,
+		ShowReplicaErrors:  g.cfg.FrontDoor.ShowReplicaErrors,
 		CallerAuthIsKey:    len(g.cfg.Secrets.APIKeys) > 0,
 		MaxBodyBytes:       g.cfg.MaxBodyBytes,
 		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process

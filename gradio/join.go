@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
@@ -159,26 +158,9 @@ func (s *session) join(ctx context.Context, body []byte) (string, error) {
 		// The app answered; with a 200 it has queued the job.
 		return "", &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("queue/join: %w", err)}
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		var v struct {
-			EventID string `json:"event_id"`
-		}
-		if err := json.Unmarshal(rb, &v); err != nil || v.EventID == "" {
-			return "", &ProtocolError{Op: "queue/join", Body: excerpt(rb), Err: errors.New("no event_id")}
-		}
-		return v.EventID, nil
-	case http.StatusServiceUnavailable:
-		return "", joinUnavailable("queue/join", rb)
-	case http.StatusTooManyRequests:
-		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: ErrRateLimited}
-	case http.StatusUnprocessableEntity:
-		return "", &ArgumentError{Endpoint: "queue/join", Msg: "the app rejected the arguments: " + detail(rb)}
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb), Err: ErrUnauthorized}
-	default:
-		return "", &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(rb)}
-	}
+	// The client resolved the endpoint in its config: a 500 here is the
+	// replica's failure, not an unknown fn_index.
+	return JoinAnswer(resp.StatusCode, rb, true)
 }
 
 // joinUnavailable turns a 503 answer to a join into an error. Only Gradio's

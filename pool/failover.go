@@ -24,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -320,9 +319,12 @@ func (p *Pool) failover(r *replica, endpoint string, err error) {
 
 // classifySubmitError decides what a Submit error means. retry: the app
 // provably did not accept the call, so another session or replica may run
-// it. broken: the session's connection is unusable. replicaFault: the
-// replica itself failed (counts towards its ejection).
+// it (gradio.ClassifyJoin, the rule the front door follows too). broken:
+// the session's connection is unusable. replicaFault: the replica itself
+// failed (counts towards its ejection); never for the caller's own fault.
 func classifySubmitError(err error) (retry, broken, replicaFault bool) {
+	outcome := gradio.ClassifyJoin(err)
+	retry = outcome == gradio.JoinNotAccepted
 	var (
 		lost  *gradio.ConnectionLostError
 		conn  *gradio.ConnectError
@@ -331,42 +333,34 @@ func classifySubmitError(err error) (retry, broken, replicaFault bool) {
 		space *gradio.SpaceError
 	)
 	switch {
+	case outcome == gradio.JoinCallerFault:
+		return false, false, false
 	case errors.Is(err, gradio.ErrMaybeAccepted):
 		// The caller's ctx ended while the join was in flight: never
 		// re-run; the session still has that join out, so it is not
 		// lent again.
 		return false, true, false
 	case errors.As(err, &lost):
-		// Retried only when the join provably never reached the app.
-		unsent := !lost.Accepted && !lost.MaybeAccepted
-		return unsent, true, !lost.Accepted
+		return retry, true, !lost.Accepted
 	case errors.Is(err, gradio.ErrQueueFull):
-		return true, false, false // overloaded, not failing
+		return retry, false, false // overloaded, not failing
 	case errors.Is(err, gradio.ErrAppChanged), errors.Is(err, gradio.ErrClosed):
-		return true, true, false
+		return retry, true, false
 	case errors.As(err, &conn):
-		return true, true, true
+		return retry, true, true
 	case errors.As(err, &proto):
-		// A 5xx answer to queue/join (or to an upload before it) means the
-		// app refused the call. 504 is excluded: a proxy's time-out may come
-		// after the app queued it.
-		refused := proto.StatusCode >= 500 && proto.StatusCode != http.StatusGatewayTimeout
-		return refused, false, refused
+		return retry, false, retry // a refused join counts against the replica
 	case errors.As(err, &space), errors.As(err, &meta):
-		return true, false, true // e.g. lazy /info fetch failed before the call
+		return retry, false, true // e.g. lazy /info fetch failed before the call
 	}
 	return false, false, false
 }
 
 // callerError reports errors caused by the call itself (unknown endpoint,
-// bad arguments, a file too large): they would fail on any replica and do not
-// count as the replica's errors.
+// bad arguments, a file too large, the caller's own cancel or deadline):
+// they would fail on any replica and do not count as the replica's errors.
 func callerError(err error) bool {
-	var (
-		arg *gradio.ArgumentError
-		big *gradio.UploadTooLargeError
-	)
-	return errors.Is(err, gradio.ErrUnknownEndpoint) || errors.As(err, &arg) || errors.As(err, &big) ||
+	return gradio.ClassifyJoin(err) == gradio.JoinCallerFault ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -383,8 +377,7 @@ func sessionLevel(err error) bool {
 // after queue/join answered with an event id, or may have (a join sent in
 // full and never answered: gradio.ConnectionLostError.MaybeAccepted).
 func NotAccepted(err error) bool {
-	retry, _, _ := classifySubmitError(err)
-	return retry
+	return gradio.ClassifyJoin(err) == gradio.JoinNotAccepted
 }
 
 // IsCallerError reports errors caused by the call itself (unknown endpoint,

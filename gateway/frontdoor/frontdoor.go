@@ -56,6 +56,12 @@ type Config struct {
 	// from X-HF-Authorization, or from Authorization when CallerAuthIsKey
 	// is false.
 	ForwardCallerToken bool
+	// ShowReplicaErrors passes the replicas' own error answers (a Python
+	// traceback, a proxy's page) and the pool's error texts (they name
+	// the replicas by URL) on to callers. Default false: callers get
+	// Gradio's {"detail": ...} with the gateway's own message, and the
+	// details go to the log.
+	ShowReplicaErrors bool
 	// CallerAuthIsKey says that Authorization carries the gateway's API
 	// key (GRADIOPOOL_API_KEYS is set), not an HF token.
 	CallerAuthIsKey bool
@@ -119,7 +125,7 @@ type FrontDoor struct {
 }
 
 type counters struct {
-	created, expired, moved, stateLost, lost, joins, refused atomic.Uint64
+	created, expired, moved, stateLost, lost, joins, refused, callerFaults atomic.Uint64
 }
 
 // New returns the front door of p. From its first session on it runs a
@@ -244,14 +250,17 @@ type Stats struct {
 	// InFlight is the calls holding a slot now.
 	InFlight int `json:"callsInFlight"`
 	// Cumulative since start.
-	Created   uint64 `json:"sessionsCreated"`
-	Expired   uint64 `json:"sessionsExpired"`
-	Joins     uint64 `json:"joins"`
-	Refused   uint64 `json:"joinsRefused"`
-	Moved     uint64 `json:"sessionsMoved"`
-	StateLost uint64 `json:"stateLost"`
-	Lost      uint64 `json:"callsLost"`
-	Uploads   int    `json:"uploadsKept"`
+	Created uint64 `json:"sessionsCreated"`
+	Expired uint64 `json:"sessionsExpired"`
+	Joins   uint64 `json:"joins"`
+	Refused uint64 `json:"joinsRefused"`
+	// CallerFaults counts joins the app refused for the caller's input
+	// (answered 4xx, never retried, never counted against a replica).
+	CallerFaults uint64 `json:"joinsRefusedInput"`
+	Moved        uint64 `json:"sessionsMoved"`
+	StateLost    uint64 `json:"stateLost"`
+	Lost         uint64 `json:"callsLost"`
+	Uploads      int    `json:"uploadsKept"`
 	// Mismatched maps each replica whose app differs from the reference
 	// replica's (it gets no front-door session) to how it differs.
 	Mismatched map[string]string `json:"configMismatch,omitempty"`
@@ -282,6 +291,7 @@ func (f *FrontDoor) Stats() Stats {
 	st.Expired = f.stats.expired.Load()
 	st.Joins = f.stats.joins.Load()
 	st.Refused = f.stats.refused.Load()
+	st.CallerFaults = f.stats.callerFaults.Load()
 	st.Moved = f.stats.moved.Load()
 	st.StateLost = f.stats.stateLost.Load()
 	st.Lost = f.stats.lost.Load()

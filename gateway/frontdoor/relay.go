@@ -127,7 +127,8 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 			if ctx.Err() != nil {
 				return
 			}
-			detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call: "+err.Error())
+			f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(front)), slog.Any("error", err))
+			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 			return
 		}
 		ref, done := f.join(w, r, s, lease, b, m, endpoint)
@@ -149,10 +150,20 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if last.body != nil {
-		relay(w, last.status, last.ctype, last.body)
+		f.replicaAnswer(w, last.status, last.ctype, last.body, "gradiopool: the replicas refused the call")
 		return
 	}
-	detail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call: "+last.err.Error())
+	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err)
+}
+
+// errDetail answers msg in Gradio's shape, followed by err's text only when
+// Config.ShowReplicaErrors is set: pool errors name the replicas (their
+// URLs), which callers do not see by default.
+func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err error) {
+	if f.cfg.ShowReplicaErrors && err != nil {
+		msg += ": " + err.Error()
+	}
+	detail(w, status, msg)
 }
 
 // slotFor returns a slot for the session's next call: on its replica, or
@@ -301,28 +312,79 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
 		return nil, true
 	}
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		var v struct {
-			EventID string `json:"event_id"`
-		}
-		if json.Unmarshal(rb, &v) != nil || v.EventID == "" {
-			lease.Release()
-			relay(w, resp.StatusCode, ctype, rb)
-			return nil, true
-		}
+	// One rule for what the answer proves (gradio.ClassifyJoin), the one
+	// the pool follows for its own calls.
+	var fn int
+	fnKnown := json.Unmarshal(m["fn_index"], &fn) == nil && app.Config().HasFn(fn)
+	eventID, jerr := gradio.JoinAnswer(resp.StatusCode, rb, fnKnown)
+	switch gradio.ClassifyJoin(jerr) {
+	case gradio.JoinAccepted:
 		lease.Accepted()
-		s.addPending(v.EventID, lease)
+		s.addPending(eventID, lease)
 		relay(w, resp.StatusCode, ctype, rb)
 		return nil, true
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: fmt.Errorf("%w: queue/join %d %s", gradio.ErrQueueFull, resp.StatusCode, excerpt(rb))}, false
-	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusGatewayTimeout:
-		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: fmt.Errorf("queue/join %d %s", resp.StatusCode, excerpt(rb))}, false
+	case gradio.JoinNotAccepted:
+		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: jerr}, false
+	case gradio.JoinCallerFault:
+		// Refused for the caller's input: the caller's answer; another
+		// replica would refuse it too, and the replica is not at fault.
+		lease.Release()
+		f.stats.callerFaults.Add(1)
+		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
+		f.callerFault(w, resp.StatusCode, ctype, rb, jerr)
+		return nil, true
 	}
+	// Maybe accepted (a proxy's 504, an answer without an event id): never
+	// run again.
 	lease.Release()
-	relay(w, resp.StatusCode, ctype, rb)
+	f.replicaAnswer(w, resp.StatusCode, ctype, rb,
+		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again")
 	return nil, true
+}
+
+// callerFault answers a join the app refused because of what the caller
+// sent, as a 4xx in Gradio's shape ({"detail": ...}). The replica's own
+// answer is relayed when it is already that (Gradio's 400/422 details), or
+// when Config.ShowReplicaErrors is set; a 500 for an unknown fn_index (a
+// Python traceback from Gradio 5.0 to 6.8) never reaches the caller
+// otherwise.
+func (f *FrontDoor) callerFault(w http.ResponseWriter, status int, ctype string, body []byte, err error) {
+	switch {
+	case f.cfg.ShowReplicaErrors:
+		relay(w, status, ctype, body)
+	case status >= 400 && status < 500 && gradioDetail(body):
+		relay(w, status, "application/json", body)
+	case errors.Is(err, gradio.ErrUnknownEndpoint):
+		detail(w, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index")
+	case status >= 400 && status < 500:
+		detail(w, status, "gradiopool: the app refused the call's input")
+	default:
+		detail(w, http.StatusBadRequest, "gradiopool: the app refused the call's input")
+	}
+}
+
+// replicaAnswer passes a replica's non-200 answer on: as is when it is
+// Gradio's {"detail": ...} shape or Config.ShowReplicaErrors is set, else
+// as msg with the replica's status (its body may hold a traceback or the
+// replica's address).
+func (f *FrontDoor) replicaAnswer(w http.ResponseWriter, status int, ctype string, body []byte, msg string) {
+	if f.cfg.ShowReplicaErrors || (status >= 200 && status < 300) || gradioDetail(body) {
+		relay(w, status, ctype, body)
+		return
+	}
+	detail(w, status, msg)
+}
+
+// gradioDetail reports whether body is Gradio's error shape: a JSON object
+// with a "detail" (FastAPI's HTTPException and validation answers).
+func gradioDetail(body []byte) bool {
+	var v map[string]json.RawMessage
+	if json.Unmarshal(body, &v) != nil {
+		return false
+	}
+	_, ok := v["detail"]
+	return ok
 }
 
 func excerpt(b []byte) string {
@@ -512,7 +574,10 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *http.ResponseController
 func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseController, s *session, b Binding, cause error) {
 	ids := s.inFlight()
 	for _, id := range ids {
-		msg := fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", b.Replica, cause)
+		msg := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"
+		if f.cfg.ShowReplicaErrors {
+			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", b.Replica, cause)
+		}
 		rec, _ := json.Marshal(map[string]any{
 			"msg": "process_completed", "event_id": id,
 			"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},

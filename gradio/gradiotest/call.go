@@ -2,6 +2,7 @@ package gradiotest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,7 +41,9 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, rest string)
 func (s *Server) callPost(w http.ResponseWriter, r *http.Request, name string, v2 bool) {
 	fn, ep := s.endpointByName(name)
 	if ep == nil {
-		detail(w, http.StatusNotFound, "Function not found.")
+		// route_utils.get_fn raises FnIndexInferError (and /call/v2 a
+		// KeyError on api_info): uncaught, a 500.
+		s.uncaught(fmt.Sprintf(fnInferTrace, name)).write(w)
 		return
 	}
 	var data []json.RawMessage

@@ -230,18 +230,62 @@ const maxRebroadcast = 200
 type errJoin struct {
 	status int
 	detail any
-	plain  bool // text/plain body (500 like Starlette)
+	plain  bool   // text/plain body (500 like Starlette)
+	trace  string // with plain: the body instead of the status text
 }
 
 func (e *errJoin) Error() string { return fmt.Sprint(e.detail) }
 
 func (e *errJoin) write(w http.ResponseWriter) {
 	if e.plain {
+		if e.trace != "" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(e.status)
+			_, _ = w.Write([]byte(e.trace))
+			return
+		}
 		internalError(w, e.status)
 		return
 	}
 	detail(w, e.status, e.detail)
 }
+
+// uncaught is the answer to an exception the app's routes do not catch:
+// Starlette's ServerErrorMiddleware answers 500, with the Python traceback
+// as plain text when the FastAPI app runs in debug mode (Gradio 5.0 to 6.8
+// always did, gradio/routes.py App.create_app), else "Internal Server
+// Error" (4.x, and 6.9 on unless launch(debug=True)). The recorded answers
+// are in gradio/testdata/joins.
+func (s *Server) uncaught(trace string) *errJoin {
+	e := &errJoin{status: 500, detail: "Internal Server Error", plain: true}
+	if s.Mode.info().major == 5 {
+		e.trace = trace
+	}
+	return e
+}
+
+// The tracebacks of Gradio 5.49.1 for an unknown fn_index on queue/join
+// and an unknown api name on /call (its own frames and line numbers; the
+// framework frames abridged to the outermost).
+const (
+	tracebackHead = "Traceback (most recent call last):\n" +
+		"  File \"/usr/local/lib/python3.10/site-packages/starlette/middleware/errors.py\", line 164, in __call__\n" +
+		"    await self.app(scope, receive, _send)\n"
+	keyErrorTrace = tracebackHead +
+		"  File \"/usr/local/lib/python3.10/site-packages/gradio/routes.py\", line 1341, in queue_join\n" +
+		"    return await queue_join_helper(body, request, username)\n" +
+		"  File \"/usr/local/lib/python3.10/site-packages/gradio/routes.py\", line 1359, in queue_join_helper\n" +
+		"    success, event_id, state = await blocks._queue.push(\n" +
+		"  File \"/usr/local/lib/python3.10/site-packages/gradio/queueing.py\", line 289, in push\n" +
+		"    fn = session_state.blocks_config.fns[body.fn_index]\n" +
+		"KeyError: %d\n"
+	fnInferTrace = tracebackHead +
+		"  File \"/usr/local/lib/python3.10/site-packages/gradio/routes.py\", line 1324, in simple_predict_post\n" +
+		"    fn = route_utils.get_fn(\n" +
+		"  File \"/usr/local/lib/python3.10/site-packages/gradio/route_utils.py\", line 257, in get_fn\n" +
+		"    raise FnIndexInferError(\n" +
+		"gradio.route_utils.FnIndexInferError: Could not infer function index for API name: %s\n"
+)
 
 // joinOpts says how an event is created.
 type joinOpts struct {
@@ -264,7 +308,9 @@ func (s *Server) enqueue(r *http.Request, hash string, fn int, data []json.RawMe
 		return nil, &errJoin{status: 503, detail: "Queue is stopped."}
 	}
 	if fn < 0 || fn >= len(s.groups) {
-		return nil, &errJoin{status: 500, detail: "Internal Server Error", plain: true}
+		// Queue.push looks the function up by id: a KeyError nobody
+		// catches (see uncaught).
+		return nil, s.uncaught(fmt.Sprintf(keyErrorTrace, fn))
 	}
 	size := s.queueSizeLocked()
 	if !o.private && (s.knobs.QueueFull || (s.knobs.MaxQueueSize > 0 && size >= s.knobs.MaxQueueSize)) {
