@@ -65,6 +65,9 @@ func (r *Redis) Claim(ctx context.Context, key, replica string, ttl time.Duratio
 	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		set = p.SetArgs(ctx, r.prefix+key, replica, args)
 		p.Do(ctx, "ZADD", r.index, "NX", score, key)
+		if ttl > 0 {
+			p.PExpire(ctx, r.index, ttl)
+		}
 		return nil
 	})
 	switch {

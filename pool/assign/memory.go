@@ -54,7 +54,10 @@ type entry struct {
 	name uint32
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store     = (*Memory)(nil)
+	_ Refresher = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory store and starts its sweeper.
 func NewMemory(cfg MemoryConfig) *Memory {
@@ -150,6 +153,15 @@ func (m *Memory) Get(ctx context.Context, key string) (string, bool, error) {
 		return "", false, nil
 	}
 	return m.name(e.name), true, nil
+}
+
+// GetRefresh implements [Refresher].
+func (m *Memory) GetRefresh(ctx context.Context, key string, ttl time.Duration) (string, bool, error) {
+	v, ok, err := m.Get(ctx, key)
+	if ok && err == nil && ttl > 0 {
+		err = m.Set(ctx, key, v, ttl)
+	}
+	return v, ok, err
 }
 
 // Set implements [Store].

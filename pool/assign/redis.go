@@ -30,13 +30,21 @@ type RedisConfig struct {
 // is one string key (prefix + user key = replica name, with Redis' own
 // expiry), plus a member of one sorted set scored by expiry time that makes
 // Len cheap; expired members are trimmed on every Set and Len.
+//
+// The index itself expires (indexTTL): every write with a TTL sets its
+// expiry to that TTL, the longest any member written with it can live, so
+// nothing stays once every gateway is gone. Stores sharing a prefix are
+// expected to use one TTL (package pool's UserAssignmentTTL).
 type Redis struct {
 	c      redis.UniversalClient
 	prefix string
 	index  string
 }
 
-var _ Store = (*Redis)(nil)
+var (
+	_ Store     = (*Redis)(nil)
+	_ Refresher = (*Redis)(nil)
+)
 
 // NewRedis returns a store using cfg.Client. It does no I/O.
 func NewRedis(cfg RedisConfig) (*Redis, error) {
@@ -75,12 +83,46 @@ func (r *Redis) Set(ctx context.Context, key, replica string, ttl time.Duration)
 		p.Set(ctx, r.prefix+key, replica, exp)
 		p.Do(ctx, "ZADD", r.index, score, key)
 		p.ZRemRangeByScore(ctx, r.index, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+		if ttl > 0 {
+			p.PExpire(ctx, r.index, ttl) // see indexTTL
+		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("assign: redis set: %w", err)
 	}
 	return nil
+}
+
+// getRefresh reads an assignment and, when found, extends it (and its
+// index entry) to ttl from now, in one round trip.
+//
+// KEYS: the assignment, the index. ARGV: ttl ms, expiry score, user key.
+var getRefresh = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
+return v
+`)
+
+// GetRefresh implements [Refresher]: Get, and when found, the assignment's
+// expiry set to ttl from now, in one round trip (a script).
+func (r *Redis) GetRefresh(ctx context.Context, key string, ttl time.Duration) (string, bool, error) {
+	if ttl <= 0 {
+		return r.Get(ctx, key)
+	}
+	score := strconv.FormatInt(time.Now().Add(ttl).UnixMilli(), 10)
+	v, err := getRefresh.Run(ctx, r.c, []string{r.prefix + key, r.index}, ttl.Milliseconds(), score, key).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("assign: redis get: %w", err)
+	}
+	return v, true, nil
 }
 
 // Delete implements [Store].

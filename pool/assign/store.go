@@ -29,3 +29,12 @@ type Store interface {
 	// expired since the last sweep.
 	Len(ctx context.Context) (int, error)
 }
+
+// Refresher is a [Store] that can extend an assignment as it reads it, so
+// that a call costs one round trip to a shared store instead of a read
+// and a refresh.
+type Refresher interface {
+	// GetRefresh is Get; when the key is found, its expiry is also set to
+	// ttl from now (ttl <= 0: left as it is).
+	GetRefresh(ctx context.Context, key string, ttl time.Duration) (replica string, ok bool, err error)
+}

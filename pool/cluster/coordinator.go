@@ -71,7 +71,9 @@ type Coordinator struct {
 	// Redis in batches by the releaser.
 	relMu      sync.Mutex
 	relPending map[*limiter][]string
-	relKick    chan struct{}
+	relKick    chan struct{} // flush now
+	relSoon    chan struct{} // flush within PollInterval
+	relOldest  time.Time     // when the oldest pending release was made; zero: none
 
 	ps *redis.PubSub
 
@@ -114,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		cfg: s, rdb: s.Client, id: s.GatewayID, prefix: "{" + s.Name + "}:",
 		lims: map[string]*limiter{}, reserved: map[string]time.Time{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
-		pongs: map[string]chan struct{}{},
+		relSoon: make(chan struct{}, 1), pongs: map[string]chan struct{}{},
 	}
 	if c.id == "" {
 		var b [6]byte
@@ -325,6 +327,10 @@ func (c *Coordinator) contended(replica string) {
 	c.mu.Unlock()
 	if l != nil {
 		l.contended.Store(true)
+		select { // releases waiting for an acquire go now: others wait
+		case c.relKick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -575,25 +581,81 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 
 func (c *Coordinator) statsKey(gw string) string { return c.prefix + "stats:" + gw }
 
-// queueRelease hands lease ids to the releaser.
-func (c *Coordinator) queueRelease(l *limiter, ids ...string) {
+// queueRelease hands lease ids to the releaser. now: other gateways wait
+// for the replica, so the releaser sends them at once; else they wait up
+// to PollInterval for this gateway's next acquire script of the replica,
+// which removes them in the same round trip (see limiter.take). Meanwhile
+// Redis counts them as held: the limit is only under-used, never
+// exceeded, and a gateway that starts waiting says so ("q|"), which makes
+// the next release immediate.
+func (c *Coordinator) queueRelease(l *limiter, now bool, ids ...string) {
 	c.relMu.Lock()
+	if c.relOldest.IsZero() {
+		c.relOldest = time.Now()
+	}
 	c.relPending[l] = append(c.relPending[l], ids...)
 	c.relMu.Unlock()
+	kick := c.relSoon
+	if now {
+		kick = c.relKick
+	}
 	select {
-	case c.relKick <- struct{}{}:
+	case kick <- struct{}{}:
 	default:
 	}
 }
 
+// takeReleases removes and returns l's pending releases (for its acquire
+// script to carry).
+func (c *Coordinator) takeReleases(l *limiter) []string {
+	c.relMu.Lock()
+	defer c.relMu.Unlock()
+	ids := c.relPending[l]
+	delete(c.relPending, l)
+	if len(c.relPending) == 0 {
+		c.relOldest = time.Time{}
+	}
+	return ids
+}
+
+// releaseDue is how long until the oldest pending release is due to be
+// sent alone (<= 0: now; a large value: none pending).
+func (c *Coordinator) releaseDue() time.Duration {
+	c.relMu.Lock()
+	defer c.relMu.Unlock()
+	if c.relOldest.IsZero() {
+		return time.Hour
+	}
+	return c.cfg.pollInterval - time.Since(c.relOldest)
+}
+
 // releaser removes released leases from Redis, batched: one script per
-// replica for whatever was released since the last round, so a release
-// never waits for Redis.
+// replica for whatever was released since the last round and not carried
+// by an acquire, so a release never waits for Redis.
 func (c *Coordinator) releaser() {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	armed := false
 	for {
 		select {
 		case <-c.ctx.Done():
+			t.Stop()
 			return
+		case <-c.relSoon:
+			if !armed {
+				t.Reset(c.cfg.pollInterval)
+				armed = true
+			}
+			continue
+		case <-t.C:
+			armed = false
+			if due := c.releaseDue(); due > 0 { // carried by an acquire meanwhile
+				if due < time.Hour {
+					t.Reset(due)
+					armed = true
+				}
+				continue
+			}
 		case <-c.relKick:
 		}
 		c.flushReleases(c.ctx)
@@ -604,6 +666,7 @@ func (c *Coordinator) flushReleases(parent context.Context) {
 	c.relMu.Lock()
 	pending := c.relPending
 	c.relPending = map[*limiter][]string{}
+	c.relOldest = time.Time{}
 	c.relMu.Unlock()
 	if len(pending) == 0 || c.mode.Load() == modeDown {
 		return // a rejoin removes this gateway's stale leases

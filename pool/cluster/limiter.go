@@ -294,7 +294,7 @@ func (l *limiter) pump() {
 		more := l.n > 0
 		l.mu.Unlock()
 		if len(extra) > 0 {
-			l.c.queueRelease(l, extra...)
+			l.c.queueRelease(l, false, extra...)
 		}
 		if more && got < want {
 			wait(l.c.cfg.pollInterval)
@@ -304,9 +304,17 @@ func (l *limiter) pump() {
 
 // take runs acquireScript for want leases numbered from first.
 func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error) {
+	rel := l.c.takeReleases(l) // carried: removed before the grant, one round trip
+	args := make([]any, 0, 9+len(rel))
+	args = append(args, l.c.id, l.c.id+":", first, want,
+		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds())
+	for _, id := range rel {
+		args = append(args, id)
+	}
 	l.c.ops[opAcquire].Add(1)
-	res, err := acquireScript.Run(ctx, l.c.rdb, l.keys, l.c.id, l.c.id+":", first, want,
-		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds()).Int64Slice()
+	// On an error the carried releases are dropped: the gateway is then
+	// in local mode, and its rejoin removes every lease it no longer holds.
+	res, err := acquireScript.Run(ctx, l.c.rdb, l.keys, args...).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -413,7 +421,7 @@ func (p *permit) Release() {
 	delete(l.held, p.id)
 	l.mu.Unlock()
 	if l.c.mode.Load() != modeDown && !l.c.isClosed() {
-		l.c.queueRelease(l, p.id)
+		l.c.queueRelease(l, l.contended.Load(), p.id)
 	}
 	l.poke()
 }

@@ -44,7 +44,9 @@ end
 //
 // KEYS: holders, queue, queue expiry, reserved, seq, gateways. ARGV:
 // gateway, lease id prefix, first lease number, wanted, limit, ttl,
-// channel, replica, queue place ttl.
+// channel, replica, queue place ttl, then lease ids this gateway released
+// (removed first: a release carried by the next acquire costs no round
+// trip of its own).
 //
 // Fairness: a gateway may take a free slot only if fewer gateways wait
 // before it in the queue than there are free slots (a gateway not in the
@@ -69,6 +71,7 @@ var acquireScript = redis.NewScript(scriptNow + scriptReserved + `
 local gw = ARGV[1]
 local want, limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+for i = 10, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, g in ipairs(stale) do redis.call('ZREM', KEYS[2], g) end
 if #stale > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) end

@@ -201,6 +201,24 @@ var cases = []testCase{
 		}
 		expect(t, s, "new-user", got[0])
 	}},
+	{"GetRefresh (a Refresher) reads and extends an assignment", func(t *testing.T, s assign.Store, ttl time.Duration) {
+		r, ok := s.(assign.Refresher)
+		if !ok {
+			t.Skip("not a Refresher")
+		}
+		ctx := context.Background()
+		if _, found, err := r.GetRefresh(ctx, "missing", time.Hour); err != nil || found {
+			t.Fatalf("GetRefresh(missing) = %v, %v", found, err)
+		}
+		set(t, s, "k1", "replica-a", ttl)
+		got, found, err := r.GetRefresh(ctx, "k1", 3*ttl)
+		if err != nil || !found || got != "replica-a" {
+			t.Fatalf("GetRefresh(k1) = %q, %v, %v", got, found, err)
+		}
+		time.Sleep(ttl + ttl/2) // past the first TTL: alive only if extended
+		expect(t, s, "k1", "replica-a")
+		expectLen(t, s, 1)
+	}},
 }
 
 func set(t *testing.T, s assign.Store, key, replica string, ttl time.Duration) {
