@@ -364,3 +364,48 @@ func TestPriorityClasses(t *testing.T) {
 		t.Errorf("served in the order %s", got)
 	}
 }
+
+// TestDeadGatewayFirstInQueue: a gateway killed while first in a
+// replica's queue (holding no lease) stops blocking the others once its
+// place lapses (ten poll intervals, 1 s), not after a lease TTL (10 s
+// here): limit 1, "live" holds the slot, "dead" then "other" wait in that
+// order, "dead" is killed, "live" releases.
+func TestDeadGatewayFirstInQueue(t *testing.T) {
+	addr := redistest.Start(t)
+	const ttl = 10 * time.Second
+	live := gateway(t, addr, "live", 1, ttl)
+	dead := gateway(t, addr, "dead", 1, ttl)
+	other := gateway(t, addr, "other", 1, ttl)
+	held, err := live.Acquire(context.Background(), replica)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, addr)
+	queue := func() []string {
+		return admin.ZRange(context.Background(), "{test}:sem:"+replica+":q", 0, -1).Val()
+	}
+	deadErr := make(chan error, 1)
+	go func() { _, err := dead.Acquire(context.Background(), replica); deadErr <- err }()
+	waitUntil(t, "dead in the queue", func() bool { return len(queue()) == 1 })
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ttl/2)
+		defer cancel()
+		p, err := other.Acquire(ctx, replica)
+		if err == nil {
+			p.Release()
+		}
+		got <- err
+	}()
+	waitUntil(t, "other behind dead", func() bool { return fmt.Sprint(queue()) == "[dead other]" })
+	dead.Abandon()
+	if err := <-deadErr; !errors.Is(err, cluster.ErrClosed) {
+		t.Errorf("the killed gateway's waiter: %v", err)
+	}
+	start := time.Now()
+	held.Release()
+	if err := <-got; err != nil {
+		t.Fatalf("other did not get the free slot within half a lease TTL: %v (queue %v)", err, queue())
+	}
+	t.Logf("other got the slot %v after the release (lease TTL %v)", time.Since(start), ttl)
+}
