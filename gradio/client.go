@@ -363,9 +363,10 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-// maxMetaBody bounds config/info/json bodies (a big app's config is
-// hundreds of KB).
-const maxMetaBody = 64 << 20
+// maxMetaBody bounds config/info/json bodies: a big app's config is
+// hundreds of KB, so a larger answer is a broken or hostile replica, and
+// reading it (then decoding it) would cost several times its size.
+const maxMetaBody = 16 << 20
 
 // readBody reads and closes a response body of at most maxMetaBody bytes.
 // The body must arrive within the header time-out after the headers: a
@@ -376,17 +377,20 @@ func (a *app) readBody(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
 	d := a.set.headerTimeout
 	if d <= 0 {
-		return io.ReadAll(io.LimitReader(resp.Body, maxMetaBody))
+		d = DefaultHeaderTimeout
 	}
 	var late atomic.Bool
 	t := time.AfterFunc(d, func() {
 		late.Store(true)
 		resp.Body.Close() // unblocks the read below
 	})
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetaBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetaBody+1))
 	t.Stop()
 	if late.Load() {
 		return nil, fmt.Errorf("%w: no complete response body within %s", ErrBodyTimeout, d)
+	}
+	if err == nil && len(b) > maxMetaBody {
+		return nil, fmt.Errorf("%w: response body larger than %d MiB", ErrResponseTooLarge, maxMetaBody>>20)
 	}
 	return b, err
 }

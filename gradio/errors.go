@@ -35,8 +35,11 @@ var (
 	// cancelled there; the call must not be retried blindly.
 	// ErrBodyTimeout: a response's headers came but its body did not
 	// arrive within the header time-out (a stalled or trickling replica).
-	ErrBodyTimeout   = errors.New("gradio: response body timed out")
-	ErrMaybeAccepted = errors.New("gradio: the app had not answered the join when the caller's context ended; the call may have been accepted")
+	ErrBodyTimeout = errors.New("gradio: response body timed out")
+	// ErrResponseTooLarge: a config, API info or join answer larger than
+	// any real app sends (16 MiB).
+	ErrResponseTooLarge = errors.New("gradio: response too large")
+	ErrMaybeAccepted    = errors.New("gradio: the app had not answered the join when the caller's context ended; the call may have been accepted")
 	// ErrSpaceNotRunning is wrapped by every *SpaceError.
 	ErrSpaceNotRunning = errors.New("gradio: space not running")
 	// ErrNotFound: the Hub or the app answered 404 for the Space or route.

@@ -75,7 +75,7 @@ func (p *capPermit) Release() {
 func TestLimiter(t *testing.T) {
 	lim := newCapLimiter(2)
 	srvs := replicas(t, 1)
-	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 5, Limiter: lim, QueueTimeout: 200 * time.Millisecond})
+	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 5, Limiter: lim, QueueTimeout: 2 * time.Second}) // 20 calls through 2 permits on a loaded machine
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {

@@ -208,7 +208,6 @@ func (l *Lease) Release() {
 	if l.done.Swap(true) {
 		return
 	}
-	l.closeOwnClient()
 	l.sess.Release()
 	if l.res != nil {
 		l.p.sticky.release(l.res, false)
@@ -216,6 +215,7 @@ func (l *Lease) Release() {
 	if l.permit != nil {
 		l.permit.Release()
 	}
+	l.closeOwnClient()
 }
 
 // MarkBroken ends the lease like Release but destroys the session (its
@@ -226,7 +226,6 @@ func (l *Lease) MarkBroken() {
 	if l.done.Swap(true) {
 		return
 	}
-	l.closeOwnClient()
 	l.sess.Destroy()
 	if l.res != nil {
 		l.p.sticky.release(l.res, true)
@@ -234,10 +233,13 @@ func (l *Lease) MarkBroken() {
 	if l.permit != nil {
 		l.permit.Release()
 	}
+	l.closeOwnClient()
 }
 
-// closeOwnClient ends the lease's own session before its slot is given to
-// the next caller, so no state or stream of it outlives the lease.
+// closeOwnClient ends the lease's own session before Release returns, so
+// no state or stream of it outlives the lease. It runs after the slot and
+// permit are given back: the next caller gets a session hash of its own
+// anyway, and need not wait for this one's streams to end.
 func (l *Lease) closeOwnClient() {
 	if l.ownClient {
 		_ = l.client.Close()

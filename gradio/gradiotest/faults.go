@@ -67,6 +67,11 @@ type Knobs struct {
 	// Asleep makes the replica answer 503 to everything but /_sim/, like a
 	// sleeping or restarting Space. Wake() (or the Hub) clears it.
 	Asleep bool
+	// Hostile makes the replica misbehave as the mode says (garbage or
+	// endless streams, huge answers); HostileBytes bounds how much such an
+	// answer sends (zero: DefaultHostileBytes).
+	Hostile      Hostile
+	HostileBytes int
 }
 
 // CurrentKnobs returns the knobs in force now.

@@ -374,6 +374,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if k.SlowBody > 0 {
 		w = &slowWriter{ResponseWriter: w, delay: k.SlowBody, ctx: r.Context(), done: s.baseCtx.Done()}
 	}
+	if k.Hostile != HostileOff && s.serveHostile(w, r, k) {
+		return
+	}
 	s.route(w, r)
 }
 
