@@ -8,8 +8,16 @@ JSCLIENT = testdata/jsclient
 demo:
 	$(GO) run ./cmd/gradiopool demo
 
+# build stamps the version `gradiopool version` prints (git describe; a
+# plain go build gets a pseudo-version from the commit instead) and strips
+# the symbol tables, like the Dockerfile.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS = -s -w -X github.com/gradiopool/gradiopool/internal/version.stamped=$(VERSION) \
+	-X github.com/gradiopool/gradiopool/internal/version.stampedRevision=$(REVISION)
 build:
-	$(GO) build -o bin/gradiopool ./cmd/gradiopool
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/gradiopool ./cmd/gradiopool
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/gradiopool-bench ./cmd/gradiopool-bench
 
 # test is what CI runs: it installs what the tests need when missing (deps),
 # then vet, staticcheck, the official JS client for the conformance suite,

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gradiopool/gradiopool/internal/version"
 )
 
 // MetricsNamespace prefixes every metric name.
@@ -90,11 +92,25 @@ func NewMetrics(b Backend) *Metrics {
 		}, []string{"replica", "reason"}),
 	}
 	reg.MustRegister(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		buildInfo(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if b != nil {
 		m.Register(b)
 	}
 	return m
+}
+
+// buildInfo is the constant gauge gradiopool_build_info = 1, labelled with
+// what `gradiopool version` prints, so that a dashboard can tell which
+// build each gateway runs.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: MetricsNamespace, Name: "build_info",
+		Help:        "Always 1; the labels say which build of gradiopool is running.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "goversion": v.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Register adds the pool gauges of b, read at scrape time; call it once,

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -401,6 +403,16 @@ gradiopool_calls_total{replica="r1"} 1
 			}
 		})
 	}
+	t.Run("gradiopool_build_info", func(t *testing.T) {
+		want := fmt.Sprintf(`
+# HELP gradiopool_build_info Always 1; the labels say which build of gradiopool is running.
+# TYPE gradiopool_build_info gauge
+gradiopool_build_info{goversion=%q,revision="",version="(devel)"} 1
+`, runtime.Version())
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gradiopool_build_info"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("http by route pattern", func(t *testing.T) {
 		n, err := testutil.GatherAndCount(reg, "gradiopool_http_requests_total")
 		if err != nil || n != 2 {

@@ -21,14 +21,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"demo":  {runDemo, "run the whole system on simulated replicas and print a summary"},
-	"serve": {runServe, "run the HTTP gateway in front of Gradio replicas"},
-	"call":  {runCall, "call one endpoint of a Gradio app and print the outputs as JSON"},
-	"sim":   {runSim, "run simulated Gradio replicas and a Hugging Face Hub emulation"},
+	"demo":    {runDemo, "run the whole system on simulated replicas and print a summary"},
+	"serve":   {runServe, "run the HTTP gateway in front of Gradio replicas"},
+	"call":    {runCall, "call one endpoint of a Gradio app and print the outputs as JSON"},
+	"sim":     {runSim, "run simulated Gradio replicas and a Hugging Face Hub emulation"},
+	"version": {runVersion, "print the version, VCS revision and Go version of this build"},
 }
 
 // order fixes the order of the usage text.
-var order = []string{"demo", "serve", "call", "sim"}
+var order = []string{"demo", "serve", "call", "sim", "version"}
 
 // errUsage marks an error whose message is a usage problem; main exits 2.
 var errUsage = errors.New("usage")
@@ -54,6 +55,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(ctx, args[1:], stdout, stderr)
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		usage(stderr)
@@ -66,7 +70,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: gradiopool <command> [flags]")
 	fmt.Fprintln(w)
 	for _, name := range order {
-		fmt.Fprintf(w, "  %-6s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-7s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'gradiopool <command> -h' for the flags of a command.")
