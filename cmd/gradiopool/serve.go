@@ -22,9 +22,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML configuration file [env "+gateway.ConfigEnvFile+"]")
+	check := fs.Bool("check", false, "validate the configuration, connect once to every replica, print a table and exit (non-zero on any error)")
 	apply := gateway.Flags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gradiopool serve [--config FILE] [flags]")
+		fmt.Fprintln(stderr, "usage: gradiopool serve [--config FILE] [--check] [flags]")
+		fmt.Fprintln(stderr, "\nRuns the HTTP gateway in front of the replicas until SIGTERM or SIGINT, then")
+		fmt.Fprintln(stderr, "drains (calls in flight finish, up to drain_timeout). With --check it only")
+		fmt.Fprintln(stderr, "validates the configuration, connects once to every replica, prints a table")
+		fmt.Fprintln(stderr, "(replica, protocol, Gradio version, endpoints, time to connect, error) and exits")
+		fmt.Fprintln(stderr, "non-zero if anything failed: a CI step before a deploy.")
 		fmt.Fprintln(stderr, "\nFlags win over environment variables, which win over the file.")
 		fmt.Fprintln(stderr, "Secrets come only from the environment: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,")
 		fmt.Fprintln(stderr, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY, GRADIOPOOL_REDIS_URL")
@@ -44,6 +50,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg, err := loadServeConfig(*configPath, os.LookupEnv, apply)
 	if err != nil {
 		return err
+	}
+	if *check {
+		return runCheck(ctx, cfg, stdout)
 	}
 	logger, err := gateway.NewLogger(cfg.Log, stderr)
 	if err != nil {
