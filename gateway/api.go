@@ -20,7 +20,7 @@ import (
 
 // callRequest is the body of every call endpoint (Gradio's shape).
 type callRequest struct {
-	Data json.RawMessage `json:"data"` // a list; absent is an error, null is []
+	Data json.RawMessage `json:"data"` // a list, or an object of inputs by name; absent is an error, null is []
 }
 
 // readCall decodes the body, the user and the optional deadline.
@@ -65,9 +65,23 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	if len(req.Data) == 0 {
 		return "", nil, "", badRequest("bad_json", `the body must have a "data" list: {"data":[...]}`)
 	}
+	// An object passes the inputs by parameter name, as gradio.Kwargs does
+	// in the library and `gradiopool call` on the command line: parameters
+	// left out take their defaults (from the app's /info).
+	if t := bytes.TrimLeft(req.Data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		var kw map[string]json.RawMessage
+		if err := json.Unmarshal(req.Data, &kw); err != nil {
+			return "", nil, "", badRequest("bad_json", `"data" must be a list of the endpoint's inputs or an object of them by name: %v`, err)
+		}
+		named := make(gradio.Kwargs, len(kw))
+		for k, v := range kw {
+			named[k] = v
+		}
+		return user, []any{named}, apiName, nil
+	}
 	var data []json.RawMessage
 	if err := json.Unmarshal(req.Data, &data); err != nil {
-		return "", nil, "", badRequest("bad_json", `"data" must be a list of the endpoint's inputs: {"data":[...]}`)
+		return "", nil, "", badRequest("bad_json", `"data" must be a list of the endpoint's inputs {"data":[...]} or an object of them by name {"data":{"text":"hi"}}`)
 	}
 	args = make([]any, len(data))
 	for i, d := range data {

@@ -20,7 +20,7 @@
 //
 // # HTTP API
 //
-//	POST /v1/predict/{api_name}            {"data":[...]} -> {"data":[...],"replica":"...","duration_ms":N}
+//	POST /v1/predict/{api_name}            {"data":[...]} or {"data":{"name":...}} -> {"data":[...],"replica":"...","duration_ms":N}
 //	POST /v1/submit/{api_name}             {"data":[...]} -> text/event-stream
 //	POST /gradio_api/call/{api_name}       {"data":[...]} -> {"event_id":"..."}
 //	GET  /gradio_api/call/{api_name}/{id}  -> text/event-stream, Gradio's records
