@@ -123,7 +123,8 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		if span != nil {
 			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
 		}
-		l, err := p.acquire(withEndpoint(actx, endpoint), key, exclude, causes, &failed, &pending, false)
+		l, err := p.acquire(actx, acquireOpts{key: key, endpoint: normEndpoint(endpoint), exclude: exclude,
+			causes: causes, failed: &failed, pending: &pending})
 		waited += time.Since(t0)
 		if err != nil {
 			endSpan(span, err)

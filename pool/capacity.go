@@ -357,8 +357,9 @@ func (p *Pool) dueForProbe(start int) *replica {
 	return nil
 }
 
-// anonymousFirst is the replica an anonymous call starts with.
-func (p *Pool) anonymousFirst(ctx context.Context) int {
+// anonymousFirst is the replica an anonymous call of endpoint ("": any)
+// starts with.
+func (p *Pool) anonymousFirst(endpoint string) int {
 	if p.cfg.Routing == RouteLeastInUse {
 		return p.leastLoaded()
 	}
@@ -371,7 +372,7 @@ func (p *Pool) anonymousFirst(ctx context.Context) int {
 		// The probe runs before the call, which moves on if it fails.
 		return r.idx
 	}
-	best, _ := p.quickest(endpointFrom(ctx), start)
+	best, _ := p.quickest(endpoint, start)
 	if best == nil {
 		return start
 	}
@@ -382,12 +383,12 @@ func (p *Pool) anonymousFirst(ctx context.Context) int {
 // should use: assigned itself (stickiness first) unless RebalanceFactor is
 // set and the call is expected to take more than that factor times longer
 // there than on the quickest replica.
-func (p *Pool) rebalanced(ctx context.Context, assigned *replica) *replica {
+func (p *Pool) rebalanced(endpoint string, assigned *replica) *replica {
 	f := p.cfg.RebalanceFactor
 	if f <= 0 || len(p.replicas) < 2 {
 		return assigned
 	}
-	best, exp := p.quickest(endpointFrom(ctx), assigned.idx)
+	best, exp := p.quickest(endpoint, assigned.idx)
 	mine, ok := exp[assigned]
 	if best == nil || best == assigned || !ok {
 		return assigned
@@ -410,19 +411,6 @@ func jobContext(ctx context.Context, load *callLoad, ct *callTrace) context.Cont
 		load.observe(ev)
 		ct.onEvent(ev)
 	})
-}
-
-type endpointKey struct{}
-
-// withEndpoint tells routing which endpoint the call is for, so that it
-// weighs that endpoint's queue (a lease's routing weighs all).
-func withEndpoint(ctx context.Context, ep string) context.Context {
-	return context.WithValue(ctx, endpointKey{}, normEndpoint(ep))
-}
-
-func endpointFrom(ctx context.Context) string {
-	ep, _ := ctx.Value(endpointKey{}).(string)
-	return ep
 }
 
 // EndpointLoad is what the pool knows of one endpoint's queue on one

@@ -13,8 +13,10 @@ package pool
 //     row (5xx or a transport failure on queue/join) is ejected; a single
 //     refusal only moves that call.
 //   - Calls: a call moves to another session or replica only when the app
-//     provably did not accept it ([NotAccepted]); once queue/join answered
-//     with an event id, or may have, its failure is reported, never re-run.
+//     provably did not accept it (gradio.ClassifyJoin: JoinNotAccepted);
+//     once queue/join answered with an event id, or may have, its failure
+//     is reported, never re-run. A join refused for the caller's input
+//     (JoinCallerFault) is the caller's error: not moved, not counted.
 //   - Routing: acquire walks the replicas in the user's order (pinned,
 //     round robin or least loaded; see order) and skips those that cannot
 //     serve now; when none can, the caller gets *AllReplicasFailedError
@@ -223,16 +225,33 @@ func (m *move) flush(p *Pool) {
 	}
 }
 
-// acquire routes key to a replica not in exclude. causes are failures of
-// earlier attempts of the same call, reported if no replica serves. failed,
-// if not nil, is incremented for every replica tried in vain. pending, if
-// not nil, is the failover of an earlier attempt, counted once a replica is
-// tried here. A call that fails here counts as an error of the last
-// replica tried.
-func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]bool, causes []*ReplicaError, failed *int, pending *move, plain bool) (*Lease, error) {
+// acquireOpts are the parameters of one acquire.
+type acquireOpts struct {
+	key string // the user's key, "" anonymous
+	// endpoint is the call's endpoint, normalised, for expected-time
+	// routing; "" weighs every endpoint (a lease for any call).
+	endpoint string
+	exclude  map[*replica]bool // replicas not to try
+	// causes are failures of earlier attempts of the same call, reported
+	// if no replica serves.
+	causes []*ReplicaError
+	// failed, if not nil, is incremented for every replica tried in vain.
+	failed *int
+	// pending, if not nil, is the failover of an earlier attempt, counted
+	// once a replica is tried here.
+	pending *move
+	// plain takes a plain slot even with StickySessions: the caller (the
+	// front door) binds its callers' sessions itself.
+	plain bool
+}
+
+// acquire routes o.key to a replica not in o.exclude. A call that fails
+// here counts as an error of the last replica tried.
+func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
+	key, causes, pending := o.key, o.causes, o.pending
 	tried := func() {
-		if failed != nil {
-			*failed++
+		if o.failed != nil {
+			*o.failed++
 		}
 	}
 	if pending == nil {
@@ -256,8 +275,8 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 			assigned = p.claim(ctx, key)
 		}
 	}
-	for _, r := range p.order(ctx, key, assigned) {
-		if exclude[r] {
+	for _, r := range p.order(o.endpoint, key, assigned) {
+		if o.exclude[r] {
 			continue
 		}
 		ok, probe, cause := r.admit(time.Now())
@@ -279,7 +298,7 @@ func (p *Pool) acquire(ctx context.Context, key string, exclude map[*replica]boo
 		}
 		var l *Lease
 		var err error
-		if plain {
+		if o.plain {
 			l, err = p.plainLease(ctx, r, key)
 		} else {
 			l, err = p.acquireOn(ctx, r, key)
@@ -369,21 +388,6 @@ func callerError(err error) bool {
 func sessionLevel(err error) bool {
 	return errors.Is(err, gradio.ErrAppChanged) || errors.Is(err, gradio.ErrClosed)
 }
-
-// NotAccepted reports whether err, returned by a Submit or Predict of a
-// gradio.Client, proves that the app did not accept the call, so running it
-// elsewhere cannot run it twice: the connect or upload failed, the join was
-// refused (5xx, "Queue is full") or never sent. It is false for every error
-// after queue/join answered with an event id, or may have (a join sent in
-// full and never answered: gradio.ConnectionLostError.MaybeAccepted).
-func NotAccepted(err error) bool {
-	return gradio.ClassifyJoin(err) == gradio.JoinNotAccepted
-}
-
-// IsCallerError reports errors caused by the call itself (unknown endpoint,
-// bad arguments, a file too large, the caller's own cancel or deadline):
-// they would fail on any replica and never count against one.
-func IsCallerError(err error) bool { return callerError(err) }
 
 // IsOverloaded reports whether err says only that the replicas were busy:
 // every cause is a full or timed-out queue (ours or the app's), none a

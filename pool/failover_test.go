@@ -383,7 +383,7 @@ func TestFailoverPredicates(t *testing.T) {
 		{"no causes", &pool.AllReplicasFailedError{}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pool.NotAccepted(tc.err); got != tc.notAccepted {
+			if got := gradio.ClassifyJoin(tc.err) == gradio.JoinNotAccepted; got != tc.notAccepted {
 				t.Errorf("NotAccepted = %v, want %v", got, tc.notAccepted)
 			}
 			if got := pool.IsOverloaded(tc.err); got != tc.overload {

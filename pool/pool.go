@@ -273,7 +273,7 @@ func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	p.init()
-	return p.acquire(ctx, p.users.Key(user), nil, nil, nil, nil, false)
+	return p.acquire(ctx, acquireOpts{key: p.users.Key(user)})
 }
 
 // AcquireFunc acquires a session for user, calls f with its client and
@@ -337,18 +337,18 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 // order lists the replicas to try for key, best first: the assigned one
 // (or, with RebalanceFactor, a much quicker one); for a new user the next
 // in round robin; for anonymous users the one where the call is expected
-// to complete first (see Routing). The rest follow in configuration order
-// after the first.
-func (p *Pool) order(ctx context.Context, key string, assigned *replica) []*replica {
+// to complete first (see Routing; endpoint "" weighs every endpoint). The
+// rest follow in configuration order after the first.
+func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 	n := len(p.replicas)
 	first := 0
 	switch {
 	case assigned != nil:
-		first = p.rebalanced(ctx, assigned).idx
+		first = p.rebalanced(endpoint, assigned).idx
 	case key != "":
 		first = int(p.rrNew.Add(1)-1) % n
 	default:
-		first = p.anonymousFirst(ctx)
+		first = p.anonymousFirst(endpoint)
 	}
 	out := make([]*replica, 0, n)
 	for i := range n {

@@ -163,7 +163,7 @@ func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
 	s := f.session(ctx, "early", "", true)
 	name := p.Replicas()[0]
 	for i := range 3 {
-		l, err := p.AcquireOn(ctx, name, "")
+		l, err := p.Reserve(ctx, "", pool.ReserveOptions{Replica: name})
 		if err != nil {
 			t.Fatalf("call %d: %v (the slot of the previous call was not freed)", i, err)
 		}

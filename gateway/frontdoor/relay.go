@@ -119,7 +119,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var tried []string
 	var last *refusal
 	for range len(f.replicas) + 1 {
-		lease, b, err := f.slotFor(ctx, s, u, tried)
+		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint)
 		if err != nil {
 			if last != nil {
 				break
@@ -131,12 +131,12 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 			return
 		}
-		ref, done := f.join(w, r, s, lease, b, m, endpoint)
+		ref, done := f.join(w, r, s, slot, b, m, endpoint)
 		if done {
 			return
 		}
 		f.stats.refused.Add(1)
-		lease.Refused(endpoint, ref.err)
+		slot.Done(gradio.JoinNotAccepted, ref.err)
 		f.log.Warn("front door: replica refused a join", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(front)), slog.String("user", f.cfg.HashUser(u)), slog.Any("error", ref.err))
 		last = ref
@@ -170,7 +170,7 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // on a new one when it is not bound yet or its replica is in tried (it
 // refused) or serves another app than the reference; moving loses the
 // backend session (and its gr.State).
-func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string) (*pool.Lease, Binding, error) {
+func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string, endpoint string) (*pool.Slot, Binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
 		return nil, Binding{}, err
 	}
@@ -179,9 +179,9 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 	b := s.binding()
 	skip := slices.Clone(tried)
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
-		l, err := f.p.AcquireOn(ctx, b.Replica, u)
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint})
 		if err == nil {
-			cerr := f.checkApp(b.Replica, l.Client().Config())
+			cerr := f.checkApp(b.Replica, l.App().Config())
 			if cerr == nil {
 				return l, b, nil
 			}
@@ -209,10 +209,10 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 			odd = append(odd, n)
 		}
 	}
-	var l *pool.Lease
+	var l *pool.Slot
 	for range len(f.replicas) {
 		var err error
-		l, err = f.p.AcquireExcept(ctx, u, skip...)
+		l, err = f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint})
 		if err != nil {
 			if len(odd) > 0 {
 				slices.Sort(odd)
@@ -220,7 +220,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 			}
 			return nil, b, err
 		}
-		if f.checkApp(l.Replica(), l.Client().Config()) == nil {
+		if f.checkApp(l.Replica(), l.App().Config()) == nil {
 			break
 		}
 		odd = append(odd, l.Replica())
@@ -251,11 +251,12 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 	return l, nb, nil
 }
 
-// join forwards one join under lease. done means the caller got its
-// answer (accepted, or an error that moving would not fix); otherwise the
-// replica refused and the caller's join may go elsewhere.
-func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lease *pool.Lease, b Binding, m map[string]json.RawMessage, endpoint string) (*refusal, bool) {
-	app := lease.Client()
+// join forwards one join under slot. done means the caller got its
+// answer (accepted, or an error that moving would not fix) and the slot's
+// outcome is reported; otherwise the replica refused and the caller's join
+// may go elsewhere (the caller reports the refusal).
+func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slot *pool.Slot, b Binding, m map[string]json.RawMessage, endpoint string) (*refusal, bool) {
+	app := slot.App()
 	body := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
 		body[k] = v
@@ -266,7 +267,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 		if err != nil {
 			var bad *badFileError
 			if errors.As(err, &bad) {
-				lease.Release()
+				slot.Release()
 				detail(w, http.StatusBadRequest, bad.Error())
 				return nil, true
 			}
@@ -280,7 +281,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 	jctx := context.WithoutCancel(r.Context())
 	req, err := app.NewRequest(jctx, http.MethodPost, app.URL("queue/join"), bytes.NewReader(out))
 	if err != nil {
-		lease.Release()
+		slot.Release()
 		detail(w, http.StatusInternalServerError, err.Error())
 		return nil, true
 	}
@@ -299,7 +300,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 			return &refusal{err: fmt.Errorf("queue/join not sent: %w", err)}, false
 		}
 		// Sent, no answer: the app may have queued it. Never run twice.
-		lease.Release()
+		slot.Release()
 		f.stats.lost.Add(1)
 		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
 		return nil, true
@@ -307,7 +308,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 	rb, err := readSmall(resp)
 	ctype := resp.Header.Get("Content-Type")
 	if err != nil {
-		lease.Release()
+		slot.Release()
 		f.stats.lost.Add(1)
 		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
 		return nil, true
@@ -319,8 +320,8 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 	eventID, jerr := gradio.JoinAnswer(resp.StatusCode, rb, fnKnown)
 	switch gradio.ClassifyJoin(jerr) {
 	case gradio.JoinAccepted:
-		lease.Accepted()
-		s.addPending(eventID, lease)
+		slot.Done(gradio.JoinAccepted, nil)
+		s.addPending(eventID, slot)
 		relay(w, resp.StatusCode, ctype, rb)
 		return nil, true
 	case gradio.JoinNotAccepted:
@@ -328,7 +329,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 	case gradio.JoinCallerFault:
 		// Refused for the caller's input: the caller's answer; another
 		// replica would refuse it too, and the replica is not at fault.
-		lease.Release()
+		slot.Done(gradio.JoinCallerFault, jerr)
 		f.stats.callerFaults.Add(1)
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
@@ -337,7 +338,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, lea
 	}
 	// Maybe accepted (a proxy's 504, an answer without an event id): never
 	// run again.
-	lease.Release()
+	slot.Done(gradio.JoinMaybeAccepted, jerr)
 	f.replicaAnswer(w, resp.StatusCode, ctype, rb,
 		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again")
 	return nil, true

@@ -101,7 +101,7 @@ type session struct {
 
 	mu      sync.Mutex // guards the fields below; no I/O under it
 	bind    Binding
-	pending map[string]*pool.Lease // calls in flight: event id -> slot
+	pending map[string]*pool.Slot // calls in flight: event id -> slot
 	// early holds the event ids whose process_completed passed before their
 	// join's answer was handled (the replica ran the call at once and its
 	// stream was open): addPending then frees the slot at once.
@@ -127,7 +127,7 @@ func (f *FrontDoor) session(ctx context.Context, front, owner string, create boo
 			}
 			b = Binding{Owner: owner}
 		}
-		ns := &session{front: front, f: f, bind: b, pending: map[string]*pool.Lease{}, lastSeen: now}
+		ns := &session{front: front, f: f, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now}
 		f.start()
 		f.mu.Lock()
 		if s = f.sessions[front]; s == nil {
@@ -167,7 +167,7 @@ const maxEarly = 256
 
 // addPending records an accepted call holding l (or frees l at once when
 // the call already completed).
-func (s *session) addPending(eventID string, l *pool.Lease) {
+func (s *session) addPending(eventID string, l *pool.Slot) {
 	s.mu.Lock()
 	s.accepted++
 	if s.early[eventID] {
@@ -217,7 +217,7 @@ func (s *session) inFlight() []string {
 func (s *session) releaseAll() int {
 	s.mu.Lock()
 	ls := s.pending
-	s.pending = map[string]*pool.Lease{}
+	s.pending = map[string]*pool.Slot{}
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.Release()

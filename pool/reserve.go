@@ -1,0 +1,171 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// ErrUnknownReplica is returned for a replica name the pool does not have.
+var ErrUnknownReplica = errors.New("pool: unknown replica")
+
+// ReserveOptions says where [Pool.Reserve] may take a slot.
+type ReserveOptions struct {
+	// Replica, when set, is the only replica the slot may be on (the
+	// caller's session is bound there): no failover to another one.
+	Replica string
+	// Exclude names replicas the slot must not be on (they refused the
+	// call, or serve another app). Ignored when Replica is set.
+	Exclude []string
+	// Endpoint names the call in the pool's events (a failover). Routing
+	// weighs every endpoint: the pool does not see the events of calls
+	// sent under a slot, so it keeps no per-endpoint times for them.
+	Endpoint string
+}
+
+// Slot is one call's share of a replica's capacity, for callers that speak
+// the Gradio protocol to the replica themselves (the gateway's Gradio front
+// door). It holds one of the replica's MaxConnections places until
+// released; it is never a sticky user's session.
+//
+// Report the join's outcome with Done: it keeps the replica's refusal and
+// call counts (and so its ejection) right. Every outcome but
+// gradio.JoinAccepted also frees the slot; an accepted call keeps it until
+// Release, once the call has ended.
+type Slot struct {
+	l        *Lease
+	endpoint string
+	reported atomic.Bool
+}
+
+// Reserve takes a slot for one call of user ("" anonymous) and refreshes
+// the user's assignment to its replica. Routing is Acquire's (the user's
+// replica, round robin for new users, expected time or least loaded for
+// anonymous ones, failover past replicas that cannot serve) within opts.
+//
+// Errors: ctx's error; ErrClosed; ErrUnknownReplica (opts.Replica);
+// *ReplicaError (that replica ejected, its queue time-out, a connect
+// failure); *AllReplicasFailedError when no replica could serve.
+func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*Slot, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	p.init()
+	key := p.users.Key(user)
+	if opts.Replica == "" {
+		skip := map[*replica]bool{}
+		for _, n := range opts.Exclude {
+			if r := p.byName[n]; r != nil {
+				skip[r] = true
+			}
+		}
+		// The replica loop of every acquire (failover.go), with a plain lease.
+		l, err := p.acquire(ctx, acquireOpts{key: key, exclude: skip, plain: true})
+		if err != nil {
+			return nil, err
+		}
+		return &Slot{l: l, endpoint: opts.Endpoint}, nil
+	}
+	r := p.byName[opts.Replica]
+	if r == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, opts.Replica)
+	}
+	if ok, probe, cause := r.admit(time.Now()); !ok {
+		return nil, &ReplicaError{Replica: r.name, Err: cause}
+	} else if probe {
+		if err := r.probe(ctx); err != nil {
+			return nil, &ReplicaError{Replica: r.name, Err: err}
+		}
+	}
+	l, err := p.plainLease(ctx, r, key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &ReplicaError{Replica: r.name, Err: err}
+	}
+	if key != "" {
+		p.pin(ctx, key, r, r)
+	}
+	return &Slot{l: l, endpoint: opts.Endpoint}, nil
+}
+
+// Replica returns the name of the slot's replica.
+func (s *Slot) Replica() string { return s.l.r.name }
+
+// App returns the replica's app to send the call with (a session of its
+// own: see Lease.Client). It must not be used after the slot is freed.
+func (s *Slot) App() *gradio.Client { return s.l.client }
+
+// Done reports how the join sent under the slot ended (see
+// gradio.ClassifyJoin; err is the join's error, nil when accepted):
+//
+//   - gradio.JoinAccepted: the replica served (its refusal count is
+//     cleared); the slot stays held until Release.
+//   - gradio.JoinNotAccepted: the replica refused (a full queue excepted,
+//     this counts towards its ejection after Config.EjectAfterRefusals in
+//     a row) and the call may move: a failover is counted. The slot is
+//     freed.
+//   - gradio.JoinCallerFault, gradio.JoinMaybeAccepted: nothing is held
+//     against the replica. The slot is freed.
+//
+// Only the first report counts.
+func (s *Slot) Done(outcome gradio.JoinOutcome, err error) {
+	if s.reported.Swap(true) {
+		return
+	}
+	l := s.l
+	switch outcome {
+	case gradio.JoinAccepted:
+		l.r.calls.Add(1)
+		l.r.succeed()
+		return
+	case gradio.JoinNotAccepted:
+		if !errors.Is(err, gradio.ErrQueueFull) {
+			l.r.refused(err)
+		}
+		l.r.errs.Add(1)
+		l.p.failover(l.r, s.endpoint, err)
+	}
+	l.Release()
+}
+
+// Release frees the slot: after the accepted call ended, or when no join
+// was sent under it. Calling it again does nothing.
+func (s *Slot) Release() { s.l.Release() }
+
+// App returns the connected app of the named replica, connecting it first
+// if needed. It is the pool's own client: do not Close it; its URL,
+// NewRequest and Do reach the app.
+func (p *Pool) App(ctx context.Context, replica string) (*gradio.Client, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	r := p.byName[replica]
+	if r == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, replica)
+	}
+	p.init()
+	app, _, err := r.getApp(ctx)
+	if err != nil {
+		return nil, &ReplicaError{Replica: r.name, Err: err}
+	}
+	return app, nil
+}
+
+// ConnectedApp returns the named replica's app when it is connected now,
+// else nil; unlike App it never connects (callers use it to re-check a
+// replica cheaply).
+func (p *Pool) ConnectedApp(replica string) *gradio.Client {
+	r := p.byName[replica]
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.app
+}
