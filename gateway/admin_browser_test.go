@@ -71,7 +71,7 @@ func TestDashboardInChromium(t *testing.T) {
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
-	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 2, MaxConnections: 6}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 2, MaxConnections: 6}}
 	cfg.Secrets.AdminToken = token
 	metrics := gateway.NewMetrics(nil)
 	p, err := pool.New(cfg.PoolConfig(nil, metrics))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // slowBody sends head (a request without its body end) and then one byte
@@ -66,7 +67,7 @@ func slowBody(t *testing.T, addr, head string, gap time.Duration) (status int, b
 // body that timed out was answered never either.
 func TestSlowBodyIsAnswered(t *testing.T) {
 	f := newFake()
-	g := gateway.New(gateway.Config{Replicas: []string{"http://r1"}, Secrets: gateway.Secrets{APIKeys: []string{"k"}}}, f, nil, nil)
+	g := gateway.New(gateway.Config{Pool: pool.Config{Replicas: []string{"http://r1"}}, Secrets: gateway.Secrets{APIKeys: []string{"k"}}}, f, nil, nil)
 	g.SetBodyTimeout(300 * time.Millisecond)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

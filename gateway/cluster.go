@@ -1,43 +1,15 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
 
-	"github.com/gradiopool/gradiopool/internal/logattr"
 	"github.com/gradiopool/gradiopool/pool/cluster"
 )
-
-func init() {
-	// cluster.redis_url has no flag (a password on a command line is seen
-	// by every local user) and its environment variable is a secret.
-	settings = append(settings,
-		setting{"cluster.lease_ttl", "GRADIOPOOL_CLUSTER_LEASE_TTL", "cluster-lease-ttl", "a dead gateway's leases (its share of the limits) are free again within",
-			durSetter(func(c *Config) *time.Duration { return &c.Cluster.LeaseTTL }), kindDuration, DefaultClusterLeaseTTL},
-		setting{"cluster.name", "GRADIOPOOL_CLUSTER_NAME", "cluster-name", "Redis key prefix, so that deployments can share one Redis",
-			strSetter(func(c *Config) *string { return &c.Cluster.Name }), kindString, DefaultClusterName},
-		setting{"cluster.on_redis_loss", "GRADIOPOOL_CLUSTER_ON_REDIS_LOSS", "cluster-on-redis-loss", "while Redis is lost: fail_open (serve on local shares) or fail_closed (refuse new calls)",
-			strSetter(func(c *Config) *string { return &c.Cluster.OnRedisLoss }), kindString, "fail_open"},
-		setting{"cluster.gateways", "GRADIOPOOL_CLUSTER_GATEWAYS", "cluster-gateways", "gateways that may run at once: the local share divides each limit by at least this many (0: by those last seen)",
-			intSetter(func(c *Config) *int { return &c.Cluster.Gateways }), kindInt, 0},
-		setting{"cluster.start_degraded", "GRADIOPOOL_CLUSTER_START_DEGRADED", "cluster-start-degraded", "start while Redis does not answer (needs cluster.gateways) and join when it does",
-			boolSetter(func(c *Config) *bool { return &c.Cluster.StartDegraded }), kindBool, false},
-		setting{"cluster.redis_tls_ca_file", "GRADIOPOOL_CLUSTER_REDIS_TLS_CA_FILE", "cluster-redis-tls-ca-file", "PEM certificate authorities to trust for rediss:// (empty: the system's)",
-			strSetter(func(c *Config) *string { return &c.Cluster.TLSCAFile }), kindString, nil},
-		setting{"cluster.redis_tls_cert_file", "GRADIOPOOL_CLUSTER_REDIS_TLS_CERT_FILE", "cluster-redis-tls-cert-file", "PEM client certificate for rediss:// servers that ask for one",
-			strSetter(func(c *Config) *string { return &c.Cluster.TLSCertFile }), kindString, nil},
-		setting{"cluster.redis_tls_key_file", "GRADIOPOOL_CLUSTER_REDIS_TLS_KEY_FILE", "cluster-redis-tls-key-file", "PEM key of the client certificate",
-			strSetter(func(c *Config) *string { return &c.Cluster.TLSKeyFile }), kindString, nil},
-		setting{"cluster.redis_tls_insecure_skip_verify", "GRADIOPOOL_CLUSTER_REDIS_TLS_INSECURE_SKIP_VERIFY", "cluster-redis-tls-insecure-skip-verify", "accept any Redis server certificate (tests only)",
-			boolSetter(func(c *Config) *bool { return &c.Cluster.TLSInsecureSkipVerify }), kindBool, false},
-	)
-}
 
 // Cluster defaults.
 const (
@@ -55,30 +27,30 @@ type ClusterConfig struct {
 	// RedisURL is redis://host:6379/0 (or rediss:// for TLS). Empty: no
 	// cluster. A password must not be written here: GRADIOPOOL_REDIS_URL
 	// (environment only, see [Secrets]) carries it and wins over this key.
-	RedisURL string `yaml:"redis_url"`
+	RedisURL string
 	// LeaseTTL is how long a gateway's leases (and heartbeat) live without
 	// a refresh: a dead gateway's share is free again within it. Zero
 	// means DefaultClusterLeaseTTL (15 s).
-	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	LeaseTTL time.Duration
 	// Name prefixes the Redis keys, so that two deployments can share one
 	// Redis. Empty means DefaultClusterName.
-	Name string `yaml:"name"`
+	Name string
 	// OnRedisLoss is fail_open (serve on local shares, the default) or
 	// fail_closed (refuse new calls until Redis answers).
-	OnRedisLoss string `yaml:"on_redis_loss"`
+	OnRedisLoss string
 	// Gateways is how many gateways may run at once: while Redis is lost
 	// each limit's local share is divided by at least this many. Zero: by
 	// the gateways last seen alive.
-	Gateways int `yaml:"gateways"`
+	Gateways int
 	// StartDegraded starts the gateway while Redis does not answer (it
 	// joins when Redis does); it needs Gateways.
-	StartDegraded bool `yaml:"start_degraded"`
+	StartDegraded bool
 	// TLS for rediss:// URLs: a private CA, a client certificate and key,
 	// or (tests only) no verification.
-	TLSCAFile             string `yaml:"redis_tls_ca_file"`
-	TLSCertFile           string `yaml:"redis_tls_cert_file"`
-	TLSKeyFile            string `yaml:"redis_tls_key_file"`
-	TLSInsecureSkipVerify bool   `yaml:"redis_tls_insecure_skip_verify"`
+	TLSCAFile             string
+	TLSCertFile           string
+	TLSKeyFile            string
+	TLSInsecureSkipVerify bool
 }
 
 // tlsFiles are the TLS settings in pool/cluster's terms.
@@ -93,15 +65,6 @@ func (c Config) RedisURL() string {
 		return c.Secrets.RedisURL
 	}
 	return c.Cluster.RedisURL
-}
-
-func (cc *ClusterConfig) normalize() {
-	if cc.Name == "" {
-		cc.Name = DefaultClusterName
-	}
-	if cc.LeaseTTL == 0 {
-		cc.LeaseTTL = DefaultClusterLeaseTTL
-	}
 }
 
 func (cc ClusterConfig) validate() []error {
@@ -139,18 +102,6 @@ func (cc ClusterConfig) validate() []error {
 		}
 	}
 	return errs
-}
-
-// LogValue logs the cluster settings; the URL only as host and scheme.
-func (cc ClusterConfig) LogValue() slog.Value {
-	where := "unset"
-	if u, err := url.Parse(cc.RedisURL); err == nil && u.Host != "" {
-		where = u.Scheme + "://" + u.Host
-	}
-	return slog.GroupValue(slog.String("redis_url", where), logattr.Ms("lease_ttl", cc.LeaseTTL), slog.String("name", cc.Name),
-		slog.String("on_redis_loss", cmp.Or(cc.OnRedisLoss, "fail_open")), slog.Int("gateways", cc.Gateways), slog.Bool("start_degraded", cc.StartDegraded),
-		slog.Bool("redis_tls_ca_file", cc.TLSCAFile != ""), slog.Bool("redis_tls_client_cert", cc.TLSCertFile != ""),
-		slog.Bool("redis_tls_insecure_skip_verify", cc.TLSInsecureSkipVerify))
 }
 
 // SetClusterStats makes GET /api/admin/pool-stats?scope=cluster answer

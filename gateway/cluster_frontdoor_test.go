@@ -14,6 +14,7 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestFrontDoorAcrossGateways: two gateways share a Redis; a caller's
@@ -27,8 +28,7 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 	sim.StepDelay = 2 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
-	cfg := gateway.Config{Replicas: []string{sim.URL},
-		Pool:    gateway.PoolConfig{MinConnections: 1, MaxConnections: 2, QueueTimeout: 3 * time.Second},
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 2, QueueTimeout: 3 * time.Second},
 		Cluster: gateway.ClusterConfig{Name: "fdtest", LeaseTTL: 2 * time.Second}}
 	cfg.Secrets.HashKey = "k"
 	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"

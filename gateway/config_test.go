@@ -28,9 +28,9 @@ func TestConfigExampleFile(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"dentsudigital/mugenAILP_1", "dentsudigital/mugenAILP_dev", "dentsudigital/mugenAILP_stage"}
-	if fmt.Sprint(c.Replicas) != fmt.Sprint(want) {
-		t.Fatal(c.Replicas)
+	want := []string{"owner/app", "https://app-2.example"}
+	if fmt.Sprint(c.Pool.Replicas) != fmt.Sprint(want) {
+		t.Fatal(c.Pool.Replicas)
 	}
 	p := c.Pool
 	if p.MinConnections != 5 || p.MaxConnections != 50 || p.IdleTimeout != 10*time.Minute || p.QueueTimeout != 30*time.Second ||
@@ -68,7 +68,7 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, got, want string }{
 		{"flag over env", c.Listen, "127.0.0.1:3"},
-		{"env over file", fmt.Sprint(c.Replicas), "[a/env1 a/env2]"},
+		{"env over file", fmt.Sprint(c.Pool.Replicas), "[a/env1 a/env2]"},
 		{"env int", fmt.Sprint(c.Pool.MaxConnections), "20"},
 		{"file kept", fmt.Sprint(c.Pool.MinConnections), "2"},
 		{"flag duration", c.Pool.QueueTimeout.String(), "7s"},
@@ -149,7 +149,7 @@ func load(yaml string, env map[string]string, flags []string) error {
 }
 
 func TestConfigRedactsReplicaCredentials(t *testing.T) {
-	c := gateway.Config{Replicas: []string{"https://user:pa55word@app.example/?token=t0k3n", "a/b"}}
+	c := gateway.Config{Pool: pool.Config{Replicas: []string{"https://user:pa55word@app.example/?token=t0k3n", "a/b"}}}
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c)
 	for _, s := range []string{c.String(), buf.String()} {
@@ -161,9 +161,8 @@ func TestConfigRedactsReplicaCredentials(t *testing.T) {
 
 func TestPoolConfigMapping(t *testing.T) {
 	c := gateway.Config{
-		Replicas: []string{"a/b"},
-		HubURL:   "http://hub.local/",
-		Pool: gateway.PoolConfig{MinConnections: -1, MaxConnections: 7, QueueTimeout: 3 * time.Second,
+		HubURL: "http://hub.local/",
+		Pool: pool.Config{Replicas: []string{"a/b"}, MinConnections: -1, MaxConnections: 7, QueueTimeout: 3 * time.Second,
 			ConnectRetries: 2, StickySessions: true, MaxWaiters: 9},
 		Secrets: gateway.Secrets{HFToken: "hf_x", HashKey: "k"},
 	}

@@ -22,17 +22,6 @@ const DefaultMaxClientConnections = 10000
 // on 127.0.0.1 comes from one address).
 const DefaultMaxClientConnectionsPerAddress = 1000
 
-func init() {
-	settings = append(settings,
-		setting{"max_client_connections", "GRADIOPOOL_MAX_CLIENT_CONNECTIONS", "max-client-connections",
-			"client connections open at once; more wait to be accepted; negative: no limit",
-			intSetter(func(c *Config) *int { return &c.MaxClientConnections }), kindInt, DefaultMaxClientConnections},
-		setting{"max_client_connections_per_address", "GRADIOPOOL_MAX_CLIENT_CONNECTIONS_PER_ADDRESS", "max-client-connections-per-address",
-			"client connections one address may hold open; more are answered 429; negative: no limit",
-			intSetter(func(c *Config) *int { return &c.MaxClientConnectionsPerAddress }), kindInt, DefaultMaxClientConnectionsPerAddress},
-	)
-}
-
 // connGuard bounds the client connections: in total (past the limit, new
 // connections wait in the kernel's accept queue until a place frees, so
 // slowloris or a flood of idle connections cannot take every file

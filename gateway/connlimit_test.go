@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // Security (issue 16): past max_client_connections, a new connection waits
@@ -42,7 +43,7 @@ func TestClientConnectionLimit(t *testing.T) {
 		return resp, err
 	}
 	start := func(t *testing.T, limit, perAddress int) string {
-		g := gateway.New(gateway.Config{Replicas: []string{"http://r1"}, MaxClientConnections: limit, MaxClientConnectionsPerAddress: perAddress}, newFake(), nil, nil)
+		g := gateway.New(gateway.Config{Pool: pool.Config{Replicas: []string{"http://r1"}}, MaxClientConnections: limit, MaxClientConnectionsPerAddress: perAddress}, newFake(), nil, nil)
 		g.SetConnTimeouts(time.Minute, time.Minute) // the limit, not the time-outs, is under test
 		addr, stop := serveFake(t, g)
 		t.Cleanup(stop)
@@ -121,7 +122,7 @@ func TestClientConnectionLimit(t *testing.T) {
 }
 
 func TestMaxClientConnectionsDefault(t *testing.T) {
-	c := gateway.Config{Replicas: []string{"http://r1"}}
+	c := gateway.Config{Pool: pool.Config{Replicas: []string{"http://r1"}}}
 	c.Normalize()
 	if c.MaxClientConnections != gateway.DefaultMaxClientConnections {
 		t.Fatalf("max_client_connections after Normalize: %d, want %d", c.MaxClientConnections, gateway.DefaultMaxClientConnections)

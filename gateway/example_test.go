@@ -10,6 +10,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // Example opens the gateway over one simulated replica and calls it over
@@ -18,7 +19,7 @@ func Example() {
 	sim := gradiotest.NewServer(nil)
 	defer sim.Close()
 
-	g, err := gateway.Open(context.Background(), gateway.Config{Replicas: []string{sim.URL}}, nil)
+	g, err := gateway.Open(context.Background(), gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}}}, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -17,42 +17,25 @@ import (
 type FrontDoorConfig struct {
 	// Disabled turns the front door off (its routes answer 404). Default
 	// false: on whenever the backend is a pool.
-	Disabled bool `yaml:"disabled"`
+	Disabled bool
 	// SessionTTL is how long a caller's session (and its replica and gr.State
 	// there) is kept after its last request when it has no stream open.
 	// Zero means frontdoor.DefaultSessionTTL (1 h).
-	SessionTTL time.Duration `yaml:"session_ttl"`
+	SessionTTL time.Duration
 	// UploadDir keeps uploads until the join that uses them. Empty means a
 	// temporary directory removed at exit.
-	UploadDir string `yaml:"upload_dir"`
+	UploadDir string
 	// TrustForwardedHeaders makes the announced root URL honour
 	// X-Forwarded-Proto/X-Forwarded-Host. Default false.
-	TrustForwardedHeaders bool `yaml:"trust_forwarded_headers"`
+	TrustForwardedHeaders bool
 	// ForwardCallerToken sends the caller's own HF token (X-HF-Authorization,
 	// or Authorization when no API keys are set) and X-IP-Token to the
 	// Spaces instead of HF_TOKEN. Default false: never forwarded.
-	ForwardCallerToken bool `yaml:"forward_caller_token"`
+	ForwardCallerToken bool
 	// ShowReplicaErrors passes the replicas' own error answers (Python
 	// tracebacks) and replica names in error texts on to front-door
 	// callers. Default false: they go to the log only.
-	ShowReplicaErrors bool `yaml:"show_replica_errors"`
-}
-
-func init() {
-	settings = append(settings,
-		setting{"frontdoor.disabled", "GRADIOPOOL_FRONTDOOR_DISABLED", "frontdoor-disabled", "turn the Gradio front door off",
-			boolSetter(func(c *Config) *bool { return &c.FrontDoor.Disabled }), kindBool, false},
-		setting{"frontdoor.session_ttl", "GRADIOPOOL_FRONTDOOR_SESSION_TTL", "frontdoor-session-ttl", "front-door session kept after its last request when no stream is open",
-			durSetter(func(c *Config) *time.Duration { return &c.FrontDoor.SessionTTL }), kindDuration, frontdoor.DefaultSessionTTL},
-		setting{"frontdoor.upload_dir", "GRADIOPOOL_FRONTDOOR_UPLOAD_DIR", "frontdoor-upload-dir", "where front-door uploads wait for their join",
-			strSetter(func(c *Config) *string { return &c.FrontDoor.UploadDir }), kindString, "a temporary directory"},
-		setting{"frontdoor.trust_forwarded_headers", "GRADIOPOOL_FRONTDOOR_TRUST_FORWARDED_HEADERS", "frontdoor-trust-forwarded-headers", "front-door root URL from X-Forwarded-Proto/Host",
-			boolSetter(func(c *Config) *bool { return &c.FrontDoor.TrustForwardedHeaders }), kindBool, false},
-		setting{"frontdoor.forward_caller_token", "GRADIOPOOL_FRONTDOOR_FORWARD_CALLER_TOKEN", "frontdoor-forward-caller-token", "send the caller's HF token and X-IP-Token to the Spaces",
-			boolSetter(func(c *Config) *bool { return &c.FrontDoor.ForwardCallerToken }), kindBool, false},
-		setting{"frontdoor.show_replica_errors", "GRADIOPOOL_FRONTDOOR_SHOW_REPLICA_ERRORS", "frontdoor-show-replica-errors", "show callers the replicas' error answers (tracebacks) and names",
-			boolSetter(func(c *Config) *bool { return &c.FrontDoor.ShowReplicaErrors }), kindBool, false},
-	)
+	ShowReplicaErrors bool
 }
 
 // Pool returns the pool behind the backend (the front door needs it).

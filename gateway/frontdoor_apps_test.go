@@ -35,7 +35,7 @@ func frontGatewayApps(t *testing.T, apps []*gradiotest.App, mod func(*gateway.Co
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
-	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 8}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
 	if mod != nil {
 		mod(&cfg)
 	}

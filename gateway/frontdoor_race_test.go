@@ -92,7 +92,7 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
 
-	cfg := gateway.Config{Replicas: []string{front.URL}, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 4}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{front.URL}, MinConnections: 1, MaxConnections: 4}}
 	p, err := pool.New(cfg.PoolConfig(nil, nil))
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func frontGateway(t *testing.T, n int, mod func(*gateway.Config)) (*httptest.Ser
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
-	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 8}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -118,42 +118,23 @@ func poolError(err error) *apiError {
 	return nil
 }
 
-// PoolConfig turns the gateway configuration into the pool's. logger and
-// metrics may be nil; metrics, when set, receives the pool's events.
+// PoolConfig is the pool's configuration of c with the defaults applied
+// (c.Pool, see [Config.Normalize]) and what only the gateway knows added:
+// the HF token and the Hub URL as client options (after opts), the hash
+// key, logger (nil: none) and metrics (nil: none) as the pool's event hook.
 func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio.Option) pool.Config {
 	c.Normalize()
+	pc := c.Pool
+	opts = append(pc.ClientOptions[:len(pc.ClientOptions):len(pc.ClientOptions)], opts...)
 	if c.Secrets.HFToken != "" {
 		opts = append(opts, gradio.WithHFToken(c.Secrets.HFToken))
 	}
 	if c.HubURL != "" {
 		opts = append(opts, gradio.WithHubURL(strings.TrimRight(c.HubURL, "/")))
 	}
-	pc := pool.Config{
-		Replicas:                  c.Replicas,
-		MinConnections:            c.Pool.MinConnections,
-		MaxConnections:            c.Pool.MaxConnections,
-		IdleTimeout:               c.Pool.IdleTimeout,
-		QueueTimeout:              c.Pool.QueueTimeout,
-		MaxWaiters:                c.Pool.MaxWaiters,
-		HealthCheckInterval:       c.Pool.HealthCheckInterval,
-		HealthCheckMaxConnections: c.Pool.HealthCheckMaxConnections,
-		UnhealthyAfterFailures:    c.Pool.UnhealthyAfterFailures,
-		ConnectRetries:            c.Pool.ConnectRetries,
-		EjectAfterRefusals:        c.Pool.EjectAfterRefusals,
-		UserAssignmentTTL:         c.Pool.UserAssignmentTTL,
-		StickySessions:            c.Pool.StickySessions,
-		PriorityMaxWait:           c.Pool.PriorityMaxWait,
-		RebalanceFactor:           c.Pool.RebalanceFactor,
-		WarmUp:                    c.Pool.WarmUp,
-		DemandWindow:              c.Pool.DemandWindow,
-		MaxLifetime:               c.Pool.MaxLifetime,
-		IdleDisconnect:            c.Pool.IdleDisconnect,
-		WakeSleeping:              c.Pool.WakeSleeping,
-		ClientOptions:             opts,
-		Logger:                    logger,
-	}
-	if c.Pool.Routing == routingLeastInUse {
-		pc.Routing = pool.RouteLeastInUse
+	pc.ClientOptions = opts
+	if logger != nil {
+		pc.Logger = logger
 	}
 	if c.Secrets.HashKey != "" {
 		pc.HashKey = []byte(c.Secrets.HashKey)

@@ -30,7 +30,7 @@ func realGateway(t *testing.T, n int, mod func(*gateway.Config)) (*httptest.Serv
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
-	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 4}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 4}}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -28,7 +28,7 @@ func (b *prioBackend) Predict(ctx context.Context, user, endpoint string, args [
 
 func TestPriorityHeader(t *testing.T) {
 	b := &prioBackend{fake: newFake()}
-	cfg := gateway.Config{Replicas: []string{"http://r1"}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{"http://r1"}}}
 	srv := httptest.NewServer(gateway.New(cfg, b, slog.New(slog.DiscardHandler), nil))
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {

@@ -19,7 +19,7 @@ const (
 
 func configTable() string {
 	var b strings.Builder
-	b.WriteString("| key | environment | flag | default | meaning |\n|---|---|---|---|---|\n")
+	b.WriteString("| key | environment | flag | unit | default | meaning |\n|---|---|---|---|---|---|\n")
 	for _, s := range gateway.Settings() {
 		def := s.Default
 		switch {
@@ -28,9 +28,17 @@ func configTable() string {
 		case def == "":
 			def = "none"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s | %s |\n", s.Key, s.Env, s.Flag, def, s.Usage)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", s.Key, code(s.Env), code(s.Flag), s.Unit, def, s.Usage)
 	}
 	return b.String()
+}
+
+// code writes s as code, or "none".
+func code(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return "`" + s + "`"
 }
 
 func TestREADMEConfigTable(t *testing.T) {
@@ -55,4 +63,86 @@ func TestREADMEConfigTable(t *testing.T) {
 		}
 		t.Errorf("README.md's configuration table is out of date (rerun with GRADIOPOOL_UPDATE_README=1); want:\n%s", want)
 	}
+}
+
+// exampleHeader opens configs/gradiopool.example.yaml; the rest of the
+// file is generated from gateway.Settings.
+const exampleHeader = `# gradiopool serve --config configs/gradiopool.example.yaml
+#
+# Generated from the settings table (gateway.Settings) by
+# TestExampleConfig: run it with GRADIOPOOL_UPDATE_README=1 after adding a
+# key. Every key is here, set to its default or commented out when it has
+# none. Flags win over the environment, the environment over this file.
+# Secrets are never read from a file: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,
+# GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY and
+# GRADIOPOOL_REDIS_URL (several gateways as one; needs GRADIOPOOL_HASH_KEY)
+# come from the environment only.
+`
+
+// exampleConfig is the example configuration: each key with its help,
+// environment variable and flag, sections as YAML mappings.
+func exampleConfig() string {
+	var b strings.Builder
+	b.WriteString(exampleHeader)
+	section := ""
+	for _, s := range gateway.Settings() {
+		sec, leaf, nested := strings.Cut(s.Key, ".")
+		if !nested {
+			sec, leaf = "", s.Key
+		}
+		indent := ""
+		if sec != "" {
+			indent = "  "
+		}
+		if sec != section {
+			section = sec
+			if sec != "" {
+				fmt.Fprintf(&b, "\n%s:", sec)
+			}
+		}
+		where := []string{}
+		if s.Env != "" {
+			where = append(where, "env "+s.Env)
+		}
+		if s.Flag != "" {
+			where = append(where, "flag "+s.Flag)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "%s# %s (%s", indent, s.Usage, s.Unit)
+		if s.Default != "" && s.Example == "" {
+			fmt.Fprintf(&b, "; default %s", s.Default)
+		}
+		if len(where) > 0 {
+			fmt.Fprintf(&b, "; %s", strings.Join(where, ", "))
+		}
+		b.WriteString(")\n")
+		if s.Example == "" {
+			fmt.Fprintf(&b, "%s# %s:\n", indent, leaf)
+		} else {
+			fmt.Fprintf(&b, "%s%s: %s\n", indent, leaf, s.Example)
+		}
+	}
+	return b.String()
+}
+
+// TestExampleConfig: configs/gradiopool.example.yaml is the settings table
+// (every key), so it cannot drift from the code; TestConfigExampleFile
+// checks that it loads to the defaults.
+func TestExampleConfig(t *testing.T) {
+	const path = "../configs/gradiopool.example.yaml"
+	want := exampleConfig()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) == want {
+		return
+	}
+	if os.Getenv("GRADIOPOOL_UPDATE_README") == "1" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s is out of date (rerun with GRADIOPOOL_UPDATE_README=1); want:\n%s", path, want)
 }

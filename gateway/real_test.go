@@ -31,7 +31,7 @@ func TestRealPoolGateway(t *testing.T) {
 		t.Skip(envRealReplicas + " is not set (comma-separated URLs of real Gradio apps; see docs/COMPATIBILITY.md)")
 	}
 	urls := strings.Split(v, ",")
-	cfg := gateway.Config{Replicas: urls, Pool: gateway.PoolConfig{MinConnections: 2, MaxConnections: 16}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 2, MaxConnections: 16}}
 	metrics := gateway.NewMetrics(nil)
 	p, err := pool.New(cfg.PoolConfig(nil, metrics))
 	if err != nil {

@@ -29,7 +29,7 @@ func TestReplicaCredentialsNeverLeak(t *testing.T) {
 
 	logs := &logbuf.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := gateway.Config{Replicas: []string{src}, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 2}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{src}, MinConnections: 1, MaxConnections: 2}}
 	metrics := gateway.NewMetrics(nil)
 	p, err := pool.New(cfg.PoolConfig(logger, metrics))
 	if err != nil {

@@ -17,13 +17,14 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // Security (issue 16): connections that never finish their headers
 // (slowloris), that send nothing, or that sit idle after a request are
 // closed by the header and idle time-outs, many at once.
 func TestSlowAndIdleConnectionsAreClosed(t *testing.T) {
-	g := gateway.New(gateway.Config{Replicas: []string{"http://r1"}}, newFake(), nil, nil)
+	g := gateway.New(gateway.Config{Pool: pool.Config{Replicas: []string{"http://r1"}}}, newFake(), nil, nil)
 	g.SetConnTimeouts(300*time.Millisecond, 300*time.Millisecond)
 	addr, stop := serveFake(t, g)
 	defer stop()
@@ -139,9 +140,8 @@ func TestNoSecretAnywhere(t *testing.T) {
 	var logs logbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := gateway.Config{
-		Replicas: []string{sim.URL},
-		Pool:     gateway.PoolConfig{MinConnections: 1, MaxConnections: 2},
-		Secrets:  gateway.Secrets{HFToken: hfToken, APIKeys: []string{apiKey}, AdminToken: admin, HashKey: "hk"},
+		Pool:    pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 2},
+		Secrets: gateway.Secrets{HFToken: hfToken, APIKeys: []string{apiKey}, AdminToken: admin, HashKey: "hk"},
 	}
 	g, err := gateway.Open(context.Background(), cfg, logger)
 	if err != nil {

@@ -21,11 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 func newGateway(t *testing.T, f *fake, mod func(*gateway.Config)) (*gateway.Gateway, *httptest.Server, *logbuf.Buffer) {
 	t.Helper()
-	cfg := gateway.Config{Replicas: []string{"http://r1"}, MaxBodyBytes: 1024, KeepAliveInterval: 20 * time.Millisecond}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{"http://r1"}}, MaxBodyBytes: 1024, KeepAliveInterval: 20 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -10,8 +10,10 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// Routing chooses how anonymous callers pick a replica.
-type Routing int
+// Routing chooses how anonymous callers pick a replica. Its values are
+// the words of the configuration file; the zero value means
+// RouteExpectedTime.
+type Routing string
 
 const (
 	// RouteExpectedTime (the default) sends an anonymous call to the
@@ -19,11 +21,11 @@ const (
 	// queue (from its estimation messages) times its average run time,
 	// divided by the concurrency observed there, plus the callers waiting
 	// for a session of ours. Ties (within 5 %) go round robin.
-	RouteExpectedTime Routing = iota
+	RouteExpectedTime Routing = "expected_time"
 	// RouteLeastInUse sends it to the replica with the fewest of our calls
 	// in use plus waiting, ignoring what the Space reports (the behaviour
 	// before expected-time routing; kept for comparison).
-	RouteLeastInUse
+	RouteLeastInUse Routing = "least_in_use"
 )
 
 // DefaultProcessTime is the run time assumed for an endpoint before any

@@ -188,7 +188,33 @@ type Config struct {
 	Limiter Limiter
 }
 
-// settings is Config with every default applied.
+// WithDefaults returns c with every zero field that has a default set to
+// it: the effective configuration, as [New] uses it (like pgxpool.Config
+// after ParseConfig). Negative "off" values are kept as they are, so
+// WithDefaults is idempotent; a MinConnections above MaxConnections is kept
+// too (New clamps it), so that a caller can report it. The defaults of the
+// pool's keys are applied here and nowhere else.
+func (c Config) WithDefaults() Config {
+	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	if c.MinConnections == 0 {
+		c.MinConnections = min(DefaultMinConnections, c.MaxConnections)
+	}
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.QueueTimeout = cmp.Or(c.QueueTimeout, DefaultQueueTimeout)
+	c.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, DefaultPriorityMaxWait)
+	c.MaxWaiters = cmp.Or(c.MaxWaiters, DefaultMaxWaiters)
+	c.HealthCheckInterval = cmp.Or(c.HealthCheckInterval, DefaultHealthCheckInterval)
+	c.HealthCheckMaxConnections = cmp.Or(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
+	c.UnhealthyAfterFailures = cmp.Or(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
+	c.ConnectRetries = cmp.Or(c.ConnectRetries, DefaultConnectRetries)
+	c.EjectAfterRefusals = cmp.Or(c.EjectAfterRefusals, DefaultEjectAfterRefusals)
+	c.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
+	c.Routing = cmp.Or(c.Routing, RouteExpectedTime)
+	return c
+}
+
+// settings is Config with every default applied and the "off" values
+// mapped to what the code tests.
 type settings struct {
 	Config
 	maxConns            int
@@ -199,33 +225,16 @@ type settings struct {
 }
 
 func (c Config) withDefaults() settings {
-	s := settings{Config: c}
-	s.maxConns = pick(c.MaxConnections, DefaultMaxConnections)
+	s := settings{Config: c.WithDefaults()}
+	s.maxConns = s.MaxConnections
 	// A minimum above the maximum is clamped; negative (none) passes on.
-	s.MinConnections = min(c.MinConnections, s.maxConns)
-	s.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
-	s.QueueTimeout = cmp.Or(c.QueueTimeout, DefaultQueueTimeout)
-	s.HealthCheckInterval = cmp.Or(c.HealthCheckInterval, DefaultHealthCheckInterval)
-	s.HealthCheckMaxConnections = cmp.Or(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
-	s.UnhealthyAfterFailures = cmp.Or(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
-	s.ConnectRetries = pick(c.ConnectRetries, DefaultConnectRetries)
-	s.EjectAfterRefusals = pick(c.EjectAfterRefusals, DefaultEjectAfterRefusals)
-	s.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
+	s.MinConnections = min(s.MinConnections, s.maxConns)
+	// Negative counts mean none.
+	s.ConnectRetries = max(s.ConnectRetries, 0)
+	s.EjectAfterRefusals = max(s.EjectAfterRefusals, 0)
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
 	s.connectRetryDelay = DefaultConnectRetryDelay
 	s.probeTimeout = DefaultProbeTimeout
 	s.tracer = tracerOf(c.TracerProvider)
 	return s
-}
-
-// pick maps zero to def and negative to 0, for counts where "none" is 0
-// (retries, refusals before ejection).
-func pick(v, def int) int {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }

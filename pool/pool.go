@@ -63,6 +63,11 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.MaxConnections < 0 {
 		return nil, fmt.Errorf("pool: MaxConnections %d is negative", cfg.MaxConnections)
 	}
+	switch cfg.Routing {
+	case "", RouteExpectedTime, RouteLeastInUse:
+	default:
+		return nil, fmt.Errorf("pool: Routing %q, want %s or %s", cfg.Routing, RouteExpectedTime, RouteLeastInUse)
+	}
 	p := &Pool{cfg: cfg.withDefaults(), byName: map[string]*replica{}}
 	p.users = NewUserHasher(cfg.HashKey)
 	p.store = cfg.Store

@@ -20,6 +20,7 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // runCounter counts executions per call id, across every replica: the
@@ -237,9 +238,8 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		urls = append(urls, "http://"+px.Listen)
 	}
 	cfg := gateway.Config{
-		Replicas:     urls,
 		DrainTimeout: ec.drainTimeout,
-		Pool: gateway.PoolConfig{
+		Pool: pool.Config{Replicas: urls,
 			MinConnections: 2, MaxConnections: ec.maxSessions, QueueTimeout: 10 * time.Second,
 			HealthCheckInterval: 500 * time.Millisecond, ConnectRetries: 1,
 		},

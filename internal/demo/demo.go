@@ -28,6 +28,7 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // demoSpaces are the seed's three replicas, served by simulated apps
@@ -110,10 +111,9 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 
 	// The gateway, on a free loopback port.
 	cfg := gateway.Config{
-		Listen:   "127.0.0.1:0",
-		Replicas: demoSpaces,
-		HubURL:   hub.URL,
-		Pool: gateway.PoolConfig{
+		Listen: "127.0.0.1:0",
+		HubURL: hub.URL,
+		Pool: pool.Config{Replicas: demoSpaces,
 			MinConnections: 5, MaxConnections: 50, QueueTimeout: 30 * time.Second,
 			HealthCheckInterval: 2 * time.Second, ConnectRetries: 1,
 			StickySessions: true, // each registered user keeps their session: gr.State survives

@@ -1,0 +1,493 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/internal/logattr"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// setting is one key of the configuration, declared once: the YAML file,
+// the environment, the flags, the usage text, the logged configuration,
+// the README's table and configs/gradiopool.example.yaml are all derived
+// from [settings].
+type setting struct {
+	// key is the YAML path: "pool.max_connections" is max_connections
+	// under pool:. Keys of one section are adjacent in the table.
+	key string
+	// env is the environment variable: GRADIOPOOL_ and the key in upper
+	// case, dots as underscores (a test checks the rule). Empty: none.
+	env string
+	// flag is the flag's name without dashes: the key without "pool.",
+	// dots and underscores as dashes. Empty: no flag (e.g. a URL that may
+	// carry a password, which every local user would see in ps).
+	flag string
+	// help says what the key does, in a few words.
+	help string
+	// unit is the value's unit for the docs; empty means the Go type's
+	// name (duration, integer, boolean, ...).
+	unit string
+	// def is the default as a value of the field's type (untyped
+	// constants are converted); nil: the key has none, see defNote.
+	def any
+	// defNote describes a default that is no value ("the client's").
+	defNote string
+	// owner is the package that applies def to a zero value ("pool",
+	// "frontdoor"); empty: Normalize applies it.
+	owner string
+	// example is written to the example file for a key without a default.
+	example string
+	// field returns a pointer to the key's field of c: *string, *[]string,
+	// *int, *int64, *float64, *bool, *time.Duration or *pool.Routing.
+	field func(c *Config) any
+	// public returns what logs show of the value (credentials removed);
+	// nil: the value itself.
+	public func(v any) any
+}
+
+// settings is every key, in the order of the usage text, the README and
+// the example file. Add a key by adding a row (and its field).
+var settings = []setting{
+	{key: "listen", env: "GRADIOPOOL_LISTEN", flag: "listen", help: "TCP address to listen on",
+		def: DefaultListen, field: func(c *Config) any { return &c.Listen }},
+	{key: "replicas", env: "GRADIOPOOL_REPLICAS", flag: "replicas", help: "comma-separated Space ids or URLs",
+		example: "[owner/app, https://app-2.example]", field: func(c *Config) any { return &c.Pool.Replicas },
+		public: func(v any) any { return publicReplicas(v.([]string)) }},
+	{key: "hub_url", env: "GRADIOPOOL_HUB_URL", flag: "hub-url", help: "Hugging Face Hub API base URL",
+		defNote: "the client's", field: func(c *Config) any { return &c.HubURL }},
+
+	{key: "pool.min_connections", env: "GRADIOPOOL_POOL_MIN_CONNECTIONS", flag: "min-connections", help: "warm sessions per replica; -1 none",
+		def: pool.DefaultMinConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.MinConnections }},
+	{key: "pool.max_connections", env: "GRADIOPOOL_POOL_MAX_CONNECTIONS", flag: "max-connections", help: "max sessions (calls in flight) per replica",
+		def: pool.DefaultMaxConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.MaxConnections }},
+	{key: "pool.idle_timeout", env: "GRADIOPOOL_POOL_IDLE_TIMEOUT", flag: "idle-timeout", help: "idle session removed after; negative never",
+		def: pool.DefaultIdleTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.IdleTimeout }},
+	{key: "pool.queue_timeout", env: "GRADIOPOOL_POOL_QUEUE_TIMEOUT", flag: "queue-timeout", help: "max wait for a free session; negative: the caller's deadline",
+		def: pool.DefaultQueueTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.QueueTimeout }},
+	{key: "pool.health_check_interval", env: "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", flag: "health-check-interval", help: "health check period; negative none",
+		def: pool.DefaultHealthCheckInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckInterval }},
+	{key: "pool.health_check_max_connections", env: "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", flag: "health-check-max-connections", help: "idle sessions checked per round",
+		def: pool.DefaultHealthCheckMaxConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckMaxConnections }},
+	{key: "pool.unhealthy_after_failures", env: "GRADIOPOOL_POOL_UNHEALTHY_AFTER_FAILURES", flag: "unhealthy-after-failures", help: "failed checks in a row before a session is destroyed",
+		def: pool.DefaultUnhealthyAfterFailures, owner: "pool", field: func(c *Config) any { return &c.Pool.UnhealthyAfterFailures }},
+	{key: "pool.connect_retries", env: "GRADIOPOOL_POOL_CONNECT_RETRIES", flag: "connect-retries", help: "connect retries before the next replica; negative none",
+		def: pool.DefaultConnectRetries, owner: "pool", field: func(c *Config) any { return &c.Pool.ConnectRetries }},
+	{key: "pool.eject_after_refusals", env: "GRADIOPOOL_POOL_EJECT_AFTER_REFUSALS", flag: "eject-after-refusals", help: "refused calls in a row before a replica is ejected; negative never",
+		def: pool.DefaultEjectAfterRefusals, owner: "pool", field: func(c *Config) any { return &c.Pool.EjectAfterRefusals }},
+	{key: "pool.user_assignment_ttl", env: "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", flag: "user-assignment-ttl", help: "user -> replica assignment kept after the last call; negative forever",
+		def: pool.DefaultUserAssignmentTTL, owner: "pool", field: func(c *Config) any { return &c.Pool.UserAssignmentTTL }},
+	{key: "pool.max_waiters", env: "GRADIOPOOL_POOL_MAX_WAITERS", flag: "max-waiters", help: "max callers waiting per replica",
+		def: pool.DefaultMaxWaiters, owner: "pool", field: func(c *Config) any { return &c.Pool.MaxWaiters }},
+	{key: "pool.sticky_sessions", env: "GRADIOPOOL_POOL_STICKY_SESSIONS", flag: "sticky-sessions", help: "keep a user on one session (gr.State)",
+		def: false, field: func(c *Config) any { return &c.Pool.StickySessions }},
+	{key: "pool.priority_max_wait", env: "GRADIOPOOL_POOL_PRIORITY_MAX_WAIT", flag: "priority-max-wait", help: "a waiter of a lower priority class is served after waiting this long; negative strict priority",
+		def: pool.DefaultPriorityMaxWait, owner: "pool", field: func(c *Config) any { return &c.Pool.PriorityMaxWait }},
+	{key: "pool.routing", env: "GRADIOPOOL_POOL_ROUTING", flag: "routing", help: "anonymous calls: expected_time (the Space's own queue) or least_in_use",
+		def: pool.RouteExpectedTime, owner: "pool", field: func(c *Config) any { return &c.Pool.Routing }},
+	{key: "pool.rebalance_factor", env: "GRADIOPOOL_POOL_REBALANCE_FACTOR", flag: "rebalance-factor", help: "move a user whose replica is expected this many times slower than the best; 0 never",
+		def: 0.0, field: func(c *Config) any { return &c.Pool.RebalanceFactor }},
+	{key: "pool.warm_up", env: "GRADIOPOOL_POOL_WARM_UP", flag: "warm-up", help: "open the minimum sessions at start, not at the first call",
+		def: false, field: func(c *Config) any { return &c.Pool.WarmUp }},
+	{key: "pool.demand_window", env: "GRADIOPOOL_POOL_DEMAND_WINDOW", flag: "demand-window", help: "open sessions ahead of a load rising above its average over this window; 0 off",
+		def: time.Duration(0), field: func(c *Config) any { return &c.Pool.DemandWindow }},
+	{key: "pool.max_lifetime", env: "GRADIOPOOL_POOL_MAX_LIFETIME", flag: "max-lifetime", help: "retire sessions this old (jittered; replaced ahead while idle, never during a call); 0 never",
+		def: time.Duration(0), field: func(c *Config) any { return &c.Pool.MaxLifetime }},
+	{key: "pool.idle_disconnect", env: "GRADIOPOOL_POOL_IDLE_DISCONNECT", flag: "idle-disconnect", help: "the Space drops sessions idle this long: replace idle ones before; 0 none",
+		def: time.Duration(0), field: func(c *Config) any { return &c.Pool.IdleDisconnect }},
+	{key: "pool.wake_sleeping", env: "GRADIOPOOL_POOL_WAKE_SLEEPING", flag: "wake-sleeping", help: "wake a Space found sleeping in the background (calls fail over meanwhile)",
+		def: false, field: func(c *Config) any { return &c.Pool.WakeSleeping }},
+
+	{key: "max_body_bytes", env: "GRADIOPOOL_MAX_BODY_BYTES", flag: "max-body-bytes", help: "max request body in bytes", unit: "bytes",
+		def: DefaultMaxBodyBytes, field: func(c *Config) any { return &c.MaxBodyBytes }},
+	{key: "drain_timeout", env: "GRADIOPOOL_DRAIN_TIMEOUT", flag: "drain-timeout", help: "on SIGTERM, time calls in flight may take",
+		def: DefaultDrainTimeout, field: func(c *Config) any { return &c.DrainTimeout }},
+	{key: "keepalive_interval", env: "GRADIOPOOL_KEEPALIVE_INTERVAL", flag: "keepalive-interval", help: "keep-alive comment period on event streams",
+		def: DefaultKeepAlive, field: func(c *Config) any { return &c.KeepAliveInterval }},
+	{key: "pending_call_ttl", env: "GRADIOPOOL_PENDING_CALL_TTL", flag: "pending-call-ttl", help: "how long /gradio_api/call results are kept",
+		def: DefaultPendingCallTTL, field: func(c *Config) any { return &c.PendingCallTTL }},
+	{key: "max_pending_calls", env: "GRADIOPOOL_MAX_PENDING_CALLS", flag: "max-pending-calls", help: "max /gradio_api/call results kept",
+		def: DefaultMaxPendingCalls, field: func(c *Config) any { return &c.MaxPendingCalls }},
+	{key: "max_client_connections", env: "GRADIOPOOL_MAX_CLIENT_CONNECTIONS", flag: "max-client-connections", help: "client connections open at once; more wait to be accepted; negative: no limit",
+		def: DefaultMaxClientConnections, field: func(c *Config) any { return &c.MaxClientConnections }},
+	{key: "max_client_connections_per_address", env: "GRADIOPOOL_MAX_CLIENT_CONNECTIONS_PER_ADDRESS", flag: "max-client-connections-per-address", help: "client connections one address may hold open; more are answered 429; negative: no limit",
+		def: DefaultMaxClientConnectionsPerAddress, field: func(c *Config) any { return &c.MaxClientConnectionsPerAddress }},
+
+	{key: "log.format", env: "GRADIOPOOL_LOG_FORMAT", flag: "log-format", help: "auto, json or text",
+		def: "auto", field: func(c *Config) any { return &c.Log.Format }},
+	{key: "log.level", env: "GRADIOPOOL_LOG_LEVEL", flag: "log-level", help: "debug, info, warn or error",
+		def: "info", field: func(c *Config) any { return &c.Log.Level }},
+
+	{key: "frontdoor.disabled", env: "GRADIOPOOL_FRONTDOOR_DISABLED", flag: "frontdoor-disabled", help: "turn the Gradio front door off",
+		def: false, field: func(c *Config) any { return &c.FrontDoor.Disabled }},
+	{key: "frontdoor.session_ttl", env: "GRADIOPOOL_FRONTDOOR_SESSION_TTL", flag: "frontdoor-session-ttl", help: "front-door session kept after its last request when no stream is open",
+		def: frontdoor.DefaultSessionTTL, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.SessionTTL }},
+	{key: "frontdoor.upload_dir", env: "GRADIOPOOL_FRONTDOOR_UPLOAD_DIR", flag: "frontdoor-upload-dir", help: "where front-door uploads wait for their join",
+		defNote: "a temporary directory", field: func(c *Config) any { return &c.FrontDoor.UploadDir }},
+	{key: "frontdoor.trust_forwarded_headers", env: "GRADIOPOOL_FRONTDOOR_TRUST_FORWARDED_HEADERS", flag: "frontdoor-trust-forwarded-headers", help: "front-door root URL from X-Forwarded-Proto/Host",
+		def: false, field: func(c *Config) any { return &c.FrontDoor.TrustForwardedHeaders }},
+	{key: "frontdoor.forward_caller_token", env: "GRADIOPOOL_FRONTDOOR_FORWARD_CALLER_TOKEN", flag: "frontdoor-forward-caller-token", help: "send the caller's HF token and X-IP-Token to the Spaces",
+		def: false, field: func(c *Config) any { return &c.FrontDoor.ForwardCallerToken }},
+	{key: "frontdoor.show_replica_errors", env: "GRADIOPOOL_FRONTDOOR_SHOW_REPLICA_ERRORS", flag: "frontdoor-show-replica-errors", help: "show callers the replicas' error answers (tracebacks) and names",
+		def: false, field: func(c *Config) any { return &c.FrontDoor.ShowReplicaErrors }},
+
+	// cluster.redis_url has no flag (a password on a command line is seen
+	// by every local user) and GRADIOPOOL_REDIS_URL, a secret, wins over it.
+	{key: "cluster.redis_url", help: "redis:// or rediss:// URL without a password: several gateways as one (GRADIOPOOL_REDIS_URL wins)",
+		defNote: "no cluster", field: func(c *Config) any { return &c.Cluster.RedisURL }, public: publicRedisURL},
+	{key: "cluster.lease_ttl", env: "GRADIOPOOL_CLUSTER_LEASE_TTL", flag: "cluster-lease-ttl", help: "a dead gateway's leases (its share of the limits) are free again within",
+		def: DefaultClusterLeaseTTL, field: func(c *Config) any { return &c.Cluster.LeaseTTL }},
+	{key: "cluster.name", env: "GRADIOPOOL_CLUSTER_NAME", flag: "cluster-name", help: "Redis key prefix, so that deployments can share one Redis",
+		def: DefaultClusterName, field: func(c *Config) any { return &c.Cluster.Name }},
+	{key: "cluster.on_redis_loss", env: "GRADIOPOOL_CLUSTER_ON_REDIS_LOSS", flag: "cluster-on-redis-loss", help: "while Redis is lost: fail_open (serve on local shares) or fail_closed (refuse new calls)",
+		def: "fail_open", field: func(c *Config) any { return &c.Cluster.OnRedisLoss }},
+	{key: "cluster.gateways", env: "GRADIOPOOL_CLUSTER_GATEWAYS", flag: "cluster-gateways", help: "gateways that may run at once: the local share divides each limit by at least this many (0: by those last seen)",
+		def: 0, field: func(c *Config) any { return &c.Cluster.Gateways }},
+	{key: "cluster.start_degraded", env: "GRADIOPOOL_CLUSTER_START_DEGRADED", flag: "cluster-start-degraded", help: "start while Redis does not answer (needs cluster.gateways) and join when it does",
+		def: false, field: func(c *Config) any { return &c.Cluster.StartDegraded }},
+	{key: "cluster.redis_tls_ca_file", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_CA_FILE", flag: "cluster-redis-tls-ca-file", help: "PEM certificate authorities to trust for rediss:// (empty: the system's)",
+		field: func(c *Config) any { return &c.Cluster.TLSCAFile }},
+	{key: "cluster.redis_tls_cert_file", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_CERT_FILE", flag: "cluster-redis-tls-cert-file", help: "PEM client certificate for rediss:// servers that ask for one",
+		field: func(c *Config) any { return &c.Cluster.TLSCertFile }},
+	{key: "cluster.redis_tls_key_file", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_KEY_FILE", flag: "cluster-redis-tls-key-file", help: "PEM key of the client certificate",
+		field: func(c *Config) any { return &c.Cluster.TLSKeyFile }},
+	{key: "cluster.redis_tls_insecure_skip_verify", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_INSECURE_SKIP_VERIFY", flag: "cluster-redis-tls-insecure-skip-verify", help: "accept any Redis server certificate (tests only)",
+		def: false, field: func(c *Config) any { return &c.Cluster.TLSInsecureSkipVerify }},
+}
+
+// settingByKey finds a row; nil when key is none.
+func settingByKey(key string) *setting {
+	for i := range settings {
+		if settings[i].key == key {
+			return &settings[i]
+		}
+	}
+	return nil
+}
+
+// ptr returns the reflect value the row's field points at.
+func (s setting) ptr(c *Config) reflect.Value { return reflect.ValueOf(s.field(c)).Elem() }
+
+// set parses v (from the environment or a flag) into the row's field.
+func (s setting) set(c *Config, v string) error {
+	v = strings.TrimSpace(v)
+	switch p := s.field(c).(type) {
+	case *string:
+		*p = v
+	case *pool.Routing:
+		*p = pool.Routing(v)
+	case *[]string:
+		*p = splitList(v)
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		*p = n
+	case *int64:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		*p = n
+	case *float64:
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", v)
+		}
+		*p = x
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean", v)
+		}
+		*p = b
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (e.g. 30s, 10m, 1h)", v)
+		}
+		*p = d
+	default:
+		panic(fmt.Sprintf("gateway: setting %s: field of type %T", s.key, p))
+	}
+	return nil
+}
+
+// applyDefault sets the row's default on a zero field, for the rows whose
+// default the gateway owns.
+func (s setting) applyDefault(c *Config) {
+	if s.owner != "" || s.def == nil {
+		return
+	}
+	if f := s.ptr(c); f.IsZero() {
+		f.Set(reflect.ValueOf(s.def).Convert(f.Type()))
+	}
+}
+
+// attr is the row's value as logs show it, under name: durations in
+// milliseconds under name_ms (logattr.Ms), like every duration logged.
+func (s setting) attr(c *Config, name string) slog.Attr {
+	v := s.value(c)
+	if d, ok := v.(time.Duration); ok {
+		return logattr.Ms(name, d)
+	}
+	return slog.Any(name, v)
+}
+
+// value is the row's current value as logs show it.
+func (s setting) value(c *Config) any {
+	v := s.ptr(c).Interface()
+	if s.owner != "" && s.def != nil && s.ptr(c).IsZero() {
+		v = reflect.ValueOf(s.def).Convert(s.ptr(c).Type()).Interface() // what the owner applies
+	}
+	if s.public != nil {
+		v = s.public(v)
+	}
+	return v
+}
+
+// unitName is the row's unit, or its type's name.
+func (s setting) unitName() string {
+	if s.unit != "" {
+		return s.unit
+	}
+	switch s.field(&Config{}).(type) {
+	case *time.Duration:
+		return "duration"
+	case *int, *int64:
+		return "integer"
+	case *float64:
+		return "number"
+	case *bool:
+		return "boolean"
+	case *[]string:
+		return "list"
+	}
+	return "string"
+}
+
+// usageText is a setting's help with its default, e.g.
+// "max sessions (calls in flight) per replica (default 50)".
+func (s setting) usageText() string {
+	if d := s.defaultText(); d != "" {
+		return fmt.Sprintf("%s (default %s)", s.help, d)
+	}
+	return s.help
+}
+
+// defaultText is the default as the docs show it; "" when none.
+func (s setting) defaultText() string {
+	if s.def == nil {
+		return s.defNote
+	}
+	return formatValue(s.def)
+}
+
+// formatValue writes a value the way it is configured: durations as "10m",
+// not "10m0s"; lists comma-separated.
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case time.Duration:
+		out := x.String()
+		if strings.HasSuffix(out, "m0s") {
+			out = strings.TrimSuffix(out, "0s")
+		}
+		if strings.HasSuffix(out, "h0m") {
+			out = strings.TrimSuffix(out, "0m")
+		}
+		return out
+	case []string:
+		return strings.Join(x, ",")
+	}
+	return fmt.Sprint(v)
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// publicReplicas drops credentials a replica URL may carry (user:pass@,
+// query strings) before it is logged.
+func publicReplicas(rs []string) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r
+		if u, err := url.Parse(r); err == nil && u.Host != "" && (u.User != nil || u.RawQuery != "") {
+			u.User, u.RawQuery = nil, ""
+			out[i] = u.String()
+		}
+	}
+	return out
+}
+
+// publicRedisURL logs a Redis URL only as scheme and host.
+func publicRedisURL(v any) any {
+	if u, err := url.Parse(v.(string)); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host
+	}
+	return "unset"
+}
+
+// Normalize applies the defaults of the gateway's keys and, through
+// [pool.Config.WithDefaults], of the pool's, so that the effective values
+// are readable in c (and logged). It runs once: [Open] and [New] skip a
+// Config already normalized.
+func (c *Config) Normalize() {
+	if c.normalized {
+		return
+	}
+	c.Pool = c.Pool.WithDefaults()
+	for _, s := range settings {
+		s.applyDefault(c)
+	}
+	c.normalized = true
+}
+
+// LogValue is the configuration as logged at start-up: every key of the
+// table, grouped by section, credentials and secrets redacted.
+func (c Config) LogValue() slog.Value {
+	var top []slog.Attr
+	var sections []string
+	groups := map[string][]any{}
+	for _, s := range settings {
+		section, leaf, nested := strings.Cut(s.key, ".")
+		if !nested {
+			top = append(top, s.attr(&c, s.key))
+			continue
+		}
+		if _, ok := groups[section]; !ok {
+			sections = append(sections, section)
+		}
+		groups[section] = append(groups[section], s.attr(&c, leaf))
+	}
+	for _, sec := range sections {
+		top = append(top, slog.Group(sec, groups[sec]...))
+	}
+	return slog.GroupValue(append(top, slog.Any("secrets", c.Secrets))...)
+}
+
+// String is the configuration in one line, secrets redacted.
+func (c Config) String() string {
+	var b strings.Builder
+	for _, s := range settings {
+		fmt.Fprintf(&b, "%s=%s ", s.key, formatValue(s.value(&c)))
+	}
+	b.WriteString(c.Secrets.String())
+	return b.String()
+}
+
+// ConfigEnvFile is the environment variable naming the YAML file when no
+// --config flag is given.
+const ConfigEnvFile = "GRADIOPOOL_CONFIG"
+
+// ApplyEnv sets every key whose environment variable is non-empty, and
+// reads the secrets. lookup is os.LookupEnv or a test's map.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	for _, s := range settings {
+		if s.env == "" {
+			continue
+		}
+		if v, ok := lookup(s.env); ok && v != "" {
+			if err := s.set(c, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s): %w", s.env, s.key, err))
+			}
+		}
+	}
+	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
+	c.Secrets = Secrets{
+		HFToken:    get("HF_TOKEN"),
+		AdminToken: get("GRADIOPOOL_ADMIN_TOKEN"),
+		APIKeys:    splitList(get("GRADIOPOOL_API_KEYS")),
+		HashKey:    get("GRADIOPOOL_HASH_KEY"),
+		RedisURL:   get("GRADIOPOOL_REDIS_URL"),
+	}
+	return errors.Join(errs...)
+}
+
+// Flags registers one typed flag per key on fs and returns a function that
+// applies, after fs.Parse, only the flags that were set (so that an unset
+// flag never overrides the environment or the file).
+func Flags(fs *flag.FlagSet) func(c *Config) error {
+	for _, s := range settings {
+		if s.flag == "" {
+			continue
+		}
+		usage := s.usageText() + " [env " + s.env + "]"
+		switch s.field(&Config{}).(type) {
+		case *int:
+			fs.Int(s.flag, 0, usage)
+		case *int64:
+			fs.Int64(s.flag, 0, usage)
+		case *float64:
+			fs.Float64(s.flag, 0, usage)
+		case *time.Duration:
+			fs.Duration(s.flag, 0, usage)
+		case *bool:
+			fs.Bool(s.flag, false, usage)
+		default:
+			fs.String(s.flag, "", usage)
+		}
+	}
+	return func(c *Config) error {
+		var errs []error
+		fs.Visit(func(f *flag.Flag) {
+			for _, s := range settings {
+				if s.flag != "" && s.flag == f.Name {
+					if err := s.set(c, f.Value.String()); err != nil {
+						errs = append(errs, fmt.Errorf("--%s: %w", s.flag, err))
+					}
+				}
+			}
+		})
+		return errors.Join(errs...)
+	}
+}
+
+// Setting describes one configuration key, for docs and tests.
+type Setting struct {
+	// Key is the YAML path ("pool.max_connections"); Env its environment
+	// variable; Flag its flag with dashes, "" when it has none.
+	Key, Env, Flag string
+	// Unit is what the value is: duration, integer, bytes, boolean, ...
+	Unit string
+	// Usage says what the key does.
+	Usage string
+	// Default is the default as the docs show it; "" when none.
+	Default string
+	// Example is the value the example configuration writes; "" means the
+	// key is written there commented out.
+	Example string
+}
+
+// Settings lists every key, in the order of the usage text: the source of
+// the README's configuration table and of configs/gradiopool.example.yaml
+// (tests check that both match it).
+func Settings() []Setting {
+	out := make([]Setting, len(settings))
+	for i, s := range settings {
+		out[i] = Setting{Key: s.key, Env: s.env, Unit: s.unitName(), Usage: s.help, Default: s.defaultText(), Example: s.example}
+		if s.flag != "" {
+			out[i].Flag = "--" + s.flag
+		}
+		if s.def != nil {
+			out[i].Example = formatValue(s.def)
+		}
+	}
+	return out
+}
