@@ -86,7 +86,10 @@ func TestPredictAnswers(t *testing.T) {
 		{"no data", "/v1/predict/upper", `{}`, 400, "bad_json", false},
 		{"two objects", "/v1/predict/upper", `{"data":["a"]}{}`, 400, "bad_json", false},
 		{"data elsewhere", "/v1/predict/upper", `{"x":"data"}`, 400, "bad_json", false},
-		{"data not a list", "/v1/predict/upper", `{"data":{"a":1}}`, 400, "bad_json", false},
+		// An object is keyword arguments since issue 24 (TestKeywordArguments); a
+		// scalar is still neither a list nor an object.
+		{"data neither list nor object", "/v1/predict/upper", `{"data":"a"}`, 400, "bad_json", false},
+		{"data a number", "/v1/predict/upper", `{"data":1}`, 400, "bad_json", false},
 		{"data null is no inputs", "/v1/predict/upper", `{"data":null}`, 400, "bad_arguments", false},
 		{"wrong arity", "/v1/predict/upper", `{"data":["a","b"]}`, 400, "bad_arguments", false},
 		{"unknown endpoint", "/v1/predict/nope", `{"data":[]}`, 404, "unknown_endpoint", false},
