@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/sse"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -209,39 +210,19 @@ func nonNil(d []json.RawMessage) []json.RawMessage {
 	return d
 }
 
-// sseWriter writes event-stream records and flushes each.
-type sseWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+// startSSE starts a /v1 or /gradio_api/call event stream.
+func startSSE(w http.ResponseWriter) *sse.Writer {
+	w.Header().Set("Cache-Control", "no-store")
+	return sse.Start(w)
 }
 
-func startSSE(w http.ResponseWriter) *sseWriter {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	_ = s.rc.Flush()
-	return s
-}
-
-func (s *sseWriter) event(name string, v any) error {
+// sendEvent writes one event whose data is v in JSON.
+func sendEvent(s *sse.Writer, name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-func (s *sseWriter) comment(text string) error {
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return s.Event(name, b)
 }
 
 func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
@@ -260,7 +241,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	wait := call.Waited()
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
 	s := startSSE(w)
-	_ = s.event("accepted", map[string]string{"replica": call.Replica()})
+	_ = sendEvent(s, "accepted", map[string]string{"replica": call.Replica()})
 	tick := time.NewTicker(g.cfg.KeepAliveInterval)
 	defer tick.Stop()
 	events := call.Events()
@@ -277,7 +258,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-tick.C:
 			if writeErr == nil {
-				writeErr = s.comment("keep-alive")
+				writeErr = s.Comment("keep-alive")
 			}
 		case <-ctx.Done():
 			// The caller went away or its deadline passed: the backend
@@ -295,30 +276,30 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		g.metrics.callError(e.Code)
 		addLog(r, slog.String("error_code", e.Code), slog.String("error", e.Message))
 		if writeErr == nil {
-			_ = s.event("error", map[string]*apiError{"error": e})
+			_ = sendEvent(s, "error", map[string]*apiError{"error": e})
 		}
 		return
 	}
 	g.metrics.observeCall(call.Replica(), wait, d)
 	if writeErr == nil {
-		_ = s.event("complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
+		_ = sendEvent(s, "complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
 	}
 }
 
 // writeEvent forwards one update; complete and error are written by the
 // caller from Wait, so that they come exactly once.
-func (g *Gateway) writeEvent(s *sseWriter, ev gradio.Event) error {
+func (g *Gateway) writeEvent(s *sse.Writer, ev gradio.Event) error {
 	switch ev.Kind {
 	case gradio.EventQueued:
-		return s.event("queued", map[string]any{"rank": ev.Rank, "queue_size": ev.QueueSize, "eta": ev.ETA.Seconds()})
+		return sendEvent(s, "queued", map[string]any{"rank": ev.Rank, "queue_size": ev.QueueSize, "eta": ev.ETA.Seconds()})
 	case gradio.EventStarted:
-		return s.event("started", map[string]any{})
+		return sendEvent(s, "started", map[string]any{})
 	case gradio.EventProgress:
-		return s.event("progress", map[string]any{"progress": ev.Progress})
+		return sendEvent(s, "progress", map[string]any{"progress": ev.Progress})
 	case gradio.EventLog:
-		return s.event("log", map[string]any{"log": ev.Log, "level": ev.Level})
+		return sendEvent(s, "log", map[string]any{"log": ev.Log, "level": ev.Level})
 	case gradio.EventOutput:
-		return s.event("output", map[string]any{"data": nonNil(ev.Data)})
+		return sendEvent(s, "output", map[string]any{"data": nonNil(ev.Data)})
 	}
 	return nil
 }

@@ -184,7 +184,7 @@ func (g *Gateway) handleCallGet(w http.ResponseWriter, r *http.Request) {
 	pc := g.pending.get(id, g.now())
 	if pc == nil || pc.apiName != r.PathValue("api_name") {
 		s := startSSE(w)
-		_ = s.event("error", "404: Not Found")
+		_ = sendEvent(s, "error", "404: Not Found")
 		return
 	}
 	s := startSSE(w)
@@ -194,15 +194,10 @@ func (g *Gateway) handleCallGet(w http.ResponseWriter, r *http.Request) {
 	for {
 		recs, done, changed := pc.from(next)
 		for _, rec := range recs {
-			if _, err := s.w.Write([]byte("event: " + rec.name + "\ndata: " + string(rec.data) + "\n\n")); err != nil {
+			if s.Event(rec.name, rec.data) != nil {
 				return
 			}
 			next++
-		}
-		if len(recs) > 0 {
-			if s.rc.Flush() != nil {
-				return
-			}
 		}
 		if done {
 			return
@@ -210,7 +205,7 @@ func (g *Gateway) handleCallGet(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-tick.C:
-			if _, err := s.w.Write([]byte("event: heartbeat\ndata: null\n\n")); err != nil || s.rc.Flush() != nil {
+			if s.Event("heartbeat", []byte("null")) != nil {
 				return
 			}
 		case <-r.Context().Done():

@@ -395,29 +395,10 @@ func excerpt(b []byte) string {
 	return strings.TrimSpace(string(b))
 }
 
-// startSSE writes the headers of an event stream.
-func startSSE(w http.ResponseWriter) *http.ResponseController {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	return rc
-}
-
-func writeRecord(w http.ResponseWriter, rc *http.ResponseController, data []byte) error {
-	if _, err := io.WriteString(w, "data: "); err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(w, "\n\n"); err != nil {
-		return err
-	}
-	return rc.Flush()
+// startSSE starts the caller's queue/data or heartbeat stream.
+func startSSE(w http.ResponseWriter) *sse.Writer {
+	w.Header().Set("Cache-Control", "no-cache")
+	return sse.Start(w)
 }
 
 // sessionNotFound is what Gradio streams for an unknown session.
@@ -448,7 +429,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	}
 	if s == nil || s.binding().Replica == "" {
 		rc := startSSE(w)
-		_ = writeRecord(w, rc, sessionNotFound)
+		_ = rc.Data(sessionNotFound)
 		return
 	}
 	defer s.stream()()
@@ -458,7 +439,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		f.failPending(w, startSSE(w), s, b, err)
 		return
 	}
-	var rc *http.ResponseController // nil until the caller's stream started
+	var rc *sse.Writer // nil until the caller's stream started
 	quiet := 0
 	for {
 		resp, err := f.openData(ctx, r, app, b)
@@ -532,7 +513,7 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 // event messages it relayed, and: done when the caller's stream is over
 // (close_stream passed on), reopen when the backend closed while calls
 // are pending, else the cause of the end (nil: the caller went away).
-func (f *FrontDoor) relayData(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, s *session, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
+func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Request, s *session, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReader(resp.Body)
 	defer rd.Release()
@@ -552,7 +533,7 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *http.ResponseController
 		if msg.Msg == "close_stream" && len(s.inFlight()) > 0 {
 			return relayed, true, false, nil
 		}
-		if werr := writeRecord(w, rc, rw.rewrite(ev.Data)); werr != nil {
+		if werr := rc.Data(rw.rewrite(ev.Data)); werr != nil {
 			return relayed, false, false, nil // the caller went away
 		}
 		if msg.EventID != nil {
@@ -572,7 +553,7 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *http.ResponseController
 // failPending reports every call in flight of s as lost (Gradio's error
 // shape: process_completed with success false), frees their slots and
 // closes the stream. The calls are never run again.
-func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseController, s *session, b Binding, cause error) {
+func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *session, b Binding, cause error) {
 	ids := s.inFlight()
 	for _, id := range ids {
 		msg := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"
@@ -584,7 +565,7 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseControll
 			"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},
 			"success": false, "title": "Error",
 		})
-		_ = writeRecord(w, rc, rec)
+		_ = rc.Data(rec)
 		s.complete(id)
 		f.stats.lost.Add(1)
 	}
@@ -592,7 +573,7 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *http.ResponseControll
 		f.log.Warn("front door: replica lost calls in flight", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)), slog.Any("error", cause))
 	}
-	_ = writeRecord(w, rc, []byte(`{"msg":"close_stream","event_id":null}`))
+	_ = rc.Data([]byte(`{"msg":"close_stream","event_id":null}`))
 	f.foreignEnd(s.front, "")
 }
 
@@ -615,7 +596,7 @@ func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(f.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		if writeRecord(w, rc, []byte("ALIVE")) != nil {
+		if rc.Data([]byte("ALIVE")) != nil {
 			return
 		}
 		select {

@@ -124,7 +124,7 @@ func (s *Server) callGet(w http.ResponseWriter, r *http.Request, eventID string)
 	if !ok || sess == nil || !sess.hasQueue {
 		s.mu.Unlock()
 		sw := startSSE(w)
-		_ = sw.event("error", mustMarshal("404: Not Found"))
+		_ = sw.Event("error", mustMarshal("404: Not Found"))
 		return
 	}
 	s.mu.Unlock()
@@ -206,7 +206,7 @@ func (s *Server) handleJoinV0(w http.ResponseWriter, r *http.Request) {
 		je := err.(*errJoin)
 		if je.status == 503 {
 			sw := startSSE(w)
-			_ = sw.data(s.encode(&message{kind: msgQueueFull}))
+			_ = sw.Data(s.encode(&message{kind: msgQueueFull}))
 			return
 		}
 		je.write(w)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
 // message kinds
@@ -431,49 +433,11 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, obj{{"event_id", ev.id}})
 }
 
-// sseWriter writes SSE records and flushes them.
-type sseWriter struct {
-	w   http.ResponseWriter
-	f   http.Flusher
-	err error
-}
-
-func startSSE(w http.ResponseWriter) *sseWriter {
+// startSSE starts a queue/data or call stream with Gradio's headers.
+func startSSE(w http.ResponseWriter) *sse.Writer {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(200)
-	f, _ := w.(http.Flusher)
-	sw := &sseWriter{w: w, f: f}
-	sw.flush()
-	return sw
-}
-
-func (sw *sseWriter) flush() {
-	if sw.f != nil {
-		sw.f.Flush()
-	}
-}
-
-func (sw *sseWriter) data(b []byte) error {
-	if sw.err != nil {
-		return sw.err
-	}
-	var buf bytes.Buffer
-	buf.WriteString("data: ")
-	buf.Write(b)
-	buf.WriteString("\n\n")
-	_, sw.err = sw.w.Write(buf.Bytes())
-	sw.flush()
-	return sw.err
-}
-
-func (sw *sseWriter) event(name string, b []byte) error {
-	if sw.err != nil {
-		return sw.err
-	}
-	_, sw.err = fmt.Fprintf(sw.w, "event: %s\ndata: %s\n\n", name, b)
-	sw.flush()
-	return sw.err
+	return sse.Start(w)
 }
 
 // encode renders a message for the /queue/data wire of the server's mode.
@@ -580,7 +544,7 @@ func (s *Server) handleData(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	sw := startSSE(w)
 	if !known {
-		_ = sw.data(s.encode(s.unexpected("404: Not Found", true)))
+		_ = sw.Data(s.encode(s.unexpected("404: Not Found", true)))
 		return
 	}
 	s.streamSession(w, r, sw, sess, false)
@@ -588,7 +552,7 @@ func (s *Server) handleData(w http.ResponseWriter, r *http.Request) {
 
 // streamSession runs a /queue/data (or /call, or v0) stream of sess. When
 // call is true, messages are translated to the /call event format.
-func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWriter, sess *session, call bool) {
+func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.Writer, sess *session, call bool) {
 	ctx := r.Context()
 	interval := s.heartbeatInterval()
 	hb := time.NewTimer(interval)
@@ -617,12 +581,12 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWr
 		}
 		if m == nil { // heartbeat tick
 			if call {
-				_ = sw.event("heartbeat", []byte("null"))
+				_ = sw.Event("heartbeat", []byte("null"))
 			} else {
-				_ = sw.data(s.encode(&message{kind: msgHeartbeat}))
+				_ = sw.Data(s.encode(&message{kind: msgHeartbeat}))
 			}
 			hb.Reset(interval)
-			if sw.err != nil {
+			if sw.Err() != nil {
 				return
 			}
 			continue
@@ -631,7 +595,7 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWr
 			hb.Reset(interval) // 4.x beats only after silence; 5.x at a fixed rate
 		}
 		stopAfter := s.writeMsg(sw, m, call)
-		if sw.err != nil {
+		if sw.Err() != nil {
 			return
 		}
 		if m.kind == msgStarts && s.takeCut() {
@@ -644,7 +608,7 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sseWr
 			s.mu.Unlock()
 			if empty || stopAfter {
 				if s.Mode.atLeast(protoV3) && !call {
-					_ = sw.data(s.encode(&message{kind: msgClose}))
+					_ = sw.Data(s.encode(&message{kind: msgClose}))
 				}
 				clean = true
 				return
@@ -665,26 +629,26 @@ func (s *Server) takeCut() bool {
 
 // writeMsg writes one message; for /call streams it translates and reports
 // whether the stream should end after it.
-func (s *Server) writeMsg(sw *sseWriter, m *message, call bool) bool {
+func (s *Server) writeMsg(sw *sse.Writer, m *message, call bool) bool {
 	if !call {
-		_ = sw.data(s.encode(m))
+		_ = sw.Data(s.encode(m))
 		return false
 	}
 	switch m.kind {
 	case msgGenerating:
-		_ = sw.event("generating", mustMarshal(m.full))
+		_ = sw.Event("generating", mustMarshal(m.full))
 	case msgCompleted:
 		if m.success {
 			if m.full == nil {
-				_ = sw.event("complete", []byte("null"))
+				_ = sw.Event("complete", []byte("null"))
 			} else {
-				_ = sw.event("complete", mustMarshal(m.full))
+				_ = sw.Event("complete", mustMarshal(m.full))
 			}
 		} else {
 			if s.Mode.major() >= 5 {
-				_ = sw.event("error", mustMarshal(m.errData))
+				_ = sw.Event("error", mustMarshal(m.errData))
 			} else {
-				_ = sw.event("error", []byte("null"))
+				_ = sw.Event("error", []byte("null"))
 			}
 		}
 	case msgUnexpected:
@@ -694,7 +658,7 @@ func (s *Server) writeMsg(sw *sseWriter, m *message, call bool) bool {
 				msg, _ = f.v.(string)
 			}
 		}
-		_ = sw.event("error", mustMarshal(msg))
+		_ = sw.Event("error", mustMarshal(msg))
 		return true
 	}
 	return false
@@ -775,7 +739,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, hash st
 	t := time.NewTicker(s.heartbeatInterval())
 	defer t.Stop()
 	for {
-		if err := sw.data([]byte("ALIVE")); err != nil {
+		if err := sw.Data([]byte("ALIVE")); err != nil {
 			return
 		}
 		select {

@@ -1,5 +1,5 @@
-// Package sse reads Server-Sent Events streams (the WHATWG "text/event-stream"
-// format) as Gradio and its proxies produce them.
+// Package sse reads and writes Server-Sent Events streams (the WHATWG
+// "text/event-stream" format) as Gradio and its proxies produce them.
 //
 //	r := sse.NewReader(resp.Body)
 //	for {
@@ -9,6 +9,11 @@
 //		}
 //		handle(ev.Type, ev.Data)
 //	}
+//
+// Writing, in an HTTP handler (see writer.go):
+//
+//	s := sse.Start(w) // status 200, Content-Type, flushed
+//	err := s.Event("complete", data)
 //
 // # Format
 //
