@@ -45,6 +45,11 @@ type ClusterConfig struct {
 	// StartDegraded starts the gateway while Redis does not answer (it
 	// joins when Redis does); it needs Gateways.
 	StartDegraded bool
+	// WaitReplicas is how many replicas must acknowledge a grant before it
+	// is used, so that a failover cannot lose it (Redis replicates
+	// asynchronously); 0 (the default): 1 for Sentinel and Cluster URLs,
+	// none for a standalone one; -1: none.
+	WaitReplicas int
 	// TLS for rediss:// URLs: a private CA, a client certificate and key,
 	// or (tests only) no verification.
 	TLSCAFile             string
@@ -82,6 +87,9 @@ func (cc ClusterConfig) validate() []error {
 	}
 	if _, err := cluster.ParseLossPolicy(cc.OnRedisLoss); err != nil {
 		errs = append(errs, fmt.Errorf("cluster.on_redis_loss: %q, want fail_open or fail_closed", cc.OnRedisLoss))
+	}
+	if cc.WaitReplicas < -1 {
+		errs = append(errs, fmt.Errorf("cluster.redis_wait_replicas: %d, want -1 (none), 0 (by topology) or more", cc.WaitReplicas))
 	}
 	if cc.Gateways < 0 {
 		errs = append(errs, fmt.Errorf("cluster.gateways: %d, must not be negative", cc.Gateways))

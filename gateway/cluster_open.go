@@ -57,6 +57,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 		Limit: cfg.Pool.MaxConnections, MaxWaiters: cfg.Pool.MaxWaiters, PriorityMaxWait: cfg.Pool.PriorityMaxWait,
 		Logger: logger, LocalStats: m.localStats,
 		OnRedisLoss: loss, Gateways: cfg.Cluster.Gateways, StartDegraded: cfg.Cluster.StartDegraded,
+		WaitReplicas: waitReplicas(cfg.Cluster.WaitReplicas, topo),
 	})
 	if err != nil {
 		where := cluster.Describe(rc)
@@ -79,6 +80,19 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	logger.Info("cluster: limits and user assignments are shared through Redis",
 		slog.String("topology", string(topo)), slog.String("addr", cluster.Describe(rc)), slog.String("gateway", m.coord.ID()))
 	return m, nil
+}
+
+// waitReplicas resolves cluster.redis_wait_replicas: 0 means 1 where the
+// topology has replicas to fail over to (Sentinel, Cluster), else none;
+// -1 none.
+func waitReplicas(n int, topo cluster.Topology) int {
+	switch {
+	case n > 0:
+		return n
+	case n < 0 || topo == cluster.Standalone:
+		return 0
+	}
+	return 1
 }
 
 // attach gives the member its pool and the gateway its cluster scope, and

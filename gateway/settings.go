@@ -153,6 +153,8 @@ var settings = []setting{
 		def: 0, field: func(c *Config) any { return &c.Cluster.Gateways }},
 	{key: "cluster.start_degraded", env: "GRADIOPOOL_CLUSTER_START_DEGRADED", flag: "cluster-start-degraded", help: "start while Redis does not answer (needs cluster.gateways) and join when it does",
 		def: false, field: func(c *Config) any { return &c.Cluster.StartDegraded }},
+	{key: "cluster.redis_wait_replicas", env: "GRADIOPOOL_CLUSTER_REDIS_WAIT_REPLICAS", flag: "cluster-redis-wait-replicas", help: "replicas that must acknowledge a grant (WAIT) so that a failover cannot lose it; 0: 1 for Sentinel and Cluster URLs, none standalone; -1 none",
+		def: 0, field: func(c *Config) any { return &c.Cluster.WaitReplicas }},
 	{key: "cluster.redis_tls_ca_file", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_CA_FILE", flag: "cluster-redis-tls-ca-file", help: "PEM certificate authorities to trust for rediss:// (empty: the system's)",
 		field: func(c *Config) any { return &c.Cluster.TLSCAFile }},
 	{key: "cluster.redis_tls_cert_file", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_CERT_FILE", flag: "cluster-redis-tls-cert-file", help: "PEM client certificate for rediss:// servers that ask for one",

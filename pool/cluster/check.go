@@ -140,7 +140,13 @@ func (c *Coordinator) probe(ctx context.Context) error {
 		run func() error
 	}{
 		{"the acquire script", func() error {
-			return acquireScript.Run(ctx, c.rdb, append(keys, c.prefix+"gw"), c.id, c.id+":", 0, 0, 1, 1000, c.channel(), "check").Err()
+			_, err := c.runAcquire(ctx, append(keys, c.prefix+"gw"), []any{c.id, c.id + ":", 0, 0, 1, 1000, c.channel(), "check", 1000})
+			if errors.Is(err, errNotReplicated) {
+				return &MisconfiguredError{Op: "WAIT", Err: err, Fix: fmt.Sprintf(
+					"fewer than %d replicas acknowledged a write of the primary within %v: give it a replica, or set cluster.redis_wait_replicas: 0 "+
+						"(then a failover may lose grants and exceed the limit)", c.cfg.WaitReplicas, c.cfg.opTimeout)}
+			}
+			return err
 		}},
 		{"the release script", func() error {
 			return releaseScript.Run(ctx, c.rdb, keys[:2], c.channel(), "check").Err()
@@ -169,7 +175,10 @@ func (c *Coordinator) probe(ctx context.Context) error {
 		}},
 	}
 	for _, r := range runs {
-		if err := r.run(); err != nil {
+		var mis *MisconfiguredError
+		if err := r.run(); errors.As(err, &mis) {
+			return err
+		} else if err != nil {
 			return c.misconfigured(r.op, err)
 		}
 	}

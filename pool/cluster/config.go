@@ -88,6 +88,14 @@ type Config struct {
 	// Misconfigurations (wrong topology, missing ACL permissions) fail
 	// New either way.
 	StartDegraded bool
+	// WaitReplicas is how many replicas must acknowledge a grant (WAIT,
+	// pipelined with the acquire script: no extra round trip) before it
+	// is used. Redis replicates asynchronously: in a Sentinel or Cluster
+	// failover the old primary's last writes are lost, and a lost grant
+	// would let the other gateways exceed the limit. 0 (standalone):
+	// no wait; 1 for a primary with replicas (NewClient's Sentinel and
+	// Cluster topologies). A primary with fewer replicas fails New.
+	WaitReplicas int
 }
 
 // LossPolicy is what a gateway does while Redis is lost.
@@ -167,6 +175,9 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if c.StartDegraded && c.Gateways < 1 {
 		errs = append(errs, errors.New("cluster: starting without Redis needs the number of gateways (Config.Gateways): a gateway that never saw the others cannot compute its share"))
+	}
+	if c.WaitReplicas < 0 {
+		errs = append(errs, fmt.Errorf("cluster: wait replicas %d, must not be negative", c.WaitReplicas))
 	}
 	if c.OnRedisLoss != FailOpen && c.OnRedisLoss != FailClosed {
 		errs = append(errs, fmt.Errorf("cluster: unknown OnRedisLoss %d", c.OnRedisLoss))

@@ -484,7 +484,7 @@ func (c *Coordinator) refresh() error {
 	}
 	st, err := c.readStats(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster: reading the stats: %w", err)
 	}
 	c.snapMu.Lock()
 	c.snap = st
@@ -501,6 +501,11 @@ func (c *Coordinator) rejoin() {
 	ctx, cancel := c.opCtx()
 	defer cancel()
 	c.ops[opPing].Add(1)
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		// After a failover the slot has a new owner: read the slot map
+		// again rather than keep asking the old one.
+		cc.ReloadState(ctx)
+	}
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
 		return
 	}
@@ -564,7 +569,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	alive, err := heartbeatScript.Run(ctx, c.rdb, []string{c.prefix + "gw", c.statsKey(c.id)},
 		c.id, c.cfg.LeaseTTL.Milliseconds(), b).StringSlice()
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster: heartbeat script: %w", err)
 	}
 	if !slices.Contains(alive, c.id) {
 		alive = append(alive, c.id)

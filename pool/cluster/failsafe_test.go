@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,9 @@ func newCoordinator(t *testing.T, rdb redis.UniversalClient, cfg cluster.Config)
 	}
 	if cfg.Replicas == nil {
 		cfg.Replicas = []string{replica}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(&debugLog, nil))
 	}
 	c, err := cluster.New(context.Background(), cfg)
 	if err == nil {

@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -314,13 +317,61 @@ func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error)
 	l.c.ops[opAcquire].Add(1)
 	// On an error the carried releases are dropped: the gateway is then
 	// in local mode, and its rejoin removes every lease it no longer holds.
-	res, err := acquireScript.Run(ctx, l.c.rdb, l.keys, args...).Int64Slice()
+	res, err := l.c.runAcquire(ctx, l.keys, args)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("cluster: acquire script: %w", err)
 	}
 	l.contended.Store(res[2] > 0)
 	l.c.seen(int(res[3]))
 	return int(res[0]), nil
+}
+
+// errNotReplicated: a grant no replica acknowledged in time. After a
+// failover the old primary still answers for a moment, and what it grants
+// is lost: such a grant is not used (the gateway goes local, and its rejoin
+// registers its calls on the new primary).
+var errNotReplicated = errors.New("cluster: the grant was not acknowledged by a replica in time (a failover?)")
+
+// runAcquire runs the acquire script; with Config.WaitReplicas, it runs it and WAIT n in one pipeline (one
+// round trip) on the primary owning the keys, and returns the script's
+// answer only when n replicas have it: a grant lost in a failover (written
+// on the old primary, never replicated) would let the limit be exceeded.
+func (c *Coordinator) runAcquire(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	n := c.cfg.WaitReplicas
+	if n <= 0 {
+		return acquireScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
+	}
+	var node redis.Cmdable = c.rdb
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		node = m
+	}
+	for try := 0; ; try++ {
+		pipe := node.Pipeline()
+		script := acquireScript.EvalSha(ctx, pipe, keys, args...)
+		wait := pipe.Do(ctx, "WAIT", n, c.cfg.opTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if err := script.Err(); err != nil {
+			if try == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := acquireScript.Load(ctx, node).Err(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, err
+		}
+		acked, err := wait.Int()
+		if err != nil {
+			return nil, err
+		}
+		if acked < n {
+			return nil, errNotReplicated
+		}
+		return script.Int64Slice()
+	}
 }
 
 // releaseIDs removes leases from Redis.
@@ -331,13 +382,19 @@ func (l *limiter) releaseIDs(ctx context.Context, ids []string) error {
 		args = append(args, id)
 	}
 	l.c.ops[opRelease].Add(1)
-	return releaseScript.Run(ctx, l.c.rdb, l.keys[:2], args...).Err()
+	if err := releaseScript.Run(ctx, l.c.rdb, l.keys[:2], args...).Err(); err != nil {
+		return fmt.Errorf("cluster: release script: %w", err)
+	}
+	return nil
 }
 
 // leave takes this gateway out of the replica's Redis queue.
 func (l *limiter) leave(ctx context.Context) error {
 	l.c.ops[opLeave].Add(1)
-	return leaveScript.Run(ctx, l.c.rdb, []string{l.keys[1], l.keys[2]}, l.c.id, l.c.channel(), l.name).Err()
+	if err := leaveScript.Run(ctx, l.c.rdb, []string{l.keys[1], l.keys[2]}, l.c.id, l.c.channel(), l.name).Err(); err != nil {
+		return fmt.Errorf("cluster: leave script: %w", err)
+	}
+	return nil
 }
 
 // sync runs syncScript with the leases held now (see there); res are the
@@ -360,7 +417,7 @@ func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error
 	l.c.ops[opSync].Add(1)
 	out, err := syncScript.Run(ctx, l.c.rdb, []string{l.keys[0], l.keys[3], l.c.prefix + "gw", l.keys[1]}, args...).Int64Slice()
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("cluster: sync script: %w", err)
 	}
 	// The backstop of the "q|" notices (at most once): a gateway waiting
 	// unseen is seen here, every LeaseTTL/3.
