@@ -233,3 +233,48 @@ func TestWriteBackAfterEmptyRestart(t *testing.T) {
 		t.Errorf("g1 reads bob: %q, %v, %v; want g2's replica-c", v, ok, err)
 	}
 }
+
+// TestEveryKeyExpires: after gateways that waited, held leases, assigned
+// users and rejoined are killed (nothing removed at leave), every key
+// they wrote has a TTL: nothing stays forever, per-replica keys of a
+// renamed replica included.
+func TestEveryKeyExpires(t *testing.T) {
+	srv := redistest.StartServer(t)
+	f := newInflight()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	var ms []member
+	for i := range 3 {
+		m := newMember(t, newClient(t, srv.Addr), cluster.Config{Name: "ttl", Limit: 2, LeaseTTL: 600 * time.Millisecond,
+			GatewayID: fmt.Sprint("g", i), Replicas: []string{replica, "renamed-away"}})
+		ms = append(ms, m)
+		load(m.c, fmt.Sprint("g", i), 4, time.Millisecond, f, stop, &errs, &wg)
+		m.call(t, fmt.Sprint("user", i))
+	}
+	waitUntil(t, "300 grants", func() bool { _, _, _, n := f.snapshot(); return n >= 300 })
+	srv.Stop() // an outage: the rejoin writes reservations too
+	waitUntil(t, "the outage noticed", func() bool { return !ms[0].c.RedisUp() })
+	srv.Start()
+	waitUntil(t, "the rejoin", func() bool { return ms[0].c.RedisUp() && ms[1].c.RedisUp() && ms[2].c.RedisUp() })
+	for i, m := range ms {
+		m.call(t, fmt.Sprint("user", i))
+	}
+	close(stop)
+	wg.Wait()
+	for _, m := range ms {
+		m.c.Abandon()
+	}
+	admin := newClient(t, srv.Addr)
+	ctx := context.Background()
+	keys := admin.Keys(ctx, "*").Val()
+	if len(keys) == 0 {
+		t.Fatal("no key in Redis: the test saw nothing")
+	}
+	for _, k := range keys {
+		if ttl := admin.PTTL(ctx, k).Val(); ttl == -1 {
+			t.Errorf("key %s has no TTL", k)
+		}
+	}
+	t.Logf("%d keys, each with a TTL", len(keys))
+}
