@@ -208,6 +208,11 @@ func (j *Job) Events() <-chan Event {
 func (j *Job) pump(ch chan<- Event) {
 	defer close(ch)
 	grace := false // the Submit ctx ended: deliver what is left, but do not wait long
+	// closed ends the delivery when the session closes, unless the job had
+	// finished by then: its events are all here, and a reader still
+	// reading them (a gateway relaying a stream whose session the pool
+	// closed at the job's end) gets them, each within eventGrace.
+	closed := j.s.ctx.Done()
 	for {
 		j.mu.Lock()
 		evs, finished := j.events, j.finished
@@ -215,7 +220,7 @@ func (j *Job) pump(ch chan<- Event) {
 		j.mu.Unlock()
 		for _, ev := range evs {
 			if grace {
-				if !sendGrace(ch, ev, j.s.ctx.Done()) {
+				if !sendGrace(ch, ev, closed) {
 					return
 				}
 				continue
@@ -224,11 +229,17 @@ func (j *Job) pump(ch chan<- Event) {
 			case ch <- ev:
 			case <-j.ctx.Done():
 				grace = true
-				if !sendGrace(ch, ev, j.s.ctx.Done()) {
+				if !sendGrace(ch, ev, closed) {
 					return
 				}
-			case <-j.s.ctx.Done():
-				return
+			case <-closed:
+				if !j.isFinished() {
+					return
+				}
+				grace, closed = true, nil
+				if !sendGrace(ch, ev, closed) {
+					return
+				}
 			}
 		}
 		if finished {
@@ -239,10 +250,19 @@ func (j *Job) pump(ch chan<- Event) {
 		select {
 		case <-j.notify:
 		case <-j.done:
-		case <-j.s.ctx.Done():
-			return
+		case <-closed:
+			if !j.isFinished() {
+				return
+			}
+			grace, closed = true, nil
 		}
 	}
+}
+
+func (j *Job) isFinished() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.finished
 }
 
 // eventGrace is how long an event waits for a reader once the job's ctx has

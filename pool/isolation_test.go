@@ -2,9 +2,12 @@ package pool_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -111,5 +114,34 @@ func TestLeaseSessionClosedAtRelease(t *testing.T) {
 	defer l2.Release()
 	if l2.Client().SessionHash() == c.SessionHash() {
 		t.Error("the next lease got the previous caller's session hash")
+	}
+}
+
+// TestEventsOutliveTheLeaseSession: a call's session is closed when its
+// job ends, but a caller still reading the job's events (a gateway
+// relaying them to a slow client) gets every one of them.
+func TestEventsOutliveTheLeaseSession(t *testing.T) {
+	s := gradiotest.NewUnstartedServer(nil)
+	s.StepDelay = -1 // the whole generator runs before the first event is read
+	s.Start()
+	t.Cleanup(s.Close)
+	p := newPool(t, pool.Config{Replicas: []string{s.URL}, MaxConnections: 1})
+	ctx := ctxT(t)
+	c, err := p.Submit(ctx, "", "count", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := c.Events()
+	first := <-events
+	if _, err := c.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the lease end and its session close
+	kinds := []string{first.Kind.String()}
+	for ev := range events {
+		kinds = append(kinds, ev.Kind.String())
+	}
+	if got := strings.Join(kinds, " "); got != "queued started output output output completed" {
+		t.Errorf("events %q: some were lost when the lease's session closed", got)
 	}
 }
