@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,37 +54,74 @@ func (g *Gateway) checkAdmin(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// adminCookieMAC is the cookie's signature of its expiry.
-func (g *Gateway) adminCookieMAC(expiry string) []byte {
+// adminCookieMAC is the cookie's signature of its expiry and login id.
+func (g *Gateway) adminCookieMAC(expiry, id string) []byte {
 	m := hmac.New(sha256.New, []byte(g.cfg.Secrets.AdminToken))
-	m.Write([]byte("gradiopool admin login\x00" + expiry))
+	m.Write([]byte("gradiopool admin login\x00" + expiry + "\x00" + id))
 	return m.Sum(nil)
 }
 
 func (g *Gateway) newAdminCookie(r *http.Request) *http.Cookie {
 	exp := g.now().Add(adminCookieTTL)
-	e := strconv.FormatInt(exp.Unix(), 10)
+	e, id := strconv.FormatInt(exp.Unix(), 10), newID()[:16]
 	return &http.Cookie{
-		Name: AdminCookie, Value: e + "." + hex.EncodeToString(g.adminCookieMAC(e)),
+		Name: AdminCookie, Value: e + "." + id + "." + hex.EncodeToString(g.adminCookieMAC(e, id)),
 		Path: "/", Expires: exp, MaxAge: int(adminCookieTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(r),
 	}
 }
 
+// parseAdminCookie returns the login id and expiry of a genuine, unexpired
+// login cookie (revoked or not).
+func (g *Gateway) parseAdminCookie(v string) (id string, exp time.Time, ok bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return "", time.Time{}, false
+	}
+	got, err := hex.DecodeString(parts[2])
+	if err != nil || subtle.ConstantTimeCompare(got, g.adminCookieMAC(parts[0], parts[1])) != 1 {
+		return "", time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || !g.now().Before(time.Unix(sec, 0)) {
+		return "", time.Time{}, false
+	}
+	return parts[1], time.Unix(sec, 0), true
+}
+
 func (g *Gateway) validAdminCookie(v string) bool {
-	e, sig, ok := strings.Cut(v, ".")
-	if !ok {
-		return false
+	id, _, ok := g.parseAdminCookie(v)
+	return ok && !g.logins.revoked(id, g.now())
+}
+
+// revokedLogins are the login cookies logged out before their expiry: a
+// copy of a cookie kept by anyone stops working at logout. Only a genuine
+// cookie can be revoked, so the set grows with admins' logouts, not with
+// requests; entries leave it when their cookie would have expired anyway.
+type revokedLogins struct {
+	mu  sync.Mutex // guards ids
+	ids map[string]time.Time
+}
+
+func (l *revokedLogins) revoke(id string, exp, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ids == nil {
+		l.ids = map[string]time.Time{}
 	}
-	got, err := hex.DecodeString(sig)
-	if err != nil {
-		return false
+	for k, e := range l.ids {
+		if !now.Before(e) {
+			delete(l.ids, k)
+		}
 	}
-	if subtle.ConstantTimeCompare(got, g.adminCookieMAC(e)) != 1 {
-		return false
-	}
-	exp, err := strconv.ParseInt(e, 10, 64)
-	return err == nil && g.now().Before(time.Unix(exp, 0))
+	l.ids[id] = exp
+}
+
+func (l *revokedLogins) revoked(id string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.ids[id]
+	return ok && now.Before(e)
 }
 
 // isTLS reports whether the client reached us over TLS (directly, or via a

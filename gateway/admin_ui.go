@@ -127,6 +127,11 @@ func (g *Gateway) handleAdminLogout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: "cross-site logout refused"})
 		return
 	}
+	if c, err := r.Cookie(AdminCookie); err == nil {
+		if id, exp, ok := g.parseAdminCookie(c.Value); ok {
+			g.logins.revoke(id, exp, g.now())
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: AdminCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(r)})
 	http.Redirect(w, r, "/admin", http.StatusSeeOther)

@@ -134,6 +134,13 @@ func TestAdminLogin(t *testing.T) {
 	if a := get(t, c, srv.URL+"/admin"); a.status != http.StatusUnauthorized {
 		t.Errorf("after logout: %d", a.status)
 	}
+	// A copy of the cookie taken before the logout (a shared machine, a
+	// leaked header) no longer opens anything either.
+	stolen, _ := cookiejar.New(nil)
+	stolen.SetCookies(u, []*http.Cookie{{Name: gateway.AdminCookie, Value: ck.Value, Path: "/"}})
+	if a := get(t, noRedirect(stolen), srv.URL+"/api/admin/history"); a.status != http.StatusForbidden {
+		t.Errorf("a copy of the logged-out cookie: %d, want 403", a.status)
+	}
 	// The bearer header works without a cookie; a wrong one is refused.
 	if a := get(t, c, srv.URL+"/api/admin/history", "Authorization", "Bearer "+adminToken); a.status != http.StatusOK {
 		t.Errorf("bearer: %d", a.status)

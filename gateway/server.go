@@ -64,6 +64,7 @@ type Gateway struct {
 	draining atomic.Bool
 
 	clusterStats func(ctx context.Context) any // nil without a cluster
+	logins       revokedLogins                 // admin login cookies logged out
 }
 
 // New returns a gateway serving b with the normalized cfg (replicas are not
