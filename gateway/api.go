@@ -153,10 +153,23 @@ func parseTimeout(v string) (time.Duration, *apiError) {
 	return d, nil
 }
 
+// errorLogAttrs are the log fields of a failed call. An app's error text
+// (gr.Error) often quotes the user's input, e-mails included, so it is
+// logged as its length and a keyed hash (the users' key: equal texts
+// match, the text is not readable); the gateway's own messages are logged
+// as they are.
+func (g *Gateway) errorLogAttrs(e *apiError) []slog.Attr {
+	if e.Code != codeAppError {
+		return []slog.Attr{slog.String("error_code", e.Code), slog.String("error", e.Message)}
+	}
+	return []slog.Attr{slog.String("error_code", e.Code), slog.Int("error_len", len(e.Message)), slog.String("error_hash", g.backend.UserTag(e.Message))}
+}
+
 func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
 	e := callError(r.Context(), err)
 	g.metrics.callError(e.Code)
-	addLog(r, slog.String("endpoint", endpoint), slog.String("error_code", e.Code), slog.String("error", e.Message))
+	addLog(r, slog.String("endpoint", endpoint))
+	addLog(r, g.errorLogAttrs(e)...)
 	writeError(w, e)
 }
 
@@ -274,7 +287,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		e := callError(r.Context(), err)
 		g.metrics.callError(e.Code)
-		addLog(r, slog.String("error_code", e.Code), slog.String("error", e.Message))
+		addLog(r, g.errorLogAttrs(e)...)
 		if writeErr == nil {
 			_ = sendEvent(s, "error", map[string]*apiError{"error": e})
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -82,4 +83,50 @@ func TestNoStoreEverywhere(t *testing.T) {
 			t.Errorf("%s %s: %d, Cache-Control %q", tc.method, tc.path, a.status, got)
 		}
 	}
+}
+
+// TestAppErrorTextNotLogged: gr.Error messages quote the user's input (the
+// simulator's fail endpoint echoes it); the caller gets the message, the
+// logs only its length and a keyed hash.
+func TestAppErrorTextNotLogged(t *testing.T) {
+	logs := &logbuf.Buffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, _, _ := realGatewayLogged(t, logger)
+	const secret = "carol.secret@example.com"
+	a := do(t, "POST", srv.URL+"/v1/predict/fail", `{"data":["`+secret+`"]}`)
+	if a.status != 422 || !strings.Contains(a.body, secret) {
+		t.Fatalf("the caller must get the app's message: %d %s", a.status, a.body)
+	}
+	resp := do(t, "POST", srv.URL+"/v1/submit/fail", `{"data":["`+secret+`"]}`)
+	if !strings.Contains(resp.body, secret) {
+		t.Fatalf("the stream must carry the app's message: %s", resp.body)
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("the app's error text (with the user's input) was logged: %.3000s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"error_hash"`) || !strings.Contains(logs.String(), `"error_len"`) {
+		t.Errorf("no error_len/error_hash in the logs: %.3000s", logs.String())
+	}
+}
+
+// realGatewayLogged is realGateway (one replica) with logger for the pool
+// and the gateway.
+func realGatewayLogged(t *testing.T, logger *slog.Logger) (*httptest.Server, []*gradiotest.Server, *pool.Pool) {
+	t.Helper()
+	s := gradiotest.NewUnstartedServer(nil)
+	s.DefaultConcurrencyLimit = -1
+	s.Start()
+	t.Cleanup(s.Close)
+	cfg := gateway.Config{Replicas: []string{s.URL}, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 4}}
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(logger, metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(b)
+	srv := httptest.NewServer(gateway.New(cfg, b, logger, metrics))
+	t.Cleanup(srv.Close)
+	return srv, []*gradiotest.Server{s}, p
 }

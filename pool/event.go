@@ -2,9 +2,11 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
@@ -131,7 +133,14 @@ func (p *Pool) emit(e Event) {
 			slog.String("advice", "the Space runs this endpoint's calls at most this many at a time: sessions above it only wait in the Space's queue; lower max_connections or raise the app's concurrency_limit"))
 	}
 	if e.Err != nil {
-		attrs = append(attrs, slog.String("error", e.Err.Error()))
+		var appErr *gradio.AppError
+		if errors.As(e.Err, &appErr) {
+			// An app's error text often quotes the user's input: its length
+			// and keyed hash (the users' key), never the text.
+			attrs = append(attrs, slog.String("error", "app error"), slog.Int("error_len", len(appErr.Message)), slog.String("error_hash", p.users.Tag(appErr.Message)))
+		} else {
+			attrs = append(attrs, slog.String("error", e.Err.Error()))
+		}
 	}
 	l.LogAttrs(ctx, level, "pool: "+e.Kind.String(), attrs...)
 }
