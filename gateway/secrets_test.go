@@ -117,7 +117,7 @@ func realGatewayLogged(t *testing.T, logger *slog.Logger) (*httptest.Server, []*
 	s.DefaultConcurrencyLimit = -1
 	s.Start()
 	t.Cleanup(s.Close)
-	cfg := gateway.Config{Replicas: []string{s.URL}, Pool: gateway.PoolConfig{MinConnections: 1, MaxConnections: 4}}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{s.URL}, MinConnections: 1, MaxConnections: 4}}
 	metrics := gateway.NewMetrics(nil)
 	p, err := pool.New(cfg.PoolConfig(logger, metrics))
 	if err != nil {
