@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/sse"
@@ -33,8 +32,8 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	if len(apiName) > maxAPINameLen {
 		return "", nil, "", badRequest("bad_request", "the api_name is %d bytes long, more than %d", len(apiName), maxAPINameLen)
 	}
-	user = pool.NormalizeUser(r.Header.Get(UserHeader))
-	if len(user) > maxUserLen || strings.IndexFunc(user, unicode.IsControl) >= 0 || strings.ContainsAny(user, " \t") {
+	user, uerr := pool.ParseUser(r.Header.Get(UserHeader))
+	if uerr != nil {
 		return "", nil, "", badRequest("bad_user", "the %s header must be one e-mail address", UserHeader)
 	}
 	if user != "" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/pool"
 	"go.yaml.in/yaml/v3"
 )
@@ -17,7 +18,7 @@ import (
 // there once. Durations are wall-clock; sizes are bytes.
 const (
 	DefaultListen            = "127.0.0.1:8080"
-	DefaultMaxBodyBytes      = 10 << 20
+	DefaultMaxBodyBytes      = frontdoor.DefaultMaxBodyBytes // 10 MiB, for /v1 and the front door alike
 	DefaultDrainTimeout      = 30 * time.Second
 	DefaultKeepAlive         = 15 * time.Second
 	DefaultPendingCallTTL    = 10 * time.Minute

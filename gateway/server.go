@@ -18,14 +18,13 @@ import (
 )
 
 // UserHeader carries the caller's user (an e-mail); absent means anonymous.
-const UserHeader = "X-Gradiopool-User"
+// It is the front door's header: one name for /v1, /gradio_api/call and
+// the Gradio routes.
+const UserHeader = frontdoor.UserHeader
 
 // TimeoutHeader lets a caller give its own deadline for the call, as a Go
 // duration ("90s") or seconds ("90"); past it the gateway answers 504.
 const TimeoutHeader = "X-Gradiopool-Timeout"
-
-// maxUserLen bounds the user header (an e-mail is at most 254 characters).
-const maxUserLen = 320
 
 // Gateway is the HTTP gateway over a [Backend]. Create it with [New]; it is
 // an http.Handler, and [Gateway.Serve] runs it with graceful draining.

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
+	"unicode"
 )
 
 // userKeyLen is the number of HMAC bytes kept in a user key: 128 bits make a
@@ -19,6 +21,26 @@ const userTagLen = 8
 // NormalizeUser is the one form of an e-mail that is hashed: trimmed and
 // lower-cased, so " Alice@Example.com" and "alice@example.com" are one user.
 func NormalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// maxUserLen bounds a user: an e-mail address is at most 254 characters;
+// the margin admits what mail servers accept in practice.
+const maxUserLen = 320
+
+// ErrBadUser is returned by [ParseUser] for a user that cannot be one
+// e-mail address.
+var ErrBadUser = errors.New("pool: a user must be one e-mail address")
+
+// ParseUser is the one check of a caller's user (the X-Gradiopool-User
+// header of the gateway and its front door): it returns the NormalizeUser
+// form, or ErrBadUser when the value is longer than 320 bytes or holds
+// spaces or control characters. "" is the anonymous user.
+func ParseUser(s string) (string, error) {
+	u := NormalizeUser(s)
+	if len(u) > maxUserLen || strings.IndexFunc(u, unicode.IsControl) >= 0 || strings.ContainsAny(u, " \t") {
+		return "", ErrBadUser
+	}
+	return u, nil
+}
 
 // UserHasher turns e-mails into the keyed hashes that stand for them
 // everywhere (assignment store, logs, stats): HMAC-SHA256 under one key.

@@ -10,11 +10,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
@@ -22,10 +20,10 @@ import (
 
 // Defaults of [Config].
 const (
-	DefaultSessionTTL        = time.Hour
-	DefaultUploadTTL         = time.Hour
-	DefaultHeartbeatInterval = 15 * time.Second
-	DefaultMaxBodyBytes      = 10 << 20
+	DefaultSessionTTL = time.Hour
+	DefaultUploadTTL  = time.Hour
+	// DefaultMaxBodyBytes is also the gateway's max_body_bytes default.
+	DefaultMaxBodyBytes = 10 << 20
 )
 
 // UserHeader names the caller's user (an e-mail); absent means anonymous.
@@ -40,7 +38,8 @@ type Config struct {
 	// Zero means DefaultUploadTTL.
 	UploadTTL time.Duration
 	// HeartbeatInterval is the period of "data: ALIVE" on
-	// /heartbeat/{session_hash}. Zero means DefaultHeartbeatInterval.
+	// /heartbeat/{session_hash}. Zero means gradio.DefaultHeartbeatInterval
+	// (Gradio's own, 15 s).
 	HeartbeatInterval time.Duration
 	// MaxBodyBytes bounds a join, cancel or reset body. Zero means
 	// DefaultMaxBodyBytes.
@@ -138,7 +137,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 		cfg.UploadTTL = DefaultUploadTTL
 	}
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+		cfg.HeartbeatInterval = gradio.DefaultHeartbeatInterval
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -151,15 +150,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.HashUser == nil {
-		key := cfg.HashKey
-		cfg.HashUser = func(u string) string {
-			if u == "" {
-				return ""
-			}
-			m := hmac.New(sha256.New, key)
-			m.Write([]byte(u))
-			return hex.EncodeToString(m.Sum(nil))[:8]
-		}
+		cfg.HashUser = pool.NewUserHasher(cfg.HashKey).Tag
 	}
 	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*session{}}
 	if f.log == nil {
@@ -373,8 +364,8 @@ var errBadUser = errors.New("the " + UserHeader + " header must be one e-mail ad
 
 // user returns the caller's normalised user ("" anonymous).
 func user(r *http.Request) (string, error) {
-	u := strings.ToLower(strings.TrimSpace(r.Header.Get(UserHeader)))
-	if len(u) > 320 || strings.IndexFunc(u, unicode.IsControl) >= 0 || strings.ContainsAny(u, " \t") {
+	u, err := pool.ParseUser(r.Header.Get(UserHeader))
+	if err != nil {
 		return "", errBadUser
 	}
 	return u, nil

@@ -27,7 +27,7 @@ type Knobs struct {
 	// Call.Sleep) so tests can compress time. Zero: 1.
 	TimeScale float64
 	// HeartbeatInterval is the period of heartbeat messages on data streams
-	// and of ALIVE on /heartbeat. Zero: DefaultHeartbeatInterval (15 s).
+	// and of ALIVE on /heartbeat. Zero: gradio.DefaultHeartbeatInterval (15 s).
 	HeartbeatInterval time.Duration
 	// MaxQueueSize is the queue's max_size: joins beyond that many waiting
 	// events get 503 "Queue is full". Zero: unlimited.

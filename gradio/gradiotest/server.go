@@ -15,17 +15,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
 )
 
 // Defaults of the knobs.
 const (
-	DefaultHeartbeatInterval = 15 * time.Second       // Gradio's GRADIO_HEARTBEAT_INTERVAL
-	DefaultStepDelay         = 300 * time.Millisecond // the captured count endpoint
-	DefaultConcurrencyLimit  = 1                      // Gradio's default per event listener
-	DefaultFaultStatus       = http.StatusInternalServerError
-	DefaultSlowBodyChunk     = 64 // bytes written per SlowBody delay
-	DefaultStateTTL          = time.Hour
-	v0SendDataTimeout        = 5 * time.Second
+	DefaultStepDelay        = 300 * time.Millisecond // the captured count endpoint
+	DefaultConcurrencyLimit = 1                      // Gradio's default per event listener
+	DefaultFaultStatus      = http.StatusInternalServerError
+	DefaultSlowBodyChunk    = 64 // bytes written per SlowBody delay
+	DefaultStateTTL         = time.Hour
+	v0SendDataTimeout       = 5 * time.Second
 )
 
 // Server is a simulated Gradio app served over HTTP on loopback, in the
@@ -307,7 +308,7 @@ func (s *Server) heartbeatInterval() time.Duration {
 	if d := s.knobsNow().HeartbeatInterval; d > 0 {
 		return d
 	}
-	return DefaultHeartbeatInterval
+	return gradio.DefaultHeartbeatInterval // Gradio's GRADIO_HEARTBEAT_INTERVAL
 }
 
 func (s *Server) logf(format string, args ...any) {
