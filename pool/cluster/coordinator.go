@@ -45,6 +45,8 @@ type Coordinator struct {
 	host   string
 	log    *slog.Logger
 
+	epoch time.Time // the waiters' clock starts here
+
 	mode atomic.Int32
 	seq  atomic.Uint64 // lease numbers
 
@@ -116,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		cfg: s, rdb: s.Client, id: s.GatewayID, prefix: "{" + s.Name + "}:",
 		lims: map[string]*limiter{}, reserved: map[string]time.Time{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
-		relSoon: make(chan struct{}, 1), pongs: map[string]chan struct{}{},
+		relSoon: make(chan struct{}, 1), pongs: map[string]chan struct{}{}, epoch: time.Now(),
 	}
 	if c.id == "" {
 		var b [6]byte
@@ -241,6 +243,10 @@ func (c *Coordinator) stop() {
 	_ = c.ps.Close()
 	c.wg.Wait()
 }
+
+// clock is the waiters' clock (monotonic nanoseconds since New), the
+// clock of the priority queues' starvation bound.
+func (c *Coordinator) clock() int64 { return int64(time.Since(c.epoch)) }
 
 // ID is this gateway's id in the cluster.
 func (c *Coordinator) ID() string { return c.id }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/gradiopool/gradiopool/internal/waitq"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -31,29 +32,20 @@ type limiter struct {
 	// lease goes straight to the next local waiter, without Redis.
 	contended atomic.Bool
 
-	mu      sync.Mutex          // guards the fields below; never held during I/O
-	classes [numClasses]fifo    // waiting callers, one FIFO per priority class
-	n       int                 // callers waiting, every class
-	held    map[string]struct{} // lease ids of permits not released
+	mu      sync.Mutex           // guards the fields below; never held during I/O
+	waiters waitq.Queue[*waiter] // waiting callers: the session pool's priority FIFO
+	held    map[string]struct{}  // lease ids of permits not released
 	pumping bool
 	queued  bool // this gateway may have a place in the Redis queue
 	closed  bool
 }
 
 type waiter struct {
-	ch         chan *permit // buffered 1; nil value: err
-	err        error        // why nil was sent (set before the send)
-	prev, next *waiter
-	granted    bool
-	class      int       // index into limiter.classes: priority + 1
-	since      time.Time // when it started waiting
+	ch      chan *permit // buffered 1; nil value: err
+	err     error        // why nil was sent (set before the send)
+	link    waitq.Link[*waiter]
+	granted bool
 }
-
-// numClasses are pool's priority classes (low, normal, high).
-const numClasses = 3
-
-// fifo is one class's list of waiters, oldest first.
-type fifo struct{ head, tail *waiter }
 
 func newLimiter(c *Coordinator, name string) *limiter {
 	b := c.prefix + "sem:" + name + ":"
@@ -61,6 +53,7 @@ func newLimiter(c *Coordinator, name string) *limiter {
 		c: c, name: name, limit: c.cfg.Limit,
 		keys: []string{b + "h", b + "q", b + "qx", b + "r", c.prefix + "seq", c.prefix + "gw"},
 		wake: make(chan struct{}, 1), held: map[string]struct{}{},
+		waiters: waitq.Queue[*waiter]{MaxWait: int64(c.cfg.PriorityMaxWait)}, // negative: strict classes
 	}
 }
 
@@ -74,7 +67,7 @@ func (l *limiter) poke() {
 func (l *limiter) waiting() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n
+	return l.waiters.Len()
 }
 
 func (l *limiter) heldCount() int {
@@ -103,18 +96,18 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 		return nil, fmt.Errorf("cluster: replica %s: %w", l.name, ErrRedisDown)
 	}
 	// Fast path while Redis is lost: no one waits and the share has room.
-	if l.n == 0 && down && len(l.held) < l.c.share(l.limit) {
+	if l.waiters.Len() == 0 && down && len(l.held) < l.c.share(l.limit) {
 		p := l.grantLocked(l.leaseID(l.c.seq.Add(1)))
 		l.mu.Unlock()
 		return p, nil
 	}
-	if mw := l.c.cfg.MaxWaiters; mw > 0 && l.n >= mw {
+	if mw := l.c.cfg.MaxWaiters; mw > 0 && l.waiters.Len() >= mw {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("cluster: replica %s: %d callers wait for a lease: %w", l.name, l.n, pool.ErrQueueFull)
+		return nil, fmt.Errorf("cluster: replica %s: %d callers wait for a lease: %w", l.name, l.waiters.Len(), pool.ErrQueueFull)
 	}
-	class := min(max(int(pool.PriorityFrom(ctx))+1, 0), numClasses-1)
-	w := &waiter{ch: make(chan *permit, 1), class: class, since: time.Now()}
-	l.pushLocked(w)
+	w := &waiter{ch: make(chan *permit, 1)}
+	w.link.Value = w
+	l.waiters.Push(&w.link, waitq.ClassOf(int(pool.PriorityFrom(ctx))), l.c.clock())
 	start := !l.pumping
 	l.pumping = true
 	l.mu.Unlock()
@@ -123,7 +116,7 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 			l.mu.Lock()
 			l.pumping = false
 			if !w.granted {
-				l.removeLocked(w)
+				l.waiters.Remove(&w.link)
 			}
 			l.mu.Unlock()
 			return nil, ErrClosed
@@ -141,7 +134,7 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 	}
 	l.mu.Lock()
 	if !w.granted {
-		l.removeLocked(w)
+		l.waiters.Remove(&w.link)
 		l.mu.Unlock()
 		l.poke() // the pump may now have no one to serve
 		return nil, ctx.Err()
@@ -153,56 +146,14 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 	return nil, ctx.Err()
 }
 
-func (l *limiter) pushLocked(w *waiter) {
-	q := &l.classes[w.class]
-	w.prev = q.tail
-	if q.tail != nil {
-		q.tail.next = w
-	} else {
-		q.head = w
-	}
-	q.tail = w
-	l.n++
-}
-
-func (l *limiter) removeLocked(w *waiter) {
-	q := &l.classes[w.class]
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		q.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		q.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	l.n--
-}
-
 // nextLocked is the waiter to serve next, as the session pool serves its
-// own: the oldest of the highest class, except that a waiter of a lower
-// class that has waited PriorityMaxWait goes first (the oldest such).
+// own (internal/waitq): the oldest of the highest class, except that a
+// class head that has waited PriorityMaxWait goes first (the oldest such).
 func (l *limiter) nextLocked() *waiter {
-	var promoted, best *waiter
-	maxWait := l.c.cfg.PriorityMaxWait
-	now := time.Now()
-	for c := numClasses - 1; c >= 0; c-- {
-		h := l.classes[c].head
-		if h == nil {
-			continue
-		}
-		if best == nil {
-			best = h
-		} else if maxWait >= 0 && now.Sub(h.since) >= maxWait && (promoted == nil || h.since.Before(promoted.since)) {
-			promoted = h
-		}
+	if lk := l.waiters.Next(l.c.clock()); lk != nil {
+		return lk.Value
 	}
-	if promoted != nil {
-		return promoted
-	}
-	return best
+	return nil
 }
 
 // grantLocked records lease id as held and returns its permit.
@@ -217,7 +168,7 @@ func (l *limiter) handLocked(id string) bool {
 	if w == nil {
 		return false
 	}
-	l.removeLocked(w)
+	l.waiters.Remove(&w.link)
 	w.granted = true
 	w.ch <- l.grantLocked(id)
 	return true
@@ -237,7 +188,7 @@ func (l *limiter) pump() {
 	}
 	for {
 		l.mu.Lock()
-		if l.n == 0 || l.closed {
+		if l.waiters.Len() == 0 || l.closed {
 			l.pumping = false
 			leave := l.queued && !l.closed
 			l.queued = false
@@ -251,7 +202,7 @@ func (l *limiter) pump() {
 			}
 			return
 		}
-		want := l.n
+		want := l.waiters.Len()
 		switch l.c.mode.Load() {
 		case modeDown:
 			if l.c.cfg.OnRedisLoss == FailClosed {
@@ -261,10 +212,10 @@ func (l *limiter) pump() {
 				continue
 			}
 			share := l.c.share(l.limit)
-			for l.n > 0 && len(l.held) < share {
+			for l.waiters.Len() > 0 && len(l.held) < share {
 				l.handLocked(l.leaseID(l.c.seq.Add(1)))
 			}
-			left := l.n
+			left := l.waiters.Len()
 			l.queued = false // a rejoin starts with a fresh queue place
 			l.mu.Unlock()
 			if left > 0 {
@@ -294,7 +245,7 @@ func (l *limiter) pump() {
 				extra = append(extra, id) // its caller gave up meanwhile
 			}
 		}
-		more := l.n > 0
+		more := l.waiters.Len() > 0
 		l.mu.Unlock()
 		if len(extra) > 0 {
 			l.c.queueRelease(l, false, extra...)
@@ -438,15 +389,11 @@ func (l *limiter) close() {
 
 // failAllLocked ends every wait with err.
 func (l *limiter) failAllLocked(err error) {
-	for c := range l.classes {
-		for w := l.classes[c].head; w != nil; {
-			next := w.next
-			l.removeLocked(w)
-			w.granted = true
-			w.err = err
-			w.ch <- nil
-			w = next
-		}
+	for lk := l.waiters.PopAny(); lk != nil; lk = l.waiters.PopAny() {
+		w := lk.Value
+		w.granted = true
+		w.err = err
+		w.ch <- nil
 	}
 }
 
@@ -468,7 +415,7 @@ func (p *permit) Release() {
 	}
 	l := p.l
 	l.mu.Lock()
-	if l.n > 0 && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
+	if l.waiters.Len() > 0 && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
 		delete(l.held, p.id)
 		l.handLocked(p.id)
 		l.mu.Unlock()

@@ -85,8 +85,12 @@ func New[T any](cfg Config[T]) (*Pool[T], error) {
 		drained:    make(chan struct{}),
 		idle:       make([]*item[T], 0, cfg.MaxSessions),
 	}
-	p.waiters.New = func() any { return &waiter[T]{ch: make(chan waitResult[T], 1)} }
-	p.waitq.maxWait = int64(cfg.PriorityMaxWait)
+	p.waiters.New = func() any {
+		w := &waiter[T]{ch: make(chan waitResult[T], 1)}
+		w.link.Value = w
+		return w
+	}
+	p.waitq.setMaxWait(int64(cfg.PriorityMaxWait))
 	return p, nil
 }
 
@@ -233,7 +237,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], 
 	}
 
 	p.mu.Lock()
-	if w.queued {
+	if w.queued() {
 		p.waitq.remove(w)
 		p.canceledAcquires.Add(1)
 		ev := p.eventLocked(EventAcquireCanceled)

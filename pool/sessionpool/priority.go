@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/gradiopool/gradiopool/internal/waitq"
 )
 
 // Priority is the class of a waiting Acquire: when no session is free,
@@ -22,7 +24,7 @@ const (
 )
 
 // numPriorities is the number of classes; class index = Priority+1.
-const numPriorities = 3
+const numPriorities = waitq.Classes
 
 func (p Priority) String() string {
 	switch p {
@@ -64,24 +66,26 @@ func PriorityFrom(ctx context.Context) Priority {
 	return p
 }
 
-// waitQueue is the wait list of a pool: one FIFO list per priority class.
-// With a single class in use it behaves exactly as one FIFO list.
+// waitQueue is the wait list of a pool: the shared priority FIFO
+// (internal/waitq) of its waiters, counted in n. With a single class in
+// use it behaves exactly as one FIFO list.
 type waitQueue[T any] struct {
-	lists [numPriorities]waitList[T]
-	n     int
-	// maxWait is Config.PriorityMaxWait in pool-clock nanoseconds: a head
-	// of a lower class that has waited that long is served before younger
-	// waiters of higher classes. <= 0: never promoted.
-	maxWait int64
+	q waitq.Queue[*waiter[T]]
+	n int
 }
 
+// setMaxWait sets Config.PriorityMaxWait in pool-clock nanoseconds: a head
+// of a lower class that has waited that long is served before younger
+// waiters of higher classes. <= 0: never promoted.
+func (q *waitQueue[T]) setMaxWait(d int64) { q.q.MaxWait = d }
+
 func (q *waitQueue[T]) push(w *waiter[T]) {
-	q.lists[w.prio+1].pushBack(w)
+	q.q.Push(&w.link, waitq.ClassOf(int(w.prio)), w.start)
 	q.n++
 }
 
 func (q *waitQueue[T]) remove(w *waiter[T]) {
-	q.lists[w.prio+1].remove(w)
+	q.q.Remove(&w.link)
 	q.n--
 }
 
@@ -89,40 +93,17 @@ func (q *waitQueue[T]) remove(w *waiter[T]) {
 // oldest of the class heads that waited PriorityMaxWait or more, if any;
 // else the head of the highest non-empty class.
 func (q *waitQueue[T]) next(now int64) *waiter[T] {
-	if q.n == q.lists[PriorityNormal+1].n {
-		return q.lists[PriorityNormal+1].head // one class in use (nil if none): plain FIFO
+	if l := q.q.Next(now); l != nil {
+		return l.Value
 	}
-	return q.nextByClass(now)
-}
-
-// nextByClass is next when waiters of several classes wait.
-func (q *waitQueue[T]) nextByClass(now int64) *waiter[T] {
-	var best, promoted *waiter[T]
-	for c := numPriorities - 1; c >= 0; c-- {
-		w := q.lists[c].head
-		if w == nil {
-			continue
-		}
-		if best == nil {
-			best = w
-		}
-		if q.maxWait > 0 && now-w.start >= q.maxWait && (promoted == nil || w.start < promoted.start) {
-			promoted = w
-		}
-	}
-	if promoted != nil {
-		return promoted
-	}
-	return best
+	return nil
 }
 
 // popAny removes and returns some waiter (for Close), nil when empty.
 func (q *waitQueue[T]) popAny() *waiter[T] {
-	for c := range q.lists {
-		if w := q.lists[c].popFront(); w != nil {
-			q.n--
-			return w
-		}
+	if l := q.q.PopAny(); l != nil {
+		q.n--
+		return l.Value
 	}
 	return nil
 }
@@ -133,9 +114,9 @@ func (q *waitQueue[T]) popAny() *waiter[T] {
 // has a deadline.
 func (q *waitQueue[T]) oldestDeadline() *waiter[T] {
 	var first *waiter[T]
-	for c := range q.lists {
-		if w := q.lists[c].head; w != nil && w.deadline != 0 && (first == nil || w.deadline < first.deadline) {
-			first = w
+	for _, l := range q.q.Heads() {
+		if l != nil && l.Value.deadline != 0 && (first == nil || l.Value.deadline < first.deadline) {
+			first = l.Value
 		}
 	}
 	return first
@@ -143,9 +124,5 @@ func (q *waitQueue[T]) oldestDeadline() *waiter[T] {
 
 // waitingByPriority returns the waiters per class, low to high.
 func (q *waitQueue[T]) waitingByPriority() [numPriorities]int {
-	var out [numPriorities]int
-	for c := range q.lists {
-		out[c] = q.lists[c].n
-	}
-	return out
+	return q.q.LenByClass()
 }

@@ -2,63 +2,26 @@ package sessionpool
 
 import (
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/waitq"
 )
 
 // waiter is one Acquire in the FIFO queue.
 type waiter[T any] struct {
-	next, prev *waiter[T]
-	queued     bool
-	prio       Priority           // class of the Acquire (see WithPriority)
-	start      int64              // pool clock when it joined
-	served     int64              // pool clock when it was handed a session
-	deadline   int64              // pool clock when it times out; 0: never
-	ch         chan waitResult[T] // buffered (1): the pool sends exactly one result per wait, under mu
+	link     waitq.Link[*waiter[T]] // its place in the wait queue; link.Value is the waiter
+	prio     Priority               // class of the Acquire (see WithPriority)
+	start    int64                  // pool clock when it joined
+	served   int64                  // pool clock when it was handed a session
+	deadline int64                  // pool clock when it times out; 0: never
+	ch       chan waitResult[T]     // buffered (1): the pool sends exactly one result per wait, under mu
 }
+
+// queued reports whether w waits in the queue.
+func (w *waiter[T]) queued() bool { return w.link.Queued() }
 
 type waitResult[T any] struct {
 	s   *Session[T]
 	err error
-}
-
-// waitList is an intrusive doubly linked FIFO list of waiters.
-type waitList[T any] struct {
-	head, tail *waiter[T]
-	n          int
-}
-
-func (l *waitList[T]) pushBack(w *waiter[T]) {
-	w.prev, w.next = l.tail, nil
-	if l.tail == nil {
-		l.head = w
-	} else {
-		l.tail.next = w
-	}
-	l.tail = w
-	w.queued = true
-	l.n++
-}
-
-func (l *waitList[T]) remove(w *waiter[T]) {
-	if w.prev == nil {
-		l.head = w.next
-	} else {
-		w.prev.next = w.next
-	}
-	if w.next == nil {
-		l.tail = w.prev
-	} else {
-		w.next.prev = w.prev
-	}
-	w.next, w.prev, w.queued = nil, nil, false
-	l.n--
-}
-
-func (l *waitList[T]) popFront() *waiter[T] {
-	w := l.head
-	if w != nil {
-		l.remove(w)
-	}
-	return w
 }
 
 // expireWaiters is queueTimer's callback: it fails the waiters whose

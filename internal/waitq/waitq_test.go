@@ -1,0 +1,98 @@
+package waitq
+
+import (
+	"fmt"
+	"testing"
+)
+
+type waiter struct {
+	name string
+	link Link[*waiter]
+}
+
+func push(q *Queue[*waiter], name string, class int, start int64) *waiter {
+	w := &waiter{name: name}
+	w.link.Value = w
+	q.Push(&w.link, class, start)
+	return w
+}
+
+func drain(q *Queue[*waiter], now int64) string {
+	var out []string
+	for l := q.Next(now); l != nil; l = q.Next(now) {
+		q.Remove(l)
+		out = append(out, l.Value.name)
+	}
+	return fmt.Sprint(out)
+}
+
+// TestOrder: highest class first, FIFO within a class.
+func TestOrder(t *testing.T) {
+	var q Queue[*waiter]
+	push(&q, "low0", ClassOf(-1), 0)
+	push(&q, "normal1", ClassOf(0), 1)
+	push(&q, "high2", ClassOf(1), 2)
+	push(&q, "normal3", ClassOf(0), 3)
+	if q.Len() != 4 || q.LenByClass() != [Classes]int{1, 2, 1} {
+		t.Fatalf("Len %d, by class %v", q.Len(), q.LenByClass())
+	}
+	if got := drain(&q, 100); got != "[high2 normal1 normal3 low0]" {
+		t.Errorf("served %s", got)
+	}
+	if q.Len() != 0 || q.Next(0) != nil {
+		t.Error("not empty after draining")
+	}
+}
+
+// TestPromotion: a head that waited MaxWait goes before younger waiters of
+// higher classes (the oldest such first); MaxWait <= 0 never promotes, and
+// exactly MaxWait promotes.
+func TestPromotion(t *testing.T) {
+	for _, tc := range []struct {
+		maxWait int64
+		now     int64
+		want    string
+	}{
+		{0, 100, "[high2 normal1 low0]"},
+		{-1, 100, "[high2 normal1 low0]"},
+		{10, 9, "[high2 normal1 low0]"},
+		{10, 10, "[low0 high2 normal1]"},
+		{10, 11, "[low0 normal1 high2]"},
+	} {
+		q := Queue[*waiter]{MaxWait: tc.maxWait}
+		push(&q, "low0", ClassOf(-1), 0)
+		push(&q, "normal1", ClassOf(0), 1)
+		push(&q, "high2", ClassOf(1), 2)
+		if got := drain(&q, tc.now); got != tc.want {
+			t.Errorf("MaxWait %d at %d: served %s, want %s", tc.maxWait, tc.now, got, tc.want)
+		}
+	}
+}
+
+// TestRemoveAndPopAny: removing from the middle keeps the order; PopAny
+// empties the queue; ClassOf clamps.
+func TestRemoveAndPopAny(t *testing.T) {
+	var q Queue[*waiter]
+	a := push(&q, "a", 1, 0)
+	b := push(&q, "b", 1, 1)
+	push(&q, "c", 1, 2)
+	q.Remove(&b.link)
+	if b.link.Queued() || !a.link.Queued() {
+		t.Error("Queued wrong after Remove")
+	}
+	if got := drain(&q, 0); got != "[a c]" {
+		t.Errorf("served %s", got)
+	}
+	push(&q, "x", 0, 0)
+	push(&q, "y", 2, 0)
+	n := 0
+	for q.PopAny() != nil {
+		n++
+	}
+	if n != 2 || q.Len() != 0 {
+		t.Errorf("PopAny took %d, left %d", n, q.Len())
+	}
+	if ClassOf(-5) != 0 || ClassOf(7) != Classes-1 {
+		t.Error("ClassOf does not clamp")
+	}
+}
