@@ -164,11 +164,18 @@ func (g *Gateway) errorLogAttrs(e *apiError) []slog.Attr {
 	return []slog.Attr{slog.String("error_code", e.Code), slog.Int("error_len", len(e.Message)), slog.String("error_hash", g.backend.UserTag(e.Message))}
 }
 
-func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, endpoint string, err error) {
+// failCall answers a call that failed before it started (no replica
+// took it, or the last one refused it), counts it under route and notes it
+// on the access line.
+func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, route, endpoint string, d time.Duration, err error) {
 	e := callError(r.Context(), err)
-	g.metrics.callError(e.Code)
+	replica := errReplica(err)
+	g.metrics.ObserveCall(CallRecord{Route: route, Replica: replica, Endpoint: endpoint, Total: d, Code: e.Code})
 	addLog(r, slog.String("endpoint", endpoint))
 	addLog(r, g.errorLogAttrs(e)...)
+	if replica != "" {
+		addLog(r, slog.String("replica", replica))
+	}
 	writeError(w, e)
 }
 
@@ -189,6 +196,8 @@ func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string
 		writeError(w, aerr)
 		return
 	}
+	// The pool's events of this call (failovers) carry its door.
+	ctx = pool.WithRoute(ctx, RouteV1)
 	return user, args, endpoint, ctx, cancel, true
 }
 
@@ -203,10 +212,10 @@ func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
 	res, err := g.backend.Predict(ctx, user, endpoint, args)
 	d := g.now().Sub(start)
 	if err != nil {
-		g.failCall(w, r, endpoint, err)
+		g.failCall(w, r, RouteV1, endpoint, d, err)
 		return
 	}
-	g.metrics.observeCall(res.Replica, res.Wait, d)
+	g.metrics.ObserveCall(CallRecord{Route: RouteV1, Replica: res.Replica, Endpoint: endpoint, Wait: res.Wait, Total: d})
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", res.Replica))
 	writeJSON(w, http.StatusOK, map[string]any{
 		"data":        nonNil(res.Data),
@@ -247,7 +256,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	start := g.now()
 	call, err := g.backend.Submit(ctx, user, endpoint, args)
 	if err != nil {
-		g.failCall(w, r, endpoint, err)
+		g.failCall(w, r, RouteV1, endpoint, g.now().Sub(start), err)
 		return
 	}
 	wait := call.Waited()
@@ -285,14 +294,14 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	d := g.now().Sub(start)
 	if err != nil {
 		e := callError(r.Context(), err)
-		g.metrics.callError(e.Code)
+		g.metrics.ObserveCall(CallRecord{Route: RouteV1, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: d, Code: e.Code})
 		addLog(r, g.errorLogAttrs(e)...)
 		if writeErr == nil {
 			_ = sendEvent(s, "error", map[string]*apiError{"error": e})
 		}
 		return
 	}
-	g.metrics.observeCall(call.Replica(), wait, d)
+	g.metrics.ObserveCall(CallRecord{Route: RouteV1, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: d})
 	if writeErr == nil {
 		_ = sendEvent(s, "complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
 	}

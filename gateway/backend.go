@@ -63,7 +63,10 @@ type Call interface {
 
 // ReplicaGauges are one replica's numbers at scrape time.
 type ReplicaGauges struct {
-	Name       string
+	Name string
+	// State is the replica's state as the dashboard shows it (pool
+	// states, or "sleeping"); "" when unknown (no state gauges).
+	State      string
 	Idle       int
 	InUse      int
 	Connecting int

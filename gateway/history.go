@@ -163,8 +163,12 @@ func (h *History) Run(ctx context.Context) {
 	}
 }
 
-// observeCall records one call completed through the gateway.
-func (h *History) observeCall(replica string, wait, total time.Duration) {
+// observeCall records one call ended through the gateway.
+func (h *History) observeCall(c CallRecord) {
+	if c.Replica == "" || c.Code != "" {
+		return // the latencies are those of completed calls
+	}
+	replica, wait, total := c.Replica, c.Wait, c.Total
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := h.lat[replica]

@@ -108,7 +108,7 @@ func TestHistoryRates(t *testing.T) {
 		st.UserAssignments = 7
 	})
 	for i := 1; i <= 100; i++ {
-		h.observeCall("a", time.Duration(i)*time.Millisecond, time.Duration(10*i)*time.Millisecond)
+		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Wait: time.Duration(i) * time.Millisecond, Total: time.Duration(10*i) * time.Millisecond})
 	}
 	clk.add(5 * time.Second)
 	h.sample(context.Background())
@@ -177,7 +177,7 @@ func fp(p *float64) any {
 func TestHistoryLatencySamplesBounded(t *testing.T) {
 	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 2)
 	for i := range 3 * maxLatencySamples {
-		h.observeCall("a", time.Duration(i), time.Duration(i))
+		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Wait: time.Duration(i), Total: time.Duration(i)})
 	}
 	if l := h.lat["a"]; len(l.wait) != maxLatencySamples || l.seen != 3*maxLatencySamples {
 		t.Errorf("kept %d of %d samples, want %d", len(l.wait), l.seen, maxLatencySamples)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"sync"
-	"time"
 
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -11,11 +10,11 @@ import (
 // calls, pool events) without a second hook in the pool or the handlers.
 type metricHooks struct {
 	mu    sync.RWMutex
-	calls []func(replica string, wait, total time.Duration)
+	calls []func(CallRecord)
 	pool  []func(pool.Event)
 }
 
-func (h *metricHooks) add(call func(replica string, wait, total time.Duration), poolEv func(pool.Event)) {
+func (h *metricHooks) add(call func(CallRecord), poolEv func(pool.Event)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if call != nil {
@@ -26,11 +25,11 @@ func (h *metricHooks) add(call func(replica string, wait, total time.Duration), 
 	}
 }
 
-func (h *metricHooks) onCall(replica string, wait, total time.Duration) {
+func (h *metricHooks) onCall(c CallRecord) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, f := range h.calls {
-		f(replica, wait, total)
+		f(c)
 	}
 }
 

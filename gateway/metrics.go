@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gradiopool/gradiopool/internal/version"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // MetricsNamespace prefixes every metric name.
@@ -21,8 +25,9 @@ const MetricsNamespace = "gradiopool"
 var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 // Metrics is the gateway's Prometheus metrics on a registry of its own (not
-// the global one). Labels are replica names, route patterns, status codes,
-// error codes and session states: never an e-mail, key or session id.
+// the global one). Labels are replica names, route patterns, doors, the
+// app's API names (bounded: see endpointLabels), status codes, error codes
+// and session states: never an e-mail, key or session id.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -31,14 +36,35 @@ type Metrics struct {
 	use       *prometheus.HistogramVec // replica
 	httpDur   *prometheus.HistogramVec // route, code
 	httpReqs  *prometheus.CounterVec   // route, code
-	failovers prometheus.Counter
-	errors    *prometheus.CounterVec // code
-	calls     *prometheus.CounterVec // replica
-	created   *prometheus.CounterVec // replica
-	destroyed *prometheus.CounterVec // replica, reason
+	failovers *prometheus.CounterVec   // route, replica, endpoint
+	errors    *prometheus.CounterVec   // route, replica, endpoint, code
+	calls     *prometheus.CounterVec   // route, replica, result
+	created   *prometheus.CounterVec   // replica
+	destroyed *prometheus.CounterVec   // replica, reason
+	appErrors *prometheus.CounterVec   // route, replica, endpoint
+	callDur   *prometheus.HistogramVec // route, replica
 
-	hooks metricHooks // the admin history's view of calls and pool events
+	endpoints endpointLabels
+	hooks     metricHooks // the admin history's view of calls and pool events
 }
+
+// Call routes: the door a call came in by (the route label of the call
+// metrics, and of pool events through pool.WithRoute).
+const (
+	RouteV1        = "v1"        // /v1/predict, /v1/submit
+	RouteCall      = "call"      // /gradio_api/call (Gradio's REST call API)
+	RouteFrontDoor = "frontdoor" // the Gradio front door (queue/join + queue/data)
+)
+
+// Call results, the result label of gradiopool_calls_total.
+const (
+	ResultOK       = "ok"
+	ResultAppError = "app_error" // the app answered with an error (gr.Error): the replica worked
+	ResultError    = "error"     // the gateway, the pool or the replica failed the call
+)
+
+// noReplica labels a call that failed before any replica took it.
+const noReplica = "none"
 
 // NewMetrics returns metrics reading the pool gauges from b at scrape time
 // (b may be nil: no pool gauges).
@@ -70,18 +96,27 @@ func NewMetrics(b Backend) *Metrics {
 			Namespace: MetricsNamespace, Name: "http_requests_total",
 			Help: "Gateway HTTP requests by route pattern and status code.",
 		}, []string{"route", "code"}),
-		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Name: "failovers_total",
-			Help: "Calls moved to another replica because one provably did not accept them.",
-		}),
+			Help: "Calls moved away from a replica because it provably did not accept them, by door (route), the replica left and endpoint.",
+		}, []string{"route", "replica", "endpoint"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Name: "call_errors_total",
-			Help: "Failed calls by error code (the code of the JSON error answer).",
-		}, []string{"code"}),
+			Help: "Calls failed by the gateway, the pool or the replica (not the app's own errors: see app_errors_total), by door, replica (none: before any), endpoint and error code.",
+		}, []string{"route", "replica", "endpoint", "code"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Name: "calls_total",
-			Help: "Completed calls by replica.",
-		}, []string{"replica"}),
+			Help: "Ended calls by door (route: v1, call, frontdoor), replica (none: failed before any) and result (ok, app_error, error).",
+		}, []string{"route", "replica", "result"}),
+		appErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Name: "app_errors_total",
+			Help: "Calls the app answered with an error (gr.Error, an exception in the function): the replica worked. By door, replica and endpoint.",
+		}, []string{"route", "replica", "endpoint"}),
+		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: MetricsNamespace, Name: "call_duration_seconds",
+			Help:    "Duration of ended calls as their caller saw them (wait for a session included), by door and replica.",
+			Buckets: DurationBuckets,
+		}, []string{"route", "replica"}),
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Name: "sessions_created_total",
 			Help: "Pooled sessions created, by replica.",
@@ -93,6 +128,7 @@ func NewMetrics(b Backend) *Metrics {
 	}
 	reg.MustRegister(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed,
 		buildInfo(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.appErrors, m.callDur)
 	if b != nil {
 		m.Register(b)
 	}
@@ -114,8 +150,15 @@ func buildInfo() prometheus.Collector {
 }
 
 // Register adds the pool gauges of b, read at scrape time; call it once,
-// when the metrics were made before the backend (NewMetrics(nil)).
-func (m *Metrics) Register(b Backend) { m.reg.MustRegister(&poolCollector{b: b}) }
+// when the metrics were made before the backend (NewMetrics(nil)). When b
+// knows the app's API names (endpointSource), they bound the endpoint
+// label.
+func (m *Metrics) Register(b Backend) {
+	m.reg.MustRegister(&poolCollector{b: b})
+	if src, ok := b.(endpointSource); ok {
+		m.endpoints.setSource(src.EndpointLabels)
+	}
+}
 
 // Registry is the registry the metrics are on, e.g. to add collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
@@ -133,19 +176,56 @@ func (m *Metrics) ObserveCreate(replica string, d time.Duration, err error) {
 	m.connect.WithLabelValues(replica, result).Observe(d.Seconds())
 }
 
-// ObserveFailover counts one failover (a pool hook).
-func (m *Metrics) ObserveFailover() { m.failovers.Inc() }
-
-func (m *Metrics) observeCall(replica string, wait, total time.Duration) {
-	if wait > 0 {
-		m.wait.WithLabelValues(replica).Observe(wait.Seconds())
-	}
-	m.use.WithLabelValues(replica).Observe((total - wait).Seconds())
-	m.calls.WithLabelValues(replica).Inc()
-	m.hooks.onCall(replica, wait, total)
+// ObserveFailover counts one failover away from replica of a call to
+// endpoint that came in by route (a pool hook: pool.Event's fields).
+func (m *Metrics) ObserveFailover(route, replica, endpoint string) {
+	m.failovers.WithLabelValues(cmp.Or(route, "other"), cmp.Or(replica, noReplica), m.endpoints.label(endpoint)).Inc()
 }
 
-func (m *Metrics) callError(code string) { m.errors.WithLabelValues(code).Inc() }
+// CallRecord is one ended call as the metrics and the dashboard count it.
+type CallRecord struct {
+	Route    string // RouteV1, RouteCall, RouteFrontDoor
+	Replica  string // "" when the call failed before any replica took it
+	Endpoint string // the api_name called ("fn_index=N" from the front door)
+	Wait     time.Duration
+	Total    time.Duration // as the caller saw it, Wait included
+	// Code is "" for a success, "app_error" for the app's own error
+	// (gr.Error), else the error code of the JSON error answer.
+	Code string
+}
+
+// Result is the record's result label: ok, app_error or error.
+func (c CallRecord) Result() string {
+	switch c.Code {
+	case "":
+		return ResultOK
+	case codeAppError:
+		return ResultAppError
+	}
+	return ResultError
+}
+
+// ObserveCall counts one ended call, whatever its door and result: the
+// one place every door's calls are counted.
+func (m *Metrics) ObserveCall(c CallRecord) {
+	replica := cmp.Or(c.Replica, noReplica)
+	c.Endpoint = m.endpoints.label(c.Endpoint)
+	m.calls.WithLabelValues(c.Route, replica, c.Result()).Inc()
+	m.callDur.WithLabelValues(c.Route, replica).Observe(c.Total.Seconds())
+	switch c.Result() {
+	case ResultAppError:
+		m.appErrors.WithLabelValues(c.Route, replica, c.Endpoint).Inc()
+	case ResultError:
+		m.errors.WithLabelValues(c.Route, replica, c.Endpoint, c.Code).Inc()
+	}
+	if c.Replica != "" {
+		if c.Wait > 0 {
+			m.wait.WithLabelValues(replica).Observe(c.Wait.Seconds())
+		}
+		m.use.WithLabelValues(replica).Observe(max(c.Total-c.Wait, 0).Seconds())
+	}
+	m.hooks.onCall(c)
+}
 
 func (m *Metrics) observeHTTP(route string, status int, d time.Duration) {
 	code := strconv.Itoa(status)
@@ -174,10 +254,19 @@ var (
 		"Expected completion time of a new call on the replica: the Space's queue and ours, over its effective concurrency, plus one run.", []string{"replica"}, nil)
 	descReady = prometheus.NewDesc(MetricsNamespace+"_ready",
 		"1 when at least one replica is usable.", nil, nil)
+	descState = prometheus.NewDesc(MetricsNamespace+"_replica_state",
+		"1 for the state each replica is in (new, connecting, ready, suspect, ejected, probing, sleeping, closed), 0 for the others.", []string{"replica", "state"}, nil)
+	descUp = prometheus.NewDesc(MetricsNamespace+"_replica_up",
+		"1 when the replica is ready (taking traffic), else 0.", []string{"replica"}, nil)
 )
 
+// replicaStates are the values of the state label: each replica exports
+// all of them (0 or 1), so that an alert on a state sees a 0 before the 1.
+// A state the pool adds later is exported too when a replica is in it.
+var replicaStates = []string{"new", "connecting", "ready", "suspect", "ejected", "probing", "sleeping", "closed"}
+
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descSpaceQueue, descSpaceETA, descReady} {
+	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descSpaceQueue, descSpaceETA, descReady, descState, descUp} {
 		ch <- d
 	}
 }
@@ -206,10 +295,31 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		cnt(descQueueTimeouts, r.QueueTimeouts, r.Name)
 		g(descSpaceQueue, float64(r.SpaceQueue), r.Name)
 		g(descSpaceETA, r.SpaceETA, r.Name)
+		if r.State != "" {
+			for _, s := range replicaStates {
+				g(descState, b2f(r.State == s), r.Name, s)
+			}
+			if !slices.Contains(replicaStates, r.State) {
+				g(descState, 1, r.Name, r.State)
+			}
+			g(descUp, b2f(r.State == "ready"), r.Name)
+		}
 	}
-	ready := 0.0
-	if c.b.Ready() {
-		ready = 1
+	g(descReady, b2f(c.b.Ready()))
+}
+
+// errReplica is the replica a call's error names, "" when none.
+func errReplica(err error) string {
+	var re *pool.ReplicaError
+	if errors.As(err, &re) {
+		return re.Replica
 	}
-	g(descReady, ready)
+	return ""
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

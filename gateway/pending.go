@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // pendingCalls keeps the calls started by POST /gradio_api/call/{api} for
@@ -121,6 +122,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	ctx = pool.WithRoute(ctx, RouteCall) // the door, on the pool's events of the call
 	id := newID()
 	pc := &pendingCall{apiName: endpoint, changed: make(chan struct{})}
 	if !g.pending.add(id, pc, g.now()) {
@@ -136,7 +138,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		done()
 		g.pending.remove(id)
-		g.failCall(w, r, endpoint, err)
+		g.failCall(w, r, RouteCall, endpoint, g.now().Sub(start), err)
 		return
 	}
 	wait := call.Waited()
@@ -152,7 +154,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		out, err := call.Wait(ctx)
 		if err != nil {
 			e := callError(ctx, err)
-			g.metrics.callError(e.Code)
+			g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: e.Code})
 			g.log.Warn("call failed", slog.String("event_id", id), slog.String("endpoint", endpoint),
 				slog.String("replica", call.Replica()), slog.String("error_code", e.Code), slog.String("error", e.Message))
 			payload := map[string]any{"error": e.Message, "code": e.Code}
@@ -162,7 +164,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 			pc.push(record{"error", mustJSON(payload)}, true, g.now())
 			return
 		}
-		g.metrics.observeCall(call.Replica(), wait, g.now().Sub(start))
+		g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start)})
 		pc.push(record{"complete", mustJSON(nonNil(out))}, true, g.now())
 	}()
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})

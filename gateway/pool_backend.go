@@ -69,7 +69,7 @@ func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
 	for _, n := range names {
 		r := st.Pools[n]
 		out = append(out, ReplicaGauges{
-			Name: n, Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
+			Name: n, State: displayState(r), Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
 			Max: b.max, Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
 			QueueTimeouts: r.QueueTimeouts, SpaceQueue: r.SpaceQueue, SpaceETA: r.SpaceETA,
 		})
@@ -162,6 +162,6 @@ func (m *Metrics) OnPoolEvent(e pool.Event) {
 		}
 		m.destroyed.WithLabelValues(e.Replica, reason).Inc()
 	case pool.EventFailover:
-		m.ObserveFailover()
+		m.ObserveFailover(e.Route, e.Replica, e.Endpoint)
 	}
 }

@@ -92,7 +92,10 @@ func TestRealPoolEndpoints(t *testing.T) {
 			`gradiopool_queue_timeouts_total{replica="127.0.0.1:`,
 			`gradiopool_session_use_seconds_count{replica="127.0.0.1:`,
 			`gradiopool_session_wait_seconds_count{replica="127.0.0.1:`,
-			`gradiopool_call_errors_total{code="app_error"} 1`,
+			`gradiopool_app_errors_total{endpoint="fail",replica="127.0.0.1:`,
+			`gradiopool_calls_total{replica="127.0.0.1:`,
+			`gradiopool_replica_state{replica="127.0.0.1:`,
+			`gradiopool_replica_up{replica="127.0.0.1:`,
 			`gradiopool_ready 1`,
 		} {
 			if !strings.Contains(a.body, want) {

@@ -390,15 +390,18 @@ gradiopool_sessions{replica="r1",state="in_use"} 0
 # TYPE gradiopool_queue_timeouts_total counter
 gradiopool_queue_timeouts_total{replica="r1"} 2
 `},
-		{"gradiopool_call_errors_total", `
-# HELP gradiopool_call_errors_total Failed calls by error code (the code of the JSON error answer).
-# TYPE gradiopool_call_errors_total counter
-gradiopool_call_errors_total{code="app_error"} 1
+		// The app's error (gr.Error) is counted apart from the calls the
+		// gateway or a replica failed (issue 22).
+		{"gradiopool_app_errors_total", `
+# HELP gradiopool_app_errors_total Calls the app answered with an error (gr.Error, an exception in the function): the replica worked. By door, replica and endpoint.
+# TYPE gradiopool_app_errors_total counter
+gradiopool_app_errors_total{endpoint="other",replica="none",route="v1"} 1
 `},
 		{"gradiopool_calls_total", `
-# HELP gradiopool_calls_total Completed calls by replica.
+# HELP gradiopool_calls_total Ended calls by door (route: v1, call, frontdoor), replica (none: failed before any) and result (ok, app_error, error).
 # TYPE gradiopool_calls_total counter
-gradiopool_calls_total{replica="r1"} 1
+gradiopool_calls_total{replica="none",result="app_error",route="v1"} 1
+gradiopool_calls_total{replica="r1",result="ok",route="v1"} 1
 `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

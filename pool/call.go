@@ -132,6 +132,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			return nil, err
 		}
 		r := l.r
+		l.route = routeOf(ctx)
 		if span != nil {
 			span.SetAttributes(AttrReplica.String(r.name))
 		}
@@ -164,7 +165,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			l.Release()
 		}
 		if ctx.Err() != nil || !retry || attempt >= maxAttempts {
-			p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(key), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
+			p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(key), Endpoint: endpoint, Route: routeOf(ctx), Err: err, Duration: time.Since(start)})
 			ct.end(r.name, failed+1, cmp.Or(ctx.Err(), err))
 			if errors.Is(err, gradio.ErrMaybeAccepted) {
 				return nil, &ReplicaError{Replica: r.name, Err: err}
@@ -186,7 +187,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			exclude[r] = true
 		}
 		ct.failover(r.name, err)
-		pending = move{from: r, endpoint: endpoint, err: err}
+		pending = move{from: r, endpoint: endpoint, route: routeOf(ctx), err: err}
 	}
 }
 
@@ -206,13 +207,18 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 			c.lease.Release()
 		}
 		r := c.lease.r
+		var appErr *gradio.AppError
 		switch {
 		case err == nil:
 			r.succeed()
+		case errors.As(err, &appErr):
+			// The app's own answer (gr.Error, or an exception in the
+			// function): the replica worked, so it is counted apart.
+			r.appErrs.Add(1)
 		case !callerError(err) && !errors.Is(err, gradio.ErrCanceled):
 			r.errs.Add(1)
 		}
-		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Err: err, Duration: time.Since(start)})
+		p.emit(Event{Kind: EventCallDone, Replica: r.name, User: keyPrefix(c.lease.keyForEvents()), Endpoint: endpoint, Route: c.lease.route, Err: err, Duration: time.Since(start)})
 		c.trace.end(r.name, c.attempts, err)
 		close(c.released)
 	})

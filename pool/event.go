@@ -57,10 +57,14 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind     EventKind
 	Time     time.Time
-	Replica  string        // replica name
-	Previous string        // EventAssigned: the replica the user was pinned to before, if any
-	User     string        // first 8 hex digits of the user key; "" for anonymous (never the e-mail)
-	Endpoint string        // EventCallDone, EventFailover: the api_name called
+	Replica  string // replica name
+	Previous string // EventAssigned: the replica the user was pinned to before, if any
+	User     string // first 8 hex digits of the user key; "" for anonymous (never the e-mail)
+	Endpoint string // EventCallDone, EventFailover: the api_name called
+	// Route is the label of the context the call was made under
+	// (WithRoute), e.g. the gateway's door ("v1", "call", "frontdoor"):
+	// set on EventFailover and EventCallDone; "" when none.
+	Route    string
 	Err      error         // the failure, if any
 	Duration time.Duration // connect time, call time, health-check time
 	Attempt  int           // EventConnectFailed: 1 for the first attempt
@@ -70,6 +74,22 @@ type Event struct {
 	// Concurrency is, for EventConcurrencyLimited, the most of our calls
 	// seen running at once on the replica's endpoint.
 	Concurrency int
+}
+
+type routeKey struct{}
+
+// WithRoute returns ctx labelled with route, a short constant naming where
+// the calls made under it come from (the gateway passes its door: "v1",
+// "call", "frontdoor"). The pool copies it into Event.Route of those
+// calls' failovers and ends, so that metrics fed by events can tell the
+// doors apart; the pool itself does nothing else with it.
+func WithRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+func routeOf(ctx context.Context) string {
+	r, _ := ctx.Value(routeKey{}).(string)
+	return r
 }
 
 // emit delivers an event to the hook and to the logger.
@@ -112,6 +132,9 @@ func (p *Pool) emit(e Event) {
 	}
 	if e.Endpoint != "" {
 		attrs = append(attrs, slog.String("endpoint", e.Endpoint))
+	}
+	if e.Route != "" {
+		attrs = append(attrs, slog.String("route", e.Route))
 	}
 	if e.Duration != 0 {
 		attrs = append(attrs, logattr.Ms("duration", e.Duration))

@@ -214,13 +214,14 @@ func (r *replica) succeed() {
 type move struct {
 	from     *replica
 	endpoint string
+	route    string // routeOf the call's context
 	err      error
 }
 
 // flush counts the pending failover, if any.
 func (m *move) flush(p *Pool) {
 	if m.from != nil {
-		p.failover(m.from, m.endpoint, m.err)
+		p.failover(m.from, m.endpoint, m.route, m.err)
 		m.from = nil
 	}
 }
@@ -292,7 +293,7 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 				}
 				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
 				tried()
-				*pending, last = move{from: r, err: err}, r
+				*pending, last = move{from: r, route: routeOf(ctx), err: err}, r
 				continue
 			}
 		}
@@ -323,7 +324,7 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 		// full waiter list: this replica cannot serve now, try the next.
 		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
 		tried()
-		*pending, last = move{from: r, err: err}, r
+		*pending, last = move{from: r, route: routeOf(ctx), err: err}, r
 	}
 	if last != nil {
 		last.errs.Add(1) // the call failed: nowhere else to go
@@ -331,9 +332,9 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 	return nil, &AllReplicasFailedError{Causes: causes}
 }
 
-func (p *Pool) failover(r *replica, endpoint string, err error) {
+func (p *Pool) failover(r *replica, endpoint, route string, err error) {
 	r.failovers.Add(1)
-	p.emit(Event{Kind: EventFailover, Replica: r.name, Endpoint: endpoint, Err: err})
+	p.emit(Event{Kind: EventFailover, Replica: r.name, Endpoint: endpoint, Route: route, Err: err})
 }
 
 // classifySubmitError decides what a Submit error means. retry: the app

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -296,8 +297,10 @@ func TestCallerErrorsNotRetried(t *testing.T) {
 		t.Errorf("fail ran %d times, want 1", n)
 	}
 	st := p.Stats(t.Context())
-	if st.Failovers != 0 || st.Errors != 1 {
-		t.Errorf("failovers %d errors %d, want 0 and 1 (only the app error counts)", st.Failovers, st.Errors)
+	// Only the app error counts, and apart from the replica's failures
+	// (issue 22: a gr.Error is the app's answer, not the replica failing).
+	if st.Failovers != 0 || st.Errors != 0 || st.AppErrors != 1 {
+		t.Errorf("failovers %d errors %d app errors %d, want 0, 0 and 1", st.Failovers, st.Errors, st.AppErrors)
 	}
 }
 
@@ -390,5 +393,42 @@ func TestFailoverPredicates(t *testing.T) {
 				t.Errorf("IsOverloaded = %v, want %v", got, tc.overload)
 			}
 		})
+	}
+}
+
+// TestRouteLabelsEvents: the route of the caller's context (WithRoute)
+// reaches the failover and call-done events of its call, the Submit
+// path's and the front door's (Lease.Refused), so that metrics can count
+// failovers per door.
+func TestRouteLabelsEvents(t *testing.T) {
+	srvs := replicas(t, 2)
+	rec := &recorder{}
+	p := newPool(t, pool.Config{Replicas: urls(srvs), OnEvent: rec.hook})
+	u0, _ := pinnedUsers(t, p, "upper")
+	srvs[0].FailNextJoins(1)
+	if _, err := p.Predict(pool.WithRoute(ctxT(t), "v1"), u0, "upper", "x"); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := p.Reserve(pool.WithRoute(ctxT(t), "frontdoor"), "", pool.ReserveOptions{Replica: p.Replicas()[0], Endpoint: "fn_index=0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.Done(gradio.JoinNotAccepted, errors.New("refused"))
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var failovers, done []string
+	for _, e := range rec.events {
+		switch e.Kind {
+		case pool.EventFailover:
+			failovers = append(failovers, e.Route+" "+e.Endpoint)
+		case pool.EventCallDone:
+			done = append(done, e.Route)
+		}
+	}
+	if want := []string{"v1 upper", "frontdoor fn_index=0"}; !slices.Equal(failovers, want) {
+		t.Errorf("failover events (route endpoint) = %q, want %q", failovers, want)
+	}
+	if len(done) == 0 || done[len(done)-1] != "v1" {
+		t.Errorf("call_done routes = %q, want the last v1", done)
 	}
 }

@@ -193,6 +193,7 @@ type Lease struct {
 	ownClient bool
 	permit    Permit // from Config.Limiter; nil without one
 	key       string // user key ("" anonymous), for events
+	route     string // routeOf the acquiring context, for events
 	done      atomic.Bool
 }
 

@@ -52,6 +52,7 @@ type replica struct {
 	closed     bool
 
 	calls, errs, failovers atomic.Uint64
+	appErrs                atomic.Uint64 // calls the app answered with an error (gr.Error): not the replica's failure
 	stickyTimeouts         atomic.Uint64 // sticky users who gave up waiting for their own session
 	stickyWaiting          atomic.Int32  // sticky users waiting for their own session
 

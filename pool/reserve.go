@@ -68,6 +68,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 		if err != nil {
 			return nil, err
 		}
+		l.route = routeOf(ctx)
 		return &Slot{l: l, endpoint: opts.Endpoint}, nil
 	}
 	r := p.byName[opts.Replica]
@@ -91,6 +92,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 	if key != "" {
 		p.pin(ctx, key, r, r)
 	}
+	l.route = routeOf(ctx)
 	return &Slot{l: l, endpoint: opts.Endpoint}, nil
 }
 
@@ -129,7 +131,7 @@ func (s *Slot) Done(outcome gradio.JoinOutcome, err error) {
 			l.r.refused(err)
 		}
 		l.r.errs.Add(1)
-		l.p.failover(l.r, s.endpoint, err)
+		l.p.failover(l.r, s.endpoint, l.route, err)
 	}
 	l.Release()
 }

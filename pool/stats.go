@@ -30,6 +30,7 @@ type Stats struct {
 	StickySessions int      `json:"stickySessions"` // users holding their own session
 	Calls          uint64   `json:"calls"`
 	Errors         uint64   `json:"errors"`
+	AppErrors      uint64   `json:"appErrors"`
 	Failovers      uint64   `json:"failovers"`
 }
 
@@ -49,7 +50,8 @@ type ReplicaStats struct {
 	Connecting          int        `json:"connecting"`          // sessions being created
 	ReservedSessions    int        `json:"reservedSessions"`    // sticky users' own sessions
 	Calls               uint64     `json:"calls"`               // calls submitted (attempts)
-	Errors              uint64     `json:"errors"`              // calls that failed here (not counting caller errors or cancellations)
+	Errors              uint64     `json:"errors"`              // calls that failed here (not counting caller errors, cancellations or app errors)
+	AppErrors           uint64     `json:"appErrors"`           // calls the app answered with an error (gr.Error): the replica worked
 	Failovers           uint64     `json:"failovers"`           // calls moved away from this replica
 	Acquires            uint64     `json:"acquires"`            // sessions requested
 	QueueTimeouts       uint64     `json:"queueTimeouts"`       // waiters that gave up
@@ -105,6 +107,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			ReservedSessions:     reserved[r],
 			Calls:                r.calls.Load(),
 			Errors:               r.errs.Load(),
+			AppErrors:            r.appErrs.Load(),
 			Failovers:            r.failovers.Load(),
 			Acquires:             uint64(s.AcquireCount),
 			QueueTimeouts:        uint64(s.QueueTimeouts) + r.stickyTimeouts.Load(),
@@ -137,6 +140,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		st.StickySessions += rs.ReservedSessions
 		st.Calls += rs.Calls
 		st.Errors += rs.Errors
+		st.AppErrors += rs.AppErrors
 		st.Failovers += rs.Failovers
 	}
 	sctx, cancel := context.WithTimeout(ctx, statsStoreTimeout)
