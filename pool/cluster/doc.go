@@ -42,6 +42,21 @@
 // notice so that waiting gateways try at once; they also poll every
 // PollInterval (100 ms) in case a notice is lost.
 //
+// A waiting gateway's place in a queue lapses unless it asks again within
+// ten PollIntervals (1 s), so a dead gateway first in the queue stops
+// blocking the others within about a second, leases or not; its leases
+// lapse within LeaseTTL.
+//
+// # Round trips
+//
+// A call of a known user costs at most two round trips: the assignment
+// read, which also extends it ([Store], assign.Refresher), and the acquire
+// script, which also removes the leases this gateway released since its
+// last acquire of the replica. A release is sent on its own only after
+// PollInterval without an acquire to carry it, or at once while other
+// gateways wait. With Config.WaitReplicas the acquire script is pipelined
+// with WAIT, so that a grant a failover would lose is never used.
+//
 // While no other gateway waits for a replica, a lease released by a call is
 // handed straight to the next caller waiting in the same gateway (it stays
 // in Redis; no round trip). A gateway that starts waiting PUBLISHes a
