@@ -20,5 +20,5 @@ func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }
 
 // SetConnTimeouts replaces the header and idle time-outs of Serve.
 func (g *Gateway) SetConnTimeouts(header, idle time.Duration) {
-	g.headerTimeout, g.idleTimeout = header, idle
+	g.headerTimeout, g.keepAliveTimeout = header, idle
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/gradiopool/gradiopool/internal/logattr"
 )
 
-// defaultIdleTimeout closes keep-alive connections idle this long.
-const defaultIdleTimeout = 2 * time.Minute
+// defaultKeepAliveTimeout closes keep-alive connections idle this long.
+const defaultKeepAliveTimeout = 2 * time.Minute
 
 // drainFlushTimeout bounds the wait for the answers of calls cancelled at
 // the end of a drain to be sent.
@@ -40,7 +40,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		// stream. Time-outs belong to phases: headers here, the queue and the
 		// caller's own deadline in the pool.
 		ReadHeaderTimeout: g.headerTimeout,
-		IdleTimeout:       g.idleTimeout,
+		IdleTimeout:       g.keepAliveTimeout,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}

@@ -39,10 +39,10 @@ type Gateway struct {
 	// bodyTimeout bounds reading one request body (DefaultBodyReadTimeout).
 	bodyTimeout time.Duration
 	// headerTimeout bounds reading a request's headers
-	// (DefaultReadHeaderTimeout); idleTimeout closes idle keep-alive
-	// connections (defaultIdleTimeout). Both guard against slowloris and
+	// (DefaultReadHeaderTimeout); keepAliveTimeout closes idle keep-alive
+	// connections (defaultKeepAliveTimeout). Both guard against slowloris and
 	// piles of idle connections.
-	headerTimeout, idleTimeout time.Duration
+	headerTimeout, keepAliveTimeout time.Duration
 
 	pending *pendingCalls
 	front   *frontdoor.FrontDoor // the Gradio front door; nil when off
@@ -78,7 +78,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 		metrics = NewMetrics(b)
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName),
-		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, idleTimeout: defaultIdleTimeout}
+		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout}
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()

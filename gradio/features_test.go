@@ -598,7 +598,7 @@ func TestFaults(t *testing.T) {
 
 func TestIdleTimeout(t *testing.T) {
 	srv := startSim(t, gradiotest.Gradio5, nil, func(s *gradiotest.Server) { s.HeartbeatInterval = time.Hour })
-	c := connect(t, srv.URL, gradio.WithIdleTimeout(200*time.Millisecond))
+	c := connect(t, srv.URL, gradio.WithStreamGapTimeout(200*time.Millisecond))
 	_, err := c.Predict(testCtx(t), "slow", 300) // 3 s
 	var cl *gradio.ConnectionLostError
 	if !errors.As(err, &cl) || !cl.Accepted {
@@ -780,7 +780,7 @@ func TestLongCallOutlivesPhaseTimeouts(t *testing.T) {
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1} {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := startSim(t, mode, nil, func(s *gradiotest.Server) { s.HeartbeatInterval = 50 * time.Millisecond })
-			c := connect(t, srv.URL, gradio.WithHeaderTimeout(300*time.Millisecond), gradio.WithIdleTimeout(400*time.Millisecond))
+			c := connect(t, srv.URL, gradio.WithHeaderTimeout(300*time.Millisecond), gradio.WithStreamGapTimeout(400*time.Millisecond))
 			out, err := c.Predict(testCtx(t), "slow", 150) // 1.5 s at TimeScale 0.01
 			if err != nil || str(t, out[0]) != "slept 150.00s" {
 				t.Fatalf("%s %v", out, err)

@@ -19,10 +19,10 @@ const (
 	DefaultHeaderTimeout = 30 * time.Second
 	// DefaultHeartbeatInterval is Gradio's in-stream heartbeat period.
 	DefaultHeartbeatInterval = 15 * time.Second
-	// DefaultIdleTimeout is the longest silence tolerated on a data stream
+	// DefaultStreamGapTimeout is the longest silence tolerated on a data stream
 	// while calls are pending: about 3x the server's heartbeat interval.
 	// Long calls are fine: the server keeps sending heartbeats.
-	DefaultIdleTimeout = 3 * DefaultHeartbeatInterval
+	DefaultStreamGapTimeout = 3 * DefaultHeartbeatInterval
 	// DefaultCancelTimeout bounds the /cancel request sent when a call's
 	// context ends.
 	DefaultCancelTimeout = 5 * time.Second
@@ -47,32 +47,32 @@ func (s secret) reveal() string               { return string(s) }
 func (s secret) MarshalText() ([]byte, error) { return []byte("[REDACTED]"), nil }
 
 type settings struct {
-	hfToken       secret
-	hubURL        string
-	httpClient    *http.Client
-	user          string
-	password      secret
-	headers       http.Header
-	logger        *slog.Logger
-	wakeTimeout   time.Duration
-	wakePoll      time.Duration
-	headerTimeout time.Duration
-	idleTimeout   time.Duration
-	cancelTimeout time.Duration
-	heartbeat     int // 0 follow config.connect_heartbeat, 1 always, -1 never
-	oauthToken    secret
-	eagerInfo     bool
-	callREST      bool // WithCallTransport
+	hfToken          secret
+	hubURL           string
+	httpClient       *http.Client
+	user             string
+	password         secret
+	headers          http.Header
+	logger           *slog.Logger
+	wakeTimeout      time.Duration
+	wakePoll         time.Duration
+	headerTimeout    time.Duration
+	streamGapTimeout time.Duration
+	cancelTimeout    time.Duration
+	heartbeat        int // 0 follow config.connect_heartbeat, 1 always, -1 never
+	oauthToken       secret
+	eagerInfo        bool
+	callREST         bool // WithCallTransport
 }
 
 func defaultSettings() settings {
 	return settings{
-		hubURL:        DefaultHubURL,
-		wakePoll:      DefaultWakePollInterval,
-		headerTimeout: DefaultHeaderTimeout,
-		idleTimeout:   DefaultIdleTimeout,
-		cancelTimeout: DefaultCancelTimeout,
-		headers:       http.Header{},
+		hubURL:           DefaultHubURL,
+		wakePoll:         DefaultWakePollInterval,
+		headerTimeout:    DefaultHeaderTimeout,
+		streamGapTimeout: DefaultStreamGapTimeout,
+		cancelTimeout:    DefaultCancelTimeout,
+		headers:          http.Header{},
 	}
 }
 
@@ -123,11 +123,13 @@ func WithWakePollInterval(d time.Duration) Option {
 // requests (default DefaultHeaderTimeout; negative disables).
 func WithHeaderTimeout(d time.Duration) Option { return func(s *settings) { s.headerTimeout = d } }
 
-// WithIdleTimeout sets the data-stream watchdog: the stream is considered
+// WithStreamGapTimeout sets the data-stream watchdog: the stream is considered
 // dead after d without any bytes while calls are pending (default
-// DefaultIdleTimeout; negative disables). Keep it above the app's heartbeat
+// DefaultStreamGapTimeout; negative disables). Keep it above the app's heartbeat
 // interval (15 s unless GRADIO_HEARTBEAT_INTERVAL is set).
-func WithIdleTimeout(d time.Duration) Option { return func(s *settings) { s.idleTimeout = d } }
+func WithStreamGapTimeout(d time.Duration) Option {
+	return func(s *settings) { s.streamGapTimeout = d }
+}
 
 // WithCancelTimeout bounds the /cancel request sent when a call's context
 // ends (default DefaultCancelTimeout).

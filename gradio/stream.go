@@ -146,7 +146,7 @@ func (s *session) readStream(pre bool) (int, error) {
 				if wd.idleExit.Load() {
 					return n, nil
 				}
-				return n, fmt.Errorf("queue/data: no data for %s", a.set.idleTimeout)
+				return n, fmt.Errorf("queue/data: no data for %s", a.set.streamGapTimeout)
 			}
 			if errors.Is(err, sse.ErrLineTooLong) || errors.Is(err, sse.ErrEventTooLarge) {
 				// A replica's over-large event ends the stream's calls with a
@@ -246,7 +246,7 @@ type watchdog struct {
 }
 
 func (s *session) watchdog(cancel context.CancelFunc) *watchdog {
-	w := &watchdog{s: s, cancel: cancel, idle: s.app.set.idleTimeout, check: streamLinger}
+	w := &watchdog{s: s, cancel: cancel, idle: s.app.set.streamGapTimeout, check: streamLinger}
 	if w.idle > 0 && w.idle < w.check {
 		w.check = w.idle
 	}
