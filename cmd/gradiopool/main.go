@@ -25,11 +25,12 @@ var commands = map[string]command{
 	"serve":   {runServe, "run the HTTP gateway in front of Gradio replicas"},
 	"call":    {runCall, "call one endpoint of a Gradio app and print the outputs as JSON"},
 	"sim":     {runSim, "run simulated Gradio replicas and a Hugging Face Hub emulation"},
+	"health":  {runHealth, "ask a running gateway's /healthz; exit 0 on 200 (the container HEALTHCHECK)"},
 	"version": {runVersion, "print the version, VCS revision and Go version of this build"},
 }
 
 // order fixes the order of the usage text.
-var order = []string{"demo", "serve", "call", "sim", "version"}
+var order = []string{"demo", "serve", "call", "sim", "health", "version"}
 
 // errUsage marks an error whose message is a usage problem; main exits 2.
 var errUsage = errors.New("usage")

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
@@ -78,6 +80,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(cfg.Secrets.APIKeys) == 0 {
 		logger.Warn("GRADIOPOOL_API_KEYS is not set: the call endpoints are open")
 	}
+	// SIGHUP's default action kills the process at once, cutting every
+	// call in flight; `systemctl reload` (ExecReload) and `kill -HUP`
+	// send it. Live reload is not implemented yet, so it is caught and
+	// refused with a log line: the gateway goes on with its configuration.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	defer func() { signal.Stop(hup); close(done) }()
+	go func() {
+		for {
+			select {
+			case <-hup:
+				logger.Warn("SIGHUP: reloading the configuration is not supported yet; nothing changed, restart to apply a new configuration (calls in flight go on)")
+			case <-done:
+				return
+			}
+		}
+	}()
 	return serveOn(ctx, cfg, ln, logger)
 }
 
