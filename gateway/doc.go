@@ -38,7 +38,7 @@
 //
 // POST /v1/submit answers these events, each "event: NAME\ndata: JSON":
 //
-//	accepted  {"replica":"mugenAILP_1"}                the app accepted the call
+//	accepted  {"replica":"app"}                        the app accepted the call
 //	queued    {"rank":0,"queue_size":2,"eta":1.5}      position in the app's own queue
 //	started   {}                                       the app began running it
 //	progress  {"progress":[{"index":..,"length":..,"unit":..,"progress":..,"desc":..}]}

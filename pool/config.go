@@ -51,7 +51,7 @@ type Config struct {
 	// order. At least one is required; duplicates are an error.
 	//
 	// Each replica is named in stats and logs by the name part of its Space
-	// id ("mugenAILP_1") or by host:port for a URL; a clash gets "#2", "#3".
+	// id ("app" for "owner/app") or by host:port for a URL; a clash gets "#2", "#3".
 	Replicas []string
 
 	// MinConnections is how many sessions each replica keeps warm once the

@@ -147,13 +147,13 @@ func TestStatsJSON(t *testing.T) {
 
 func TestReplicaNames(t *testing.T) {
 	p, err := pool.New(pool.Config{Replicas: []string{
-		"dentsudigital/mugenAILP_1", "other/mugenAILP_1", "http://user:pw@127.0.0.1:7860/", "https://x.hf.space",
+		"owner/app", "other/app", "http://user:pw@127.0.0.1:7860/", "https://x.hf.space",
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close(t.Context())
-	want := []string{"mugenAILP_1", "mugenAILP_1#2", "127.0.0.1:7860", "x.hf.space"}
+	want := []string{"app", "app#2", "127.0.0.1:7860", "x.hf.space"}
 	got := p.Replicas()
 	for i := range want {
 		if got[i] != want[i] {

@@ -8,14 +8,16 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
-// seedSpaces are the Space ids of the seed deployment; sim registers the
-// first replicas under them as well, so configs written for the seed work.
-var seedSpaces = []string{"dentsudigital/mugenAILP_1", "dentsudigital/mugenAILP_dev", "dentsudigital/mugenAILP_stage"}
+// exampleSpaces are Space ids sim registers the first replicas under as
+// well, so that a configuration written for a real deployment (owner/app,
+// its dev and stage copies) can be tried against the simulator.
+var exampleSpaces = []string{"owner/app", "owner/app-dev", "owner/app-stage"}
 
 // runSim starts simulated Gradio replicas and a Hub emulation on loopback and
 // serves them until ctx ends.
@@ -39,7 +41,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	user := fs.String("username", "", "protect the apps with Gradio login (with -password)")
 	pass := fs.String("password", "", "password for -username")
 	appName := fs.String("app", "default", "simulated app: default (upper, count, slow, counter, fail, reverse_file) or chat")
-	seedNames := fs.Bool("seed-names", true, "also register the first replicas as "+seedSpaces[0]+", _dev and _stage")
+	seedNames := fs.Bool("seed-names", true, "also register the first replicas as "+strings.Join(exampleSpaces, ", "))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -116,8 +118,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		s.Start()
 		servers = append(servers, s)
 		ids := []string{fmt.Sprintf("sim/replica-%d", i+1)}
-		if *seedNames && i < len(seedSpaces) {
-			ids = append(ids, seedSpaces[i])
+		if *seedNames && i < len(exampleSpaces) {
+			ids = append(ids, exampleSpaces[i])
 		}
 		for _, id := range ids {
 			hub.AddSpace(id, s)

@@ -42,7 +42,7 @@ func TestSimCommand(t *testing.T) {
 	if len(replicas) != 2 || hub == "" {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	for _, u := range []string{replicas[0] + "/config", replicas[1] + "/_sim/state", hub + "/api/spaces/sim/replica-2/host", hub + "/api/spaces/dentsudigital/mugenAILP_1/host"} {
+	for _, u := range []string{replicas[0] + "/config", replicas[1] + "/_sim/state", hub + "/api/spaces/sim/replica-2/host", hub + "/api/spaces/owner/app/host"} {
 		resp, err := http.Get(u)
 		if err != nil {
 			t.Fatal(err)

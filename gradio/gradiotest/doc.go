@@ -171,7 +171,7 @@
 //
 // `gradiopool sim -replicas 3` runs replicas on loopback (consecutive ports
 // from -addr, else random), registers them as sim/replica-1..N (and the first
-// three also as dentsudigital/mugenAILP_1, _dev and _stage), starts a Hub,
+// three also as owner/app, owner/app-dev and owner/app-stage), starts a Hub,
 // prints their URLs and serves until interrupted. -app chat serves ChatApp,
 // -mode picks a Mode, -private TOKEN makes the Spaces private. Its flags set the knobs
 // above (-connect-cost applies to each of the Hub look-up, /config and

@@ -3,7 +3,7 @@
 //
 //	store := assign.NewMemory(assign.MemoryConfig{})
 //	defer store.Close()
-//	_ = store.Set(ctx, key, "mugenAILP_1", time.Hour)
+//	_ = store.Set(ctx, key, "app", time.Hour)
 //	replica, ok, err := store.Get(ctx, key)
 //
 // Keys are opaque strings chosen by the caller; package pool passes a keyed
