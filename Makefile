@@ -34,6 +34,9 @@ lint:
 	@test -z "$$(gofmt -l . | grep -v '^testdata/')" || (gofmt -l . ; echo 'gofmt needed'; exit 1)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	@command -v promtool >/dev/null || (echo 'promtool is missing: make deps (Debian package prometheus)'; exit 1)
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 jsclient: deps
 	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error

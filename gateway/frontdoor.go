@@ -75,7 +75,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 			api(rt.Pattern, rt.Handler)
 		}
 	}
-	g.metrics.reg.MustRegister(&frontDoorCollector{fd: fd})
+	g.metrics.register(&frontDoorCollector{fd: fd})
 }
 
 // FrontDoor returns the Gradio front door, nil when off.

@@ -45,6 +45,7 @@ type Metrics struct {
 	callDur   *prometheus.HistogramVec // route, replica
 
 	endpoints endpointLabels
+	all       []prometheus.Collector // everything registered through register
 	hooks     metricHooks // the admin history's view of calls and pool events
 }
 
@@ -126,9 +127,9 @@ func NewMetrics(b Backend) *Metrics {
 			Help: "Pooled sessions destroyed, by replica and reason (idle, health, broken, lifetime, reset, ...).",
 		}, []string{"replica", "reason"}),
 	}
-	reg.MustRegister(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed,
+	m.register(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed,
 		buildInfo(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(m.appErrors, m.callDur)
+	m.register(m.appErrors, m.callDur)
 	if b != nil {
 		m.Register(b)
 	}
@@ -154,10 +155,18 @@ func buildInfo() prometheus.Collector {
 // knows the app's API names (endpointSource), they bound the endpoint
 // label.
 func (m *Metrics) Register(b Backend) {
-	m.reg.MustRegister(&poolCollector{b: b})
+	m.register(&poolCollector{b: b})
 	if src, ok := b.(endpointSource); ok {
 		m.endpoints.setSource(src.EndpointLabels)
 	}
+}
+
+// register registers cs and keeps them, so that a test can list every
+// metric name the gateway exports (deploy_test.go), even those with no
+// sample yet.
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.all = append(m.all, cs...)
 }
 
 // Registry is the registry the metrics are on, e.g. to add collectors.
