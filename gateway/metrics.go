@@ -46,7 +46,7 @@ type Metrics struct {
 
 	endpoints endpointLabels
 	all       []prometheus.Collector // everything registered through register
-	hooks     metricHooks // the admin history's view of calls and pool events
+	hooks     metricHooks            // the admin history's view of calls and pool events
 }
 
 // Call routes: the door a call came in by (the route label of the call
