@@ -66,7 +66,8 @@ func (h *holdCloseBody) Read(p []byte) (int, error) {
 func (h *holdCloseBody) Close() error { return h.rc.Close() }
 
 // TestFrontDoorCloseRaceKeepsCallerStream reproduces Gradio's close race
-// (PROTOCOL.md 4.8) at the replica: its close_stream reaches the gateway
+// (a replica decides to close an idle session's stream just as a new join
+// arrives) at the replica: its close_stream reaches the gateway
 // only after the caller's next join was accepted. The gateway must not
 // pass that close_stream on (@gradio/client would then wait for ever for
 // the new call): it reopens the backend stream and delivers the new

@@ -13,7 +13,8 @@ import (
 // EventKind says what happened.
 type EventKind int
 
-// Event kinds, in the seed's logging list order (§7.2).
+// Event kinds: initialisation, sessions created and destroyed, user
+// assignments, queue changes, health checks, errors and time-outs.
 const (
 	EventInitialized      EventKind = iota + 1 // first Acquire: replicas start warming up
 	EventConnected                             // a replica's app config was fetched (Duration = connect time)

@@ -1,6 +1,7 @@
 package pool
 
-// Failover, in one place. The rules (seed §4.3 and the never-twice rule):
+// Failover, in one place. The rules (a failed replica is skipped until it
+// recovers, and a call a replica may have accepted is never run twice):
 //
 //   - Connecting a replica's app: a transport failure (*gradio.ConnectError)
 //     is retried Config.ConnectRetries times with a growing delay; a metadata

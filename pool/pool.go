@@ -143,8 +143,9 @@ func (p *Pool) Warm() {
 	}
 }
 
-// init is the lazy initialisation (seed §5.2): connect every replica and
-// warm its minimum, in parallel, in the background.
+// init is the lazy initialisation, at the first call unless Config.WarmUp:
+// connect every replica and warm its minimum, in parallel, in the
+// background.
 func (p *Pool) init() {
 	p.initOnce.Do(func() {
 		p.initialized.Store(true)

@@ -277,8 +277,8 @@ func TestServeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("seed logging list", func(t *testing.T) {
-		// §7.2: initialisation, session creation, user assignment, health
-		// checks, errors; plus one access line per request.
+		// The logged events: initialisation, session creation, user
+		// assignment, health checks, errors; plus one access line per request.
 		for _, msg := range []string{"pool: initialized", "pool: connected", "pool: session_created", "pool: assigned", "pool: health_check", "pool: call_done", "http request"} {
 			e2eWait(t, "a "+msg+" log line", func() bool { return strings.Contains(g.stderr.String(), `"msg":"`+msg+`"`) })
 		}

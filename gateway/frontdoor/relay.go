@@ -416,8 +416,9 @@ const maxQuietReopens = 2
 // session is in flight — a join accepted just after the replica decided
 // to close — the gateway does not pass close_stream on: it reopens the
 // backend stream, where the replica kept that call's messages, and goes
-// on relaying. This closes Gradio's close race (PROTOCOL.md 4.8) for the
-// caller: @gradio/client keeps no stream open for a call whose join was
+// on relaying. This closes Gradio's close race (the replica decides to
+// close the stream of a session with no call left just before a new join
+// of it arrives) for the caller: @gradio/client keeps no stream open for a call whose join was
 // answered before it had seen the close_stream, and that call would never
 // complete.
 func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {

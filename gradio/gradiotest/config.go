@@ -500,7 +500,7 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, s.info())
 }
 
-// info builds the /info body (§3): State parameters omitted.
+// info builds the /info body: State parameters omitted, as Gradio does.
 func (s *Server) info() obj {
 	named := obj{}
 	m := s.Mode

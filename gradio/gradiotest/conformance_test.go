@@ -993,8 +993,8 @@ func TestConformanceRawWire(t *testing.T) {
 	})
 
 	t.Run("unknown_session_stream", func(t *testing.T) {
-		// PROTOCOL §4.3: a data stream opened before any join answers 200
-		// with one unexpected_error, session_not_found true.
+		// Gradio answers a data stream opened before any join with 200 and
+		// one unexpected_error, session_not_found true.
 		msgs, res := readStream(t, hc, api+"/queue/data?session_hash=never-joined-"+randHex(t))
 		wantMediaType(t, res, "text/event-stream")
 		if len(msgs) == 0 {
@@ -1025,7 +1025,7 @@ func TestConformanceRawWire(t *testing.T) {
 	})
 
 	t.Run("heartbeat_message", func(t *testing.T) {
-		// PROTOCOL §4.2/§4.9 (source, not the captures): a running session's
+		// From Gradio's source (not in the captures): a running session's
 		// data stream carries {"msg":"heartbeat","event_id":null} every
 		// GRADIO_HEARTBEAT_INTERVAL (15 s). The simulator's interval is
 		// shortened for this check; waiting 15 s on a real app is skipped.
@@ -1105,7 +1105,7 @@ func TestConformanceRawWire(t *testing.T) {
 	}
 
 	t.Run("cancel", func(t *testing.T) {
-		// PROTOCOL §8 (from Gradio's source, not in the captures): cancel of a
+		// From Gradio's source (not in the captures): cancel of a
 		// running event answers {"success":true} and ends the event with a
 		// synthetic process_completed whose output is {}.
 		s := randHex(t)[:11]
