@@ -272,7 +272,9 @@ func TestEveryErrorCodeDocumented(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no gateway sources: %v", err)
 	}
-	re := regexp.MustCompile(`(?:Code:\s*|badRequest\()"([a-z_]+)"`)
+	// A code is written in place (Code: "x", badRequest("x", ...)) or
+	// named once as a constant (const codeAppError = "app_error").
+	re := regexp.MustCompile(`(?:Code:\s*|badRequest\(|\bcode[A-Z]\w*\s*=\s*)"([a-z_]+)"`)
 	found := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
