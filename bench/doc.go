@@ -1,4 +1,5 @@
-// Package bench is the benchmark harness behind `gradiopool-bench` (cmd/gradiopool-bench, `make bench`): it starts
+// Package bench is the benchmark harness behind `gradiopool-bench`
+// (cmd/gradiopool-bench, `make bench`). It starts
 // simulated Gradio replicas (package gradiotest), drives the Go client, the
 // pool library and the HTTP gateway against them, and writes a Markdown report
 // with PNG charts (docs/BENCHMARKS.md and docs/bench/*.png).

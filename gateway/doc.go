@@ -1,7 +1,7 @@
-// Package gateway is the HTTP gateway of gradiopool: it serves a pool of
-// warm Gradio sessions (package pool) to callers in any language, with the
-// pool statistics, Prometheus metrics, health endpoints, API keys and a
-// graceful drain.
+// Package gateway serves a pool of Gradio replicas (package pool) over HTTP
+// to callers in any language. Around the calls it adds the pool
+// statistics, Prometheus metrics, health endpoints, API keys, a graceful
+// drain and the Gradio front door (package frontdoor).
 //
 //	var cfg gateway.Config
 //	_ = cfg.LoadFile("gradiopool.yaml")    // optional; unknown keys are errors

@@ -1,7 +1,7 @@
-// Package pool calls several replicas of one Gradio app (usually Hugging
-// Face Spaces) through pools of warm sessions, keeps each user on the same
-// replica, waits in FIFO queues with time-outs, health-checks sessions and
-// fails over when a replica cannot serve.
+// Package pool spreads the calls of one Gradio app over its replicas
+// (usually Hugging Face Spaces) through pools of warm sessions. It keeps
+// each user on the same replica, waits in FIFO queues with time-outs,
+// health-checks sessions and fails over when a replica cannot serve.
 //
 //	p, err := pool.New(pool.Config{
 //		Replicas: []string{"owner/app_1", "owner/app_2", "https://app-3.example.com"},

@@ -1,4 +1,4 @@
-// Package reliability is the fault-injection suite of gradiopool: it puts
+// Package reliability is the fault-injection suite of gradiopool. It puts
 // the gateway (gateway.Open: pool, sessions, HTTP) in front of simulated
 // replicas (gradio/gradiotest), with an in-process toxiproxy between them
 // for network faults and the simulator's own knobs for application faults,

@@ -1,5 +1,5 @@
 // Package cluster makes several gateways (several pools of the same
-// replicas) behave as one through Redis: each replica's limit of calls in
+// replicas) behave as one through Redis. Each replica's limit of calls in
 // flight holds across all of them, waiting callers are served fairly, user
 // assignments and statistics are shared, and a Redis outage degrades to
 // local shares instead of stopping the service.
