@@ -5,7 +5,14 @@ JSCLIENT = testdata/jsclient
 
 .PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability test-real
 
+# demo installs the official JS client (pinned by its lock file) first when
+# Node and npm are there and it is missing, so that a fresh clone runs the
+# demo's JS client step; without Node or npm the demo says why it skips it.
 demo:
+	@if [ ! -d $(JSCLIENT)/node_modules/@gradio/client ] && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		echo "npm ci in $(JSCLIENT) (the demo's official JS client step)"; \
+		(cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error) || echo "npm ci failed: the demo will skip its JS client step"; \
+	fi
 	$(GO) run ./cmd/gradiopool demo
 
 # build stamps the version `gradiopool version` prints (git describe; a

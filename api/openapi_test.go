@@ -274,7 +274,8 @@ func TestEveryErrorCodeDocumented(t *testing.T) {
 	}
 	// A code is written in place (Code: "x", badRequest("x", ...)) or
 	// named once as a constant (const codeAppError = "app_error").
-	re := regexp.MustCompile(`(?:Code:\s*|badRequest\(|\bcode[A-Z]\w*\s*=\s*)"([a-z_]+)"`)
+	// or written raw into an answer ({"error":{"code":"x",...}}).
+	re := regexp.MustCompile(`(?:Code:\s*|badRequest\(|\bcode[A-Z]\w*\s*=\s*|"code":)"([a-z_]+)"`)
 	found := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {

@@ -42,6 +42,17 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pass := fs.String("password", "", "password for -username")
 	appName := fs.String("app", "default", "simulated app: default (upper, count, slow, counter, fail, reverse_file) or chat")
 	seedNames := fs.Bool("seed-names", true, "also register the first replicas as "+strings.Join(exampleSpaces, ", "))
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gradiopool sim [--replicas 3] [--addr HOST:PORT] [--mode gradio5] [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Serves simulated Gradio apps (package gradio/gradiotest) and a Hugging Face Hub")
+		fmt.Fprintln(stderr, "emulation on loopback until interrupted, and prints their URLs and Space ids:")
+		fmt.Fprintln(stderr, "something to point `gradiopool serve` (GRADIOPOOL_HUB_URL for the Space ids)")
+		fmt.Fprintln(stderr, "or `gradiopool call` at without any network. The knobs below shape connect")
+		fmt.Fprintln(stderr, "cost, latency, queues, the protocol generation and authentication.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
