@@ -60,8 +60,12 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process
 		HashUser:           g.backend.UserTag,
 		Logger:             g.log,
-		Store:              store,
-		OnForeignEnd:       onForeignEnd,
+		OnCall: func(c frontdoor.CallEnd) {
+			g.metrics.ObserveCall(CallRecord{Route: RouteFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
+				Wait: c.Wait, Total: c.Duration, Code: c.Code})
+		},
+		Store:        store,
+		OnForeignEnd: onForeignEnd,
 	})
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)
@@ -70,12 +74,20 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	g.front = fd
 	for _, rt := range fd.Routes() {
 		if rt.Open {
-			open(rt.Pattern, rt.Handler)
+			open(rt.Pattern, frontDoorRoute(rt.Handler))
 		} else {
-			api(rt.Pattern, rt.Handler)
+			api(rt.Pattern, frontDoorRoute(rt.Handler))
 		}
 	}
 	g.metrics.register(&frontDoorCollector{fd: fd})
+}
+
+// frontDoorRoute labels the pool's events of h's calls (failovers) with
+// the front door's route.
+func frontDoorRoute(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h(w, r.WithContext(pool.WithRoute(r.Context(), RouteFrontDoor)))
+	}
 }
 
 // FrontDoor returns the Gradio front door, nil when off.

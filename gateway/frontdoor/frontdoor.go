@@ -81,10 +81,52 @@ type Config struct {
 	// stream closed). The other instance must then call [FrontDoor.Ended].
 	// Nil: calls are assumed joined here.
 	OnForeignEnd func(front, eventID string)
+	// OnCall, if set, is told about every front-door call that ended:
+	// accepted calls when their process_completed passes (or they are
+	// lost), joins that no replica took. It must be quick (metrics).
+	OnCall func(CallEnd)
 	// Logger receives session events. Nil means no logging.
 	Logger *slog.Logger
 	// Now is the clock (tests inject one). Nil means time.Now.
 	Now func() time.Time
+}
+
+// CallEnd is one front-door call that ended (Config.OnCall).
+type CallEnd struct {
+	Replica  string        // "" when no replica took the call
+	Endpoint string        // "fn_index=N", as the caller's join named it
+	User     string        // the user's loggable hash (Config.HashUser); "" anonymous
+	Wait     time.Duration // from the join's arrival to a slot
+	Duration time.Duration // from the join's arrival to the end
+	// Code is "" for a completed call, CodeAppError when the app answered
+	// with an error (process_completed with success false: gr.Error), else
+	// why the call failed: CodeNoReplica, CodeRefused, CodeReplicaLost,
+	// CodeBadInput, CodeClientClosed, CodeExpired, CodeShutdown.
+	Code string
+}
+
+// CallEnd codes.
+const (
+	CodeAppError     = "app_error"
+	CodeNoReplica    = "no_replica"    // no replica could take the join
+	CodeRefused      = "refused"       // every replica tried refused the join
+	CodeReplicaLost  = "replica_lost"  // accepted (or maybe), then the replica was lost
+	CodeBadInput     = "bad_arguments" // the app refused the join's input
+	CodeClientClosed = "client_closed" // the caller's stream went away with the call in flight
+	CodeExpired      = "expired"       // the session expired with the call in flight
+	CodeShutdown     = "shutdown"      // the front door closed with the call in flight
+	// codeElsewhere: the call's end was relayed by another gateway, which
+	// knows how it ended; not reported here.
+	codeElsewhere = "-"
+)
+
+// reportCall tells Config.OnCall about a call that ended with code.
+func (f *FrontDoor) reportCall(m callMeta, code string) {
+	if f.cfg.OnCall == nil || code == codeElsewhere {
+		return
+	}
+	f.cfg.OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
+		Duration: f.cfg.Now().Sub(m.start), Code: code})
 }
 
 // Route is one HTTP route of the front door. Open routes need no API key
@@ -200,7 +242,7 @@ func (f *FrontDoor) Close() error {
 	f.sessions = map[string]*session{}
 	f.mu.Unlock()
 	for _, s := range all {
-		s.releaseAll()
+		s.releaseAll(CodeShutdown)
 	}
 	return f.ups.close()
 }
@@ -329,7 +371,7 @@ func (f *FrontDoor) sweep() {
 	}
 	f.mu.Unlock()
 	for _, s := range dead {
-		n := s.releaseAll()
+		n := s.releaseAll(CodeExpired)
 		ctx, cancel := context.WithTimeout(f.ctx, 2*time.Second)
 		_ = f.store.Delete(ctx, s.front)
 		cancel()
@@ -447,8 +489,8 @@ func (f *FrontDoor) Ended(front, eventID string) {
 		return
 	}
 	if eventID == "" {
-		s.releaseAll()
+		s.releaseAll(codeElsewhere)
 		return
 	}
-	s.complete(eventID)
+	s.complete(eventID, codeElsewhere)
 }

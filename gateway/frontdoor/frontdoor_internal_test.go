@@ -168,8 +168,8 @@ func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
 			t.Fatalf("call %d: %v (the slot of the previous call was not freed)", i, err)
 		}
 		id := fmt.Sprintf("e%d", i)
-		s.complete(id) // its process_completed passed first
-		s.addPending(id, l)
+		s.complete(id, "") // its process_completed passed first
+		s.addPending(id, l, callMeta{replica: name})
 		if st := p.Stats(ctx).Pools[name]; st.InUseConnections != 0 {
 			t.Fatalf("call %d: %d sessions in use after it completed", i, st.InUseConnections)
 		}

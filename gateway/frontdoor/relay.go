@@ -116,6 +116,10 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
+	meta := callMeta{endpoint: endpoint, start: f.cfg.Now()}
+	if u != "" {
+		meta.user = f.cfg.HashUser(u)
+	}
 	var tried []string
 	var last *refusal
 	for range len(f.replicas) + 1 {
@@ -125,13 +129,16 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			if ctx.Err() != nil {
+				f.reportCall(meta, CodeClientClosed)
 				return
 			}
+			f.reportCall(meta, CodeNoReplica)
 			f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(front)), slog.Any("error", err))
 			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 			return
 		}
-		ref, done := f.join(w, r, s, slot, b, m, endpoint)
+		meta.replica, meta.wait = b.Replica, f.cfg.Now().Sub(meta.start)
+		ref, done := f.join(w, r, s, slot, b, m, meta)
 		if done {
 			return
 		}
@@ -145,6 +152,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		}
 		tried = append(tried, b.Replica)
 	}
+	f.reportCall(meta, CodeRefused)
 	if last == nil {
 		detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
 		return
@@ -255,7 +263,8 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 // answer (accepted, or an error that moving would not fix) and the slot's
 // outcome is reported; otherwise the replica refused and the caller's join
 // may go elsewhere (the caller reports the refusal).
-func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slot *pool.Slot, b Binding, m map[string]json.RawMessage, endpoint string) (*refusal, bool) {
+func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+	endpoint := meta.endpoint
 	app := slot.App()
 	body := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
@@ -302,6 +311,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 		// Sent, no answer: the app may have queued it. Never run twice.
 		slot.Release()
 		f.stats.lost.Add(1)
+		f.reportCall(meta, CodeReplicaLost)
 		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
 		return nil, true
 	}
@@ -310,6 +320,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 	if err != nil {
 		slot.Release()
 		f.stats.lost.Add(1)
+		f.reportCall(meta, CodeReplicaLost)
 		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
 		return nil, true
 	}
@@ -321,7 +332,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 	switch gradio.ClassifyJoin(jerr) {
 	case gradio.JoinAccepted:
 		slot.Done(gradio.JoinAccepted, nil)
-		s.addPending(eventID, slot)
+		s.addPending(eventID, slot, meta)
 		relay(w, resp.StatusCode, ctype, rb)
 		return nil, true
 	case gradio.JoinNotAccepted:
@@ -331,6 +342,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 		// replica would refuse it too, and the replica is not at fault.
 		slot.Done(gradio.JoinCallerFault, jerr)
 		f.stats.callerFaults.Add(1)
+		f.reportCall(meta, CodeBadInput)
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
 		f.callerFault(w, resp.StatusCode, ctype, rb, jerr)
@@ -339,6 +351,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 	// Maybe accepted (a proxy's 504, an answer without an event id): never
 	// run again.
 	slot.Done(gradio.JoinMaybeAccepted, jerr)
+	f.reportCall(meta, CodeReplicaLost)
 	f.replicaAnswer(w, resp.StatusCode, ctype, rb,
 		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again")
 	return nil, true
@@ -446,7 +459,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		resp, err := f.openData(ctx, r, app, b)
 		if err != nil {
 			if ctx.Err() != nil {
-				s.releaseAll()
+				s.releaseAll(CodeClientClosed)
 				f.foreignEnd(s.front, "")
 				return
 			}
@@ -482,7 +495,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				// The caller went away: the replica drops the session's
 				// calls when its stream closes (Gradio's rule), so their
 				// slots are free.
-				s.releaseAll()
+				s.releaseAll(CodeClientClosed)
 				f.foreignEnd(s.front, "")
 				return
 			}
@@ -529,6 +542,7 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Req
 		var msg struct {
 			Msg     string  `json:"msg"`
 			EventID *string `json:"event_id"`
+			Success *bool   `json:"success"` // process_completed: false when the app raised (gr.Error)
 		}
 		_ = json.Unmarshal(ev.Data, &msg)
 		if msg.Msg == "close_stream" && len(s.inFlight()) > 0 {
@@ -542,7 +556,11 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Req
 		}
 		switch msg.Msg {
 		case "process_completed":
-			if msg.EventID != nil && !s.complete(*msg.EventID) {
+			code := ""
+			if msg.Success != nil && !*msg.Success {
+				code = CodeAppError
+			}
+			if msg.EventID != nil && !s.complete(*msg.EventID, code) {
 				f.foreignEnd(s.front, *msg.EventID)
 			}
 		case "close_stream":
@@ -567,7 +585,7 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *sessio
 			"success": false, "title": "Error",
 		})
 		_ = rc.Data(rec)
-		s.complete(id)
+		s.complete(id, CodeReplicaLost)
 		f.stats.lost.Add(1)
 	}
 	if len(ids) > 0 {

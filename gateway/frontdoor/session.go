@@ -105,9 +105,10 @@ type session struct {
 	// early holds the event ids whose process_completed passed before their
 	// join's answer was handled (the replica ran the call at once and its
 	// stream was open): addPending then frees the slot at once.
-	early    map[string]bool
-	accepted int // calls the current replica accepted (state may exist there)
-	streams  int // open data and heartbeat streams
+	early    map[string]string   // event id -> its end's code (see CallEnd)
+	calls    map[string]callMeta // calls in flight: what OnCall reports at their end
+	accepted int                 // calls the current replica accepted (state may exist there)
+	streams  int                 // open data and heartbeat streams
 	lastSeen time.Time
 }
 
@@ -165,18 +166,31 @@ func (s *session) setBinding(ctx context.Context, b Binding) {
 // maxEarly bounds the early completions a session remembers.
 const maxEarly = 256
 
+// callMeta is what the front door knows of a call in flight, for its
+// CallEnd report.
+type callMeta struct {
+	replica, endpoint, user string
+	start                   time.Time // the join's arrival
+	wait                    time.Duration
+}
+
 // addPending records an accepted call holding l (or frees l at once when
 // the call already completed).
-func (s *session) addPending(eventID string, l *pool.Slot) {
+func (s *session) addPending(eventID string, l *pool.Slot, meta callMeta) {
 	s.mu.Lock()
 	s.accepted++
-	if s.early[eventID] {
+	if code, ok := s.early[eventID]; ok {
 		delete(s.early, eventID)
 		s.mu.Unlock()
 		l.Release()
+		s.f.reportCall(meta, code)
 		return
 	}
 	s.pending[eventID] = l
+	if s.calls == nil {
+		s.calls = map[string]callMeta{}
+	}
+	s.calls[eventID] = meta
 	s.mu.Unlock()
 }
 
@@ -184,19 +198,26 @@ func (s *session) addPending(eventID string, l *pool.Slot) {
 // instance does not hold it (the join went to another gateway, or its
 // answer has not been handled yet: such an early completion is remembered
 // for addPending).
-func (s *session) complete(eventID string) bool {
+//
+// code is how it ended, for Config.OnCall (see CallEnd.Code).
+func (s *session) complete(eventID, code string) bool {
 	s.mu.Lock()
 	l, ok := s.pending[eventID]
+	meta, known := s.calls[eventID]
 	delete(s.pending, eventID)
+	delete(s.calls, eventID)
 	if !ok {
 		if s.early == nil || len(s.early) >= maxEarly {
-			s.early = map[string]bool{}
+			s.early = map[string]string{}
 		}
-		s.early[eventID] = true
+		s.early[eventID] = code
 	}
 	s.mu.Unlock()
 	if l != nil {
 		l.Release()
+	}
+	if known {
+		s.f.reportCall(meta, code)
 	}
 	return l != nil
 }
@@ -214,13 +235,18 @@ func (s *session) inFlight() []string {
 
 // releaseAll releases every slot (the calls' stream is gone: the replica
 // dropped them, or the session expired) and returns how many.
-func (s *session) releaseAll() int {
+//
+// code is how the calls ended, for Config.OnCall.
+func (s *session) releaseAll(code string) int {
 	s.mu.Lock()
-	ls := s.pending
-	s.pending = map[string]*pool.Slot{}
+	ls, calls := s.pending, s.calls
+	s.pending, s.calls = map[string]*pool.Slot{}, nil
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.Release()
+	}
+	for _, meta := range calls {
+		s.f.reportCall(meta, code)
 	}
 	return len(ls)
 }
