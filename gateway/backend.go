@@ -31,6 +31,9 @@ type Backend interface {
 	UserTag(user string) string
 	// Ready reports whether at least one replica is usable.
 	Ready() bool
+	// Pool is the pool behind the backend, which the Gradio front door
+	// speaks through; nil when there is none (the front door is then off).
+	Pool() *pool.Pool
 }
 
 // Result is the outcome of a completed call.

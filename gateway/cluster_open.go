@@ -234,8 +234,8 @@ func (s *frontStore) Delete(ctx context.Context, front string) error {
 // hook: shared through Redis when Open made this gateway a cluster member,
 // else nil (sessions in memory, calls joined here).
 func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string)) {
-	if pb, ok := g.backend.(*poolBackend); ok && pb.member != nil {
-		return pb.member.frontStore(pb.member.name), pb.member.foreignEnd
+	if m := g.member; m != nil {
+		return m.frontStore(m.name), m.foreignEnd
 	}
 	return nil, nil
 }

@@ -155,3 +155,6 @@ func (f *fake) Gauges(context.Context) []gateway.ReplicaGauges {
 }
 
 func (f *fake) Ready() bool { return f.ready.Load() }
+
+// Pool: no pool behind this backend (the front door is off).
+func (f *fake) Pool() *pool.Pool { return nil }

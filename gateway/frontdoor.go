@@ -44,12 +44,12 @@ func (b *poolBackend) Pool() *pool.Pool { return b.p }
 // mountFrontDoor adds the Gradio front door's routes when the backend is a
 // pool and the front door is not disabled.
 func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFunc)) {
-	pb, ok := g.backend.(interface{ Pool() *pool.Pool })
-	if !ok || g.cfg.FrontDoor.Disabled {
+	p := g.backend.Pool()
+	if p == nil || g.cfg.FrontDoor.Disabled {
 		return
 	}
 	store, onForeignEnd := g.frontDoorCluster()
-	fd, err := frontdoor.New(pb.Pool(), frontdoor.Config{
+	fd, err := frontdoor.New(p, frontdoor.Config{
 		SessionTTL:         g.cfg.FrontDoor.SessionTTL,
 		UploadDir:          g.cfg.FrontDoor.UploadDir,
 		TrustForwarded:     g.cfg.FrontDoor.TrustForwardedHeaders,

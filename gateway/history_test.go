@@ -45,6 +45,9 @@ func (b *statsBackend) Gauges(context.Context) []ReplicaGauges { return nil }
 func (b *statsBackend) UserTag(string) string                  { return "" }
 func (b *statsBackend) Ready() bool                            { return true }
 
+// Pool: no pool behind this backend (the front door is off).
+func (b *statsBackend) Pool() *pool.Pool { return nil }
+
 func newStatsBackend(names ...string) *statsBackend {
 	b := &statsBackend{st: pool.Stats{Replicas: names, Pools: map[string]pool.ReplicaStats{}}}
 	for _, n := range names {

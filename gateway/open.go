@@ -50,11 +50,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	backend := PoolBackend(p, cfg.Pool.MaxConnections)
-	backend.(*poolBackend).member = member
 	metrics.Register(backend)
-	g := New(cfg, backend, logger, metrics)
-	g.pool = p
-	g.closers = closers
+	g := newGateway(cfg, backend, logger, metrics, built{pool: p, closers: closers, member: member})
 	if member != nil {
 		member.attach(p, g)
 	}

@@ -23,9 +23,6 @@ func PoolBackend(p *pool.Pool, maxConnections int) Backend {
 type poolBackend struct {
 	p   *pool.Pool
 	max int
-	// member is this gateway's cluster membership when Open made one: the
-	// front door then keeps its sessions in Redis.
-	member *clusterMember
 }
 
 // Predict is pool.Predict spelled as Submit + Wait, so that the time the

@@ -50,6 +50,9 @@ type Gateway struct {
 	// pool and closers are what Open built (nil for New); Close ends them.
 	pool    *pool.Pool
 	closers []func() error
+	// member is this gateway's cluster membership when Open made one: the
+	// front door then keeps its sessions in Redis.
+	member  *clusterMember
 	history *History     // the dashboard's last hour (admin_ui.go)
 	tracer  trace.Tracer // request spans (tracing.go)
 
@@ -70,6 +73,17 @@ type Gateway struct {
 // needed here). logger nil means no logging; metrics nil means a new
 // [Metrics] on its own registry.
 func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway {
+	return newGateway(cfg, b, logger, metrics, built{})
+}
+
+// built is what Open made around the backend: the Gateway owns it.
+type built struct {
+	pool    *pool.Pool
+	closers []func() error
+	member  *clusterMember
+}
+
+func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, own built) *Gateway {
 	cfg.Normalize()
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -78,7 +92,8 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 		metrics = NewMetrics(b)
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName),
-		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout}
+		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
+		pool: own.pool, closers: own.closers, member: own.member}
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()

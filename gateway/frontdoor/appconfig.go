@@ -1,0 +1,177 @@
+package frontdoor
+
+// The reference app (the replica whose config the front door serves) and
+// the /config, /info and /app_id routes, with URLs rewritten to the gateway.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
+
+// refConfig is the reference app whose config and /info the gateway serves.
+type refConfig struct {
+	app     *gradio.Client
+	replica string
+	info    map[string][]byte // /info bodies by query, for app
+}
+
+// reference returns the app whose config the front door serves: the
+// first replica in pool order that connects and serves the reference app
+// (see fingerprint.go).
+func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, error) {
+	if err := f.ensureReference(ctx); err != nil {
+		return nil, "", err
+	}
+	var errs []error
+	for _, n := range f.replicas {
+		app, err := f.p.App(ctx, n)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, "", ctx.Err()
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if err := f.checkApp(n, app.Config()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return app, n, nil
+	}
+	// No connected replica serves the reference app any more.
+	if cs := f.connected(); len(cs) > 0 {
+		f.fps.adoptMu.Lock()
+		f.adopt(cs, "no connected replica serves the old one any more")
+		f.fps.adoptMu.Unlock()
+		for _, n := range f.replicas {
+			if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
+				return app, n, nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
+}
+
+var appIDRe = regexp.MustCompile(`"app_id":\s*\d+`)
+
+// handleConfig is GET /config: the replicas' config, with root and URLs
+// pointing at the gateway as the caller reached it and the gateway's own
+// app_id.
+func (f *FrontDoor) handleConfig(w http.ResponseWriter, r *http.Request) {
+	app, _, err := f.reference(r.Context())
+	if err != nil {
+		detail(w, http.StatusServiceUnavailable, "gradiopool: "+err.Error())
+		return
+	}
+	out := replaceRoots(app.Config().Raw, appRoots(app), f.root(r))
+	out = appIDRe.ReplaceAll(out, []byte(`"app_id":`+strconv.FormatUint(f.appID, 10)))
+	relay(w, http.StatusOK, "application/json", out)
+}
+
+// handleInfo is GET info: the reference replica's /info (cached per query
+// string), URLs rewritten.
+func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	app, replica, err := f.reference(ctx)
+	if err != nil {
+		detail(w, http.StatusServiceUnavailable, "gradiopool: "+err.Error())
+		return
+	}
+	q := r.URL.RawQuery
+	f.refMu.Lock()
+	if f.ref.app != app {
+		f.ref = refConfig{app: app, replica: replica, info: map[string][]byte{}}
+	}
+	body, ok := f.ref.info[q]
+	f.refMu.Unlock()
+	if !ok {
+		u := app.URL("info")
+		if q != "" {
+			u += "?" + q
+		}
+		req, err := app.NewRequest(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			detail(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		f.callerHeaders(r, req.Header)
+		resp, err := app.Do(req, true)
+		if err != nil {
+			detail(w, http.StatusBadGateway, "gradiopool: info: "+err.Error())
+			return
+		}
+		rb, err := readSmall(resp)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+			return
+		}
+		body = rb
+		f.refMu.Lock()
+		if f.ref.app == app && len(f.ref.info) < 16 {
+			f.ref.info[q] = body
+		}
+		f.refMu.Unlock()
+	}
+	relay(w, http.StatusOK, "application/json", replaceRoots(body, appRoots(app), f.root(r)))
+}
+
+// handleAppID is GET app_id: the gateway's own id, stable while it runs.
+func (f *FrontDoor) handleAppID(w http.ResponseWriter, r *http.Request) {
+	relay(w, http.StatusOK, "application/json", []byte(`{"app_id":`+strconv.FormatUint(f.appID, 10)+`}`))
+}
+
+// root is the gateway's root URL as the caller reached it.
+func (f *FrontDoor) root(r *http.Request) string {
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if f.cfg.TrustForwarded {
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+			scheme = p
+		}
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/\\ \"'<>") {
+			host = h
+		}
+	}
+	return scheme + "://" + host
+}
+
+func firstValue(v string) string {
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i]
+	}
+	return strings.TrimSpace(v)
+}
+
+// appRoots are the roots a replica writes into its answers: its base URL
+// and the root it computed for the pool's connect.
+func appRoots(app *gradio.Client) []string {
+	roots := []string{strings.TrimRight(app.BaseURL(), "/")}
+	if cr := strings.TrimRight(app.Config().Root, "/"); cr != "" && cr != roots[0] {
+		roots = append(roots, cr)
+	}
+	return roots
+}
+
+// replaceRoots replaces every root string prefix in a JSON document with
+// the gateway's root.
+func replaceRoots(b []byte, roots []string, gw string) []byte {
+	for _, rt := range roots {
+		if rt == "" {
+			continue
+		}
+		b = bytes.ReplaceAll(b, []byte(`"`+rt), []byte(`"`+gw))
+		// code snippets embed the URL inside longer strings
+		b = bytes.ReplaceAll(b, []byte(rt+"/"), []byte(gw+"/"))
+	}
+	return b
+}

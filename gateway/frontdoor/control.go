@@ -1,0 +1,93 @@
+package frontdoor
+
+// Heartbeat, cancel and reset.
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// handleHeartbeat is GET heartbeat/{session_hash}: the gateway's own ALIVE
+// stream. It keeps the caller's session (open stream: it does not expire).
+// JS clients open it at connect, before any join.
+func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	front := r.PathValue("session_hash")
+	if !validHash(front) {
+		detail(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s := f.session(r.Context(), front, f.owner(r), true)
+	if s == nil {
+		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
+		return
+	}
+	defer s.stream()()
+	rc := startSSE(w)
+	t := time.NewTicker(f.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if rc.Data([]byte("ALIVE")) != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-f.ctx.Done():
+			return
+		case <-f.drain:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handleCancel is POST cancel: forwarded to the session's replica with its
+// backend session hash.
+func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
+	m, ok := f.readBody(w, r)
+	if !ok {
+		return
+	}
+	front := str(m["session_hash"])
+	var s *session
+	if validHash(front) {
+		s = f.session(r.Context(), front, f.owner(r), false)
+	}
+	if s == nil || s.binding().Replica == "" {
+		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		return
+	}
+	b := s.binding()
+	app, err := f.appFor(r.Context(), b.Replica)
+	if err != nil {
+		detail(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	m["session_hash"], _ = json.Marshal(b.Backend)
+	out, _ := json.Marshal(m)
+	req, err := app.NewRequest(r.Context(), http.MethodPost, app.URL("cancel"), bytes.NewReader(out))
+	if err != nil {
+		detail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	f.callerHeaders(r, req.Header)
+	resp, err := app.Do(req, true)
+	if err != nil {
+		detail(w, http.StatusBadGateway, "gradiopool: cancel: "+err.Error())
+		return
+	}
+	rb, _ := readSmall(resp)
+	relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+}
+
+// handleReset is POST reset: a no-op in Gradio 6 and only cleanup in 4.x,
+// answered by the gateway.
+func (f *FrontDoor) handleReset(w http.ResponseWriter, r *http.Request) {
+	if _, ok := f.readBody(w, r); !ok {
+		return
+	}
+	relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+}

@@ -1,0 +1,334 @@
+package frontdoor
+
+// POST queue/join: binding a caller session to a replica, taking a slot
+// there, forwarding the join and classifying its answer (gradio.ClassifyJoin),
+// moving a refused join to another replica.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// refusal is a join the replica provably did not take.
+type refusal struct {
+	status int
+	ctype  string
+	body   []byte
+	err    error
+}
+
+// handleJoin is POST queue/join: bind the session (first join), take a
+// slot of its replica, forward the join with the backend session hash, and
+// keep the slot until the call ends.
+func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
+	m, ok := f.readBody(w, r)
+	if !ok {
+		return
+	}
+	front := str(m["session_hash"])
+	if front == "" {
+		detail(w, http.StatusBadRequest, "Session hash not found.")
+		return
+	}
+	if !validHash(front) {
+		detail(w, http.StatusBadRequest, "session_hash must be 1-128 letters, digits, '-', '_' or '.'")
+		return
+	}
+	u, err := user(r)
+	if err != nil {
+		detail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx := r.Context()
+	s := f.session(ctx, front, f.owner(r), true)
+	if s == nil {
+		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
+		return
+	}
+	f.stats.joins.Add(1)
+	endpoint := "fn_index=" + string(m["fn_index"])
+	meta := callMeta{endpoint: endpoint, start: f.cfg.Now()}
+	if u != "" {
+		meta.user = f.cfg.HashUser(u)
+	}
+	var tried []string
+	var last *refusal
+	for range len(f.replicas) + 1 {
+		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint)
+		if err != nil {
+			if last != nil {
+				break
+			}
+			if ctx.Err() != nil {
+				f.reportCall(meta, CodeClientClosed)
+				return
+			}
+			f.reportCall(meta, CodeNoReplica)
+			f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(front)), slog.Any("error", err))
+			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+			return
+		}
+		meta.replica, meta.wait = b.Replica, f.cfg.Now().Sub(meta.start)
+		ref, done := f.join(w, r, s, slot, b, m, meta)
+		if done {
+			return
+		}
+		f.stats.refused.Add(1)
+		slot.Done(gradio.JoinNotAccepted, ref.err)
+		f.log.Warn("front door: replica refused a join", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(front)), slog.String("user", f.cfg.HashUser(u)), slog.Any("error", ref.err))
+		last = ref
+		if len(s.inFlight()) > 0 {
+			break // the session's other calls run there: it cannot move
+		}
+		tried = append(tried, b.Replica)
+	}
+	f.reportCall(meta, CodeRefused)
+	if last == nil {
+		detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
+		return
+	}
+	if last.body != nil {
+		f.replicaAnswer(w, last.status, last.ctype, last.body, "gradiopool: the replicas refused the call")
+		return
+	}
+	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err)
+}
+
+// errDetail answers msg in Gradio's shape, followed by err's text only when
+// Config.ShowReplicaErrors is set: pool errors name the replicas (their
+// URLs), which callers do not see by default.
+func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err error) {
+	if f.cfg.ShowReplicaErrors && err != nil {
+		msg += ": " + err.Error()
+	}
+	detail(w, status, msg)
+}
+
+// slotFor returns a slot for the session's next call: on its replica, or
+// on a new one when it is not bound yet or its replica is in tried (it
+// refused) or serves another app than the reference; moving loses the
+// backend session (and its gr.State).
+func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string, endpoint string) (*pool.Slot, Binding, error) {
+	if err := f.ensureReference(ctx); err != nil {
+		return nil, Binding{}, err
+	}
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	b := s.binding()
+	skip := slices.Clone(tried)
+	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint})
+		if err == nil {
+			cerr := f.checkApp(b.Replica, l.App().Config())
+			if cerr == nil {
+				return l, b, nil
+			}
+			l.Release()
+			if len(s.inFlight()) > 0 {
+				return nil, b, cerr
+			}
+			// Its app changed to another: move.
+		} else {
+			var re *pool.ReplicaError
+			if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
+				!errors.As(err, &re) || len(s.inFlight()) > 0 {
+				return nil, b, err
+			}
+			// The replica cannot serve (ejected, unreachable): move.
+		}
+		skip = append(skip, b.Replica)
+	}
+	// Replicas known to serve another app are skipped; one that is
+	// connected again is re-checked first (its app may be fixed now).
+	var odd []string
+	for n := range f.mismatched() {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) != nil {
+			skip = append(skip, n)
+			odd = append(odd, n)
+		}
+	}
+	var l *pool.Slot
+	for range len(f.replicas) {
+		var err error
+		l, err = f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint})
+		if err != nil {
+			if len(odd) > 0 {
+				slices.Sort(odd)
+				err = fmt.Errorf("%w (not used: %s serve(s) another app than the reference replica)", err, strings.Join(odd, ", "))
+			}
+			return nil, b, err
+		}
+		if f.checkApp(l.Replica(), l.App().Config()) == nil {
+			break
+		}
+		odd = append(odd, l.Replica())
+		skip = append(skip, l.Replica())
+		l.Release()
+		l = nil
+	}
+	if l == nil {
+		return nil, b, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", ErrConfigMismatch)
+	}
+	nb := Binding{Replica: l.Replica(), Backend: newBackendHash(), Owner: b.Owner}
+	if b.Replica != "" {
+		f.stats.moved.Add(1)
+		s.mu.Lock()
+		hadState := s.accepted > 0
+		s.mu.Unlock()
+		if hadState {
+			f.stats.stateLost.Add(1)
+		}
+		f.log.Warn("front door: session moved to another replica; its gr.State starts empty there",
+			slog.String("from", b.Replica), slog.String("to", nb.Replica), slog.String("session", shortHash(s.front)),
+			slog.String("user", f.cfg.HashUser(u)), slog.Bool("state_lost", hadState))
+	} else {
+		f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
+			slog.String("session", shortHash(s.front)), slog.String("user", f.cfg.HashUser(u)))
+	}
+	s.setBinding(ctx, nb)
+	return l, nb, nil
+}
+
+// join forwards one join under slot. done means the caller got its
+// answer (accepted, or an error that moving would not fix) and the slot's
+// outcome is reported; otherwise the replica refused and the caller's join
+// may go elsewhere (the caller reports the refusal).
+func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+	endpoint := meta.endpoint
+	app := slot.App()
+	body := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		body[k] = v
+	}
+	body["session_hash"], _ = json.Marshal(b.Backend)
+	if data, ok := m["data"]; ok {
+		nd, err := f.localizeFiles(r.Context(), app, b.Replica, data)
+		if err != nil {
+			var bad *badFileError
+			if errors.As(err, &bad) {
+				slot.Release()
+				detail(w, http.StatusBadRequest, bad.Error())
+				return nil, true
+			}
+			return &refusal{err: fmt.Errorf("sending uploads: %w", err)}, false
+		}
+		body["data"] = nd
+	}
+	out, _ := json.Marshal(body)
+	// The join must not be cut half-way by a caller that goes away: the
+	// app may have queued the call, and its slot must be accounted.
+	jctx := context.WithoutCancel(r.Context())
+	req, err := app.NewRequest(jctx, http.MethodPost, app.URL("queue/join"), bytes.NewReader(out))
+	if err != nil {
+		slot.Release()
+		detail(w, http.StatusInternalServerError, err.Error())
+		return nil, true
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if v := r.Header.Get("X-Gradio-User"); v != "" {
+		req.Header.Set("X-Gradio-User", v)
+	}
+	f.callerHeaders(r, req.Header)
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+	}))
+	resp, err := app.Do(req, true)
+	if err != nil {
+		if !sent.Load() {
+			return &refusal{err: fmt.Errorf("queue/join not sent: %w", err)}, false
+		}
+		// Sent, no answer: the app may have queued it. Never run twice.
+		slot.Release()
+		f.stats.lost.Add(1)
+		f.reportCall(meta, CodeReplicaLost)
+		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
+		return nil, true
+	}
+	rb, err := readSmall(resp)
+	ctype := resp.Header.Get("Content-Type")
+	if err != nil {
+		slot.Release()
+		f.stats.lost.Add(1)
+		f.reportCall(meta, CodeReplicaLost)
+		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
+		return nil, true
+	}
+	// One rule for what the answer proves (gradio.ClassifyJoin), the one
+	// the pool follows for its own calls.
+	var fn int
+	fnKnown := json.Unmarshal(m["fn_index"], &fn) == nil && app.Config().HasFn(fn)
+	eventID, jerr := gradio.JoinAnswer(resp.StatusCode, rb, fnKnown)
+	switch gradio.ClassifyJoin(jerr) {
+	case gradio.JoinAccepted:
+		slot.Done(gradio.JoinAccepted, nil)
+		s.addPending(eventID, slot, meta)
+		relay(w, resp.StatusCode, ctype, rb)
+		return nil, true
+	case gradio.JoinNotAccepted:
+		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: jerr}, false
+	case gradio.JoinCallerFault:
+		// Refused for the caller's input: the caller's answer; another
+		// replica would refuse it too, and the replica is not at fault.
+		slot.Done(gradio.JoinCallerFault, jerr)
+		f.stats.callerFaults.Add(1)
+		f.reportCall(meta, CodeBadInput)
+		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
+		f.callerFault(w, resp.StatusCode, ctype, rb, jerr)
+		return nil, true
+	}
+	// Maybe accepted (a proxy's 504, an answer without an event id): never
+	// run again.
+	slot.Done(gradio.JoinMaybeAccepted, jerr)
+	f.reportCall(meta, CodeReplicaLost)
+	f.replicaAnswer(w, resp.StatusCode, ctype, rb,
+		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again")
+	return nil, true
+}
+
+// callerFault answers a join the app refused because of what the caller
+// sent, as a 4xx in Gradio's shape ({"detail": ...}). The replica's own
+// answer is relayed when it is already that (Gradio's 400/422 details), or
+// when Config.ShowReplicaErrors is set; a 500 for an unknown fn_index (a
+// Python traceback from Gradio 5.0 to 6.8) never reaches the caller
+// otherwise.
+func (f *FrontDoor) callerFault(w http.ResponseWriter, status int, ctype string, body []byte, err error) {
+	switch {
+	case f.cfg.ShowReplicaErrors:
+		relay(w, status, ctype, body)
+	case status >= 400 && status < 500 && gradioDetail(body):
+		relay(w, status, "application/json", body)
+	case errors.Is(err, gradio.ErrUnknownEndpoint):
+		detail(w, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index")
+	case status >= 400 && status < 500:
+		detail(w, status, "gradiopool: the app refused the call's input")
+	default:
+		detail(w, http.StatusBadRequest, "gradiopool: the app refused the call's input")
+	}
+}
+
+// replicaAnswer passes a replica's non-200 answer on: as is when it is
+// Gradio's {"detail": ...} shape or Config.ShowReplicaErrors is set, else
+// as msg with the replica's status (its body may hold a traceback or the
+// replica's address).
+func (f *FrontDoor) replicaAnswer(w http.ResponseWriter, status int, ctype string, body []byte, msg string) {
+	if f.cfg.ShowReplicaErrors || (status >= 200 && status < 300) || gradioDetail(body) {
+		relay(w, status, ctype, body)
+		return
+	}
+	detail(w, status, msg)
+}
