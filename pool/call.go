@@ -118,7 +118,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	var pending move // the last attempt's failover, counted once another is tried
 	for attempt := 1; ; attempt++ {
 		t0 := time.Now()
-		span := ct.child(SpanAcquire, AttrAttempt.Int(attempt))
+		span := ct.child(spanAcquire, attrAttempt.Int(attempt))
 		actx := ctx
 		if span != nil {
 			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
@@ -134,11 +134,11 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		r := l.r
 		l.route = routeOf(ctx)
 		if span != nil {
-			span.SetAttributes(AttrReplica.String(r.name))
+			span.SetAttributes(attrReplica.String(r.name))
 		}
 		endSpan(span, nil)
 		r.calls.Add(1)
-		span = ct.child(SpanJoin, AttrReplica.String(r.name), AttrAttempt.Int(attempt))
+		span = ct.child(spanJoin, attrReplica.String(r.name), attrAttempt.Int(attempt))
 		load := r.beginCall(endpoint)
 		job, err := l.client.Submit(jobContext(ctx, load, ct), endpoint, args...)
 		endSpan(span, err)

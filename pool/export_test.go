@@ -9,3 +9,17 @@ func SetDelays(p *Pool, connectRetry, ejectBase, ejectMax time.Duration) {
 	p.cfg.ejectBase = ejectBase
 	p.cfg.ejectMax = ejectMax
 }
+
+// Names unexported from the API that the tests still check.
+const (
+	AttrAttempts = attrAttempts
+	AttrEndpoint = attrEndpoint
+	AttrOutputs  = attrOutputs
+	AttrReplica  = attrReplica
+	SpanAcquire  = spanAcquire
+	SpanConnect  = spanConnect
+	SpanJoin     = spanJoin
+	SpanQueue    = spanQueue
+	SpanRun      = spanRun
+	SpanStream   = spanStream
+)

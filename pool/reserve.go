@@ -10,8 +10,8 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// ErrUnknownReplica is returned for a replica name the pool does not have.
-var ErrUnknownReplica = errors.New("pool: unknown replica")
+// errUnknownReplica is the error for a replica name the pool does not have.
+var errUnknownReplica = errors.New("pool: unknown replica")
 
 // ReserveOptions says where [Pool.Reserve] may take a slot.
 type ReserveOptions struct {
@@ -47,9 +47,9 @@ type Slot struct {
 // replica, round robin for new users, expected time or least loaded for
 // anonymous ones, failover past replicas that cannot serve) within opts.
 //
-// Errors: ctx's error; ErrClosed; ErrUnknownReplica (opts.Replica);
-// *ReplicaError (that replica ejected, its queue time-out, a connect
-// failure); *AllReplicasFailedError when no replica could serve.
+// Errors: ctx's error; ErrClosed; an error for an opts.Replica the pool
+// does not have; *ReplicaError (that replica ejected, its queue time-out,
+// a connect failure); *AllReplicasFailedError when no replica could serve.
 func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*Slot, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
@@ -73,7 +73,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 	}
 	r := p.byName[opts.Replica]
 	if r == nil {
-		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, opts.Replica)
+		return nil, fmt.Errorf("%w %q", errUnknownReplica, opts.Replica)
 	}
 	if ok, probe, cause := r.admit(time.Now()); !ok {
 		return nil, &ReplicaError{Replica: r.name, Err: cause}
@@ -149,7 +149,7 @@ func (p *Pool) App(ctx context.Context, replica string) (*gradio.Client, error) 
 	}
 	r := p.byName[replica]
 	if r == nil {
-		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, replica)
+		return nil, fmt.Errorf("%w %q", errUnknownReplica, replica)
 	}
 	p.init()
 	app, _, err := r.getApp(ctx)

@@ -13,8 +13,8 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// TracerName is the instrumentation scope of the pool's spans.
-const TracerName = "github.com/gradiopool/gradiopool/pool"
+// tracerName is the instrumentation scope of the pool's spans.
+const tracerName = "github.com/gradiopool/gradiopool/pool"
 
 // Span names. A call is one "gradiopool.call" span whose children say where
 // its time went: each attempt's "gradiopool.acquire" (waiting for a
@@ -25,34 +25,34 @@ const TracerName = "github.com/gradiopool/gradiopool/pool"
 // until the end; generators only).
 const (
 	SpanCall    = "gradiopool.call"
-	SpanAcquire = "gradiopool.acquire"
-	SpanConnect = "gradiopool.connect"
-	SpanJoin    = "gradiopool.join"
-	SpanQueue   = "gradiopool.queue"
-	SpanRun     = "gradiopool.run"
-	SpanStream  = "gradiopool.stream"
+	spanAcquire = "gradiopool.acquire"
+	spanConnect = "gradiopool.connect"
+	spanJoin    = "gradiopool.join"
+	spanQueue   = "gradiopool.queue"
+	spanRun     = "gradiopool.run"
+	spanStream  = "gradiopool.stream"
 )
 
 // Span attribute keys. None carries an e-mail, a user key, a token, a
 // session hash or an app's error message (which may quote user input): a
 // failure is described by its kind only (error.type, the span status).
 const (
-	AttrEndpoint  = attribute.Key("gradiopool.endpoint")
-	AttrReplica   = attribute.Key("gradiopool.replica")
-	AttrAttempt   = attribute.Key("gradiopool.attempt")
-	AttrAttempts  = attribute.Key("gradiopool.attempts")
-	AttrRank      = attribute.Key("gradio.queue.rank")
-	AttrQueueSize = attribute.Key("gradio.queue.size")
-	AttrETA       = attribute.Key("gradio.queue.eta_ms")
-	AttrOutputs   = attribute.Key("gradio.outputs")
-	AttrErrorType = attribute.Key("error.type")
+	attrEndpoint  = attribute.Key("gradiopool.endpoint")
+	attrReplica   = attribute.Key("gradiopool.replica")
+	attrAttempt   = attribute.Key("gradiopool.attempt")
+	attrAttempts  = attribute.Key("gradiopool.attempts")
+	attrRank      = attribute.Key("gradio.queue.rank")
+	attrQueueSize = attribute.Key("gradio.queue.size")
+	attrETA       = attribute.Key("gradio.queue.eta_ms")
+	attrOutputs   = attribute.Key("gradio.outputs")
+	attrErrorType = attribute.Key("error.type")
 )
 
 func tracerOf(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return tp.Tracer(TracerName)
+	return tp.Tracer(tracerName)
 }
 
 // callTrace follows one call. A nil *callTrace (the span is not recorded:
@@ -71,7 +71,7 @@ type callTrace struct {
 // startCall starts the call span; ctx is returned unchanged when the span
 // is not recorded.
 func (p *Pool) startCall(ctx context.Context, endpoint string) (context.Context, *callTrace) {
-	sctx, span := p.cfg.tracer.Start(ctx, SpanCall, trace.WithAttributes(AttrEndpoint.String(endpoint)))
+	sctx, span := p.cfg.tracer.Start(ctx, SpanCall, trace.WithAttributes(attrEndpoint.String(endpoint)))
 	if !span.IsRecording() {
 		return ctx, nil
 	}
@@ -97,7 +97,7 @@ func (ct *callTrace) joined() {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.phaseName == "" {
-		ct.enterLocked(SpanQueue)
+		ct.enterLocked(spanQueue)
 	}
 }
 
@@ -119,24 +119,24 @@ func (ct *callTrace) onEvent(ev gradio.Event) {
 	switch ev.Kind {
 	case gradio.EventQueued:
 		if ct.phaseName == "" {
-			ct.enterLocked(SpanQueue)
+			ct.enterLocked(spanQueue)
 		}
-		if ct.phaseName == SpanQueue {
-			ct.phase.SetAttributes(AttrRank.Int(ev.Rank), AttrQueueSize.Int(ev.QueueSize), AttrETA.Int64(ev.ETA.Milliseconds()))
+		if ct.phaseName == spanQueue {
+			ct.phase.SetAttributes(attrRank.Int(ev.Rank), attrQueueSize.Int(ev.QueueSize), attrETA.Int64(ev.ETA.Milliseconds()))
 		}
 	case gradio.EventStarted:
-		if ct.phaseName != SpanRun && ct.phaseName != SpanStream {
-			ct.enterLocked(SpanRun)
+		if ct.phaseName != spanRun && ct.phaseName != spanStream {
+			ct.enterLocked(spanRun)
 		}
 	case gradio.EventOutput:
-		if ct.phaseName != SpanStream {
-			ct.enterLocked(SpanStream)
+		if ct.phaseName != spanStream {
+			ct.enterLocked(spanStream)
 		}
 		ct.outputs++
 	case gradio.EventCompleted, gradio.EventError:
 		if ct.phase != nil {
-			if ct.phaseName == SpanStream {
-				ct.phase.SetAttributes(AttrOutputs.Int(ct.outputs))
+			if ct.phaseName == spanStream {
+				ct.phase.SetAttributes(attrOutputs.Int(ct.outputs))
 			}
 			endSpan(ct.phase, ev.Err)
 		}
@@ -149,7 +149,7 @@ func (ct *callTrace) failover(replica string, err error) {
 	if ct == nil {
 		return
 	}
-	ct.span.AddEvent("failover", trace.WithAttributes(AttrReplica.String(replica), AttrErrorType.String(ErrorKind(err))))
+	ct.span.AddEvent("failover", trace.WithAttributes(attrReplica.String(replica), attrErrorType.String(ErrorKind(err))))
 }
 
 // end ends the call span (and a phase left open) with err's kind.
@@ -165,9 +165,9 @@ func (ct *callTrace) end(replica string, attempts int, err error) {
 	ct.phaseName = "done"
 	ct.mu.Unlock()
 	if replica != "" {
-		ct.span.SetAttributes(AttrReplica.String(replica))
+		ct.span.SetAttributes(attrReplica.String(replica))
 	}
-	ct.span.SetAttributes(AttrAttempts.Int(attempts))
+	ct.span.SetAttributes(attrAttempts.Int(attempts))
 	endSpan(ct.span, err)
 }
 
@@ -178,7 +178,7 @@ func endSpan(s trace.Span, err error) {
 	}
 	if err != nil {
 		kind := ErrorKind(err)
-		s.SetAttributes(AttrErrorType.String(kind))
+		s.SetAttributes(attrErrorType.String(kind))
 		s.SetStatus(codes.Error, kind)
 	}
 	s.End()
@@ -251,7 +251,7 @@ func (r *replica) getAppTraced(ctx context.Context) (*gradio.Client, uint64, err
 	if app, _ := r.currentApp(); app != nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return r.getApp(ctx)
 	}
-	ctx, span := r.p.cfg.tracer.Start(ctx, SpanConnect, trace.WithAttributes(AttrReplica.String(r.name)))
+	ctx, span := r.p.cfg.tracer.Start(ctx, spanConnect, trace.WithAttributes(attrReplica.String(r.name)))
 	app, gen, err := r.getApp(ctx)
 	endSpan(span, err)
 	return app, gen, err
