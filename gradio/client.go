@@ -150,13 +150,19 @@ var spaceIDRe = regexp.MustCompile(`^[a-zA-Z0-9_\-\.]+/[a-zA-Z0-9_\-\.]+$`)
 // parallel calls, phase time-outs instead of a global one.
 func newTransport(set settings) *http.Transport {
 	d := &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
+	idle, noReuse := set.keepAlive, false
+	if idle <= 0 {
+		// net/http reads a zero IdleConnTimeout as "no limit".
+		idle, noReuse = 0, true
+	}
 	return &http.Transport{
+		DisableKeepAlives:     noReuse,
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          0, // no global cap
 		MaxIdleConnsPerHost:   DefaultMaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idle,
 		TLSHandshakeTimeout:   DefaultTLSHandshakeTimeout,
 		ExpectContinueTimeout: time.Second,
 	}

@@ -136,21 +136,38 @@ func (s *session) joinAndRegister(ctx context.Context, dep *Dependency, endpoint
 // join POSTs queue/join detached from the caller's cancellation.
 func (s *session) join(ctx context.Context, body []byte) (string, error) {
 	a := s.app
-	req, err := a.newRequest(context.WithoutCancel(ctx), http.MethodPost, a.api("queue/join"), bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header["Content-Type"] = jsonCT
-	req.Header["X-Gradio-User"] = apiUser
-	// Whether the request was written in full decides whether a failure
-	// proves the app never got the call (a pool may then run it elsewhere)
-	// or leaves it possibly queued (it must not be run twice).
-	var sent atomic.Bool
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
-	}))
-	resp, err := a.do(req, true)
-	if err != nil {
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		req, err := a.newRequest(context.WithoutCancel(ctx), http.MethodPost, a.api("queue/join"), bytes.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		req.Header["Content-Type"] = jsonCT
+		req.Header["X-Gradio-User"] = apiUser
+		// Whether the request was written in full decides whether a failure
+		// proves the app never got the call (a pool may then run it elsewhere)
+		// or leaves it possibly queued (it must not be run twice).
+		var sent, reused atomic.Bool
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
+			WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+		}))
+		resp, err = a.do(req, true)
+		if err == nil {
+			break
+		}
+		if attempt == 0 && reused.Load() && !sent.Load() {
+			// A kept-alive connection the server closed while we picked it:
+			// the request was not written in full, so the app cannot have
+			// read it. net/http retries that itself only when not a byte was
+			// written; here a part may have been. Retry once on a fresh
+			// connection (the idle ones are likely as stale).
+			if a.own != nil {
+				a.own.CloseIdleConnections()
+			}
+			a.log.Debug("gradio: queue/join failed on a reused connection before it was sent; retrying on a new one", "err", err)
+			continue
+		}
 		return "", &ConnectionLostError{MaybeAccepted: sent.Load(), Err: fmt.Errorf("queue/join: %w", err)}
 	}
 	rb, err := a.readBody(resp)

@@ -32,6 +32,13 @@ const (
 	// DefaultMaxIdleConnsPerHost sizes the idle pool of the Client's transport so
 	// that 50+ parallel calls (two requests each) reuse connections.
 	DefaultMaxIdleConnsPerHost = 256
+	// DefaultKeepAlive is how long an idle upstream connection is kept for
+	// reuse. It is below uvicorn's own keep-alive (5 s), so the client
+	// closes an idle connection before the server does: a request sent on
+	// a connection the server is closing at that moment fails with
+	// "connection reset" after it may have been read, which a pool cannot
+	// retry safely.
+	DefaultKeepAlive = 4 * time.Second
 )
 
 // Option configures Connect.
@@ -63,6 +70,7 @@ type settings struct {
 	oauthToken       secret
 	eagerInfo        bool
 	callREST         bool // WithCallTransport
+	keepAlive        time.Duration
 }
 
 func defaultSettings() settings {
@@ -72,6 +80,7 @@ func defaultSettings() settings {
 		headerTimeout:    DefaultHeaderTimeout,
 		streamGapTimeout: DefaultStreamGapTimeout,
 		cancelTimeout:    DefaultCancelTimeout,
+		keepAlive:        DefaultKeepAlive,
 		headers:          http.Header{},
 	}
 }
@@ -158,6 +167,13 @@ func WithHeartbeat(on bool) Option {
 // whose /info says they take a gr.OAuthToken (Gradio 6.x; as the Python
 // client's oauth_token). Setting it makes the first call fetch /info.
 func WithOAuthToken(tok string) Option { return func(s *settings) { s.oauthToken = secret(tok) } }
+
+// WithKeepAlive sets how long an idle HTTP connection to the app is kept
+// for reuse (default DefaultKeepAlive, 4 s). Keep it below the server's
+// own keep-alive time-out (uvicorn: 5 s; a proxy in front of a Space may
+// use another); zero or negative closes every connection after its
+// request. It has no effect with WithHTTPClient.
+func WithKeepAlive(d time.Duration) Option { return func(s *settings) { s.keepAlive = d } }
 
 // WithEagerInfo makes Connect also fetch /info (one more round trip). By
 // default /info is fetched lazily, the first time a call needs it (keyword

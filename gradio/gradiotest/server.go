@@ -59,6 +59,10 @@ type Server struct {
 	// <HFToken>" (or a ?__sign= JWT the Hub issued for it), else 401 with a
 	// non-JSON body. Change it at run time with SetHFToken.
 	HFToken string
+	// KeepAliveTimeout closes a kept-alive connection idle for that long
+	// after its last response, as uvicorn's timeout_keep_alive does (5 s
+	// in Gradio). Zero: idle connections are never closed by the server.
+	KeepAliveTimeout time.Duration
 	// Logger receives request and fault logs. Nil: no logging.
 	Logger *slog.Logger
 
@@ -178,7 +182,7 @@ func (s *Server) Start() {
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.URL = "http://" + s.Listener.Addr().String()
 	s.conns = map[net.Conn]bool{}
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: time.Minute, ConnState: s.trackConn}
+	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: time.Minute, ConnState: s.trackConn, IdleTimeout: s.KeepAliveTimeout}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
