@@ -140,9 +140,12 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 		r.calls.Add(1)
 		span = ct.child(spanJoin, attrReplica.String(r.name), attrAttempt.Int(attempt))
 		load := r.beginCall(endpoint)
+		stopWatch := r.watchJoin()
 		job, err := l.client.Submit(jobContext(ctx, load, ct), endpoint, args...)
+		stopWatch()
 		endSpan(span, err)
 		if err == nil {
+			r.served(t0)
 			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{}), trace: ct, load: load}
 			ct.joined()
 			p.releaseWhenDone(c, endpoint, start)
@@ -210,7 +213,7 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 		var appErr *gradio.AppError
 		switch {
 		case err == nil:
-			r.succeed()
+			r.served(start)
 		case errors.As(err, &appErr):
 			// The app's own answer (gr.Error, or an exception in the
 			// function): the replica worked, so it is counted apart.

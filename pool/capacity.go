@@ -349,10 +349,7 @@ func (p *Pool) dueForProbe(start int) *replica {
 	now := time.Now()
 	for i := range p.replicas {
 		r := p.replicas[(start+i)%len(p.replicas)]
-		r.mu.Lock()
-		due := !r.closed && !r.probing && !r.ejectUntil.IsZero() && !now.Before(r.ejectUntil)
-		r.mu.Unlock()
-		if due {
+		if r.trialDue(now) {
 			return r
 		}
 	}

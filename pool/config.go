@@ -41,6 +41,8 @@ const (
 	DefaultEjectMax                  = time.Minute
 	DefaultProbeTimeout              = 10 * time.Second
 	DefaultPriorityMaxWait           = sessionpool.DefaultPriorityMaxWait
+	DefaultProbeInterval             = 2 * time.Second
+	DefaultHangTimeout               = 10 * time.Second
 )
 
 // Config configures [New]. The zero value of every field but Replicas means
@@ -108,6 +110,20 @@ type Config struct {
 	// replica. Zero means DefaultEjectAfterRefusals (3); negative means
 	// refusals never eject (connect failures still do).
 	EjectAfterRefusals int
+	// ProbeInterval is how often replicas are probed in the background,
+	// whatever the traffic: an unreachable replica (connect or transport
+	// failure) is connected again, so its capacity returns within one
+	// interval of it serving again; a replica with calls in flight is
+	// pinged to notice it hanging (HangTimeout). Zero means
+	// DefaultProbeInterval (2 s); negative: no background probes (an
+	// ejected replica is probed by the first call after its back-off).
+	ProbeInterval time.Duration
+	// HangTimeout marks a replica suspect (hung) when a join or a ping
+	// stays unanswered that long: new calls go elsewhere, calls it
+	// accepted keep waiting (they are never run twice), and it takes calls
+	// again once it answers. Zero means DefaultHangTimeout (10 s, well
+	// under the 30 s queue time-out); negative: off.
+	HangTimeout time.Duration
 	// UserAssignmentTTL is how long a user stays pinned to a replica after
 	// their last call: every call refreshes it, so an active user never
 	// moves unless their replica fails. Zero means DefaultUserAssignmentTTL
@@ -221,6 +237,8 @@ type settings struct {
 	ejectBase, ejectMax time.Duration
 	connectRetryDelay   time.Duration
 	probeTimeout        time.Duration
+	trialWindow         time.Duration    // a half-open round without a verdict lets more trials through after it
+	clock               func() time.Time // time.Now; tests inject theirs
 	tracer              trace.Tracer
 }
 
@@ -235,6 +253,10 @@ func (c Config) withDefaults() settings {
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
 	s.connectRetryDelay = DefaultConnectRetryDelay
 	s.probeTimeout = DefaultProbeTimeout
+	s.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
+	s.HangTimeout = cmp.Or(c.HangTimeout, DefaultHangTimeout)
+	s.trialWindow = 2 * s.ejectBase
+	s.clock = time.Now
 	s.tracer = tracerOf(c.TracerProvider)
 	return s
 }

@@ -67,21 +67,49 @@ func (e *AllReplicasFailedError) Unwrap() []error {
 
 // ejectedError is the cause recorded for a replica skipped while ejected.
 type ejectedError struct {
-	until time.Time
-	last  error
+	until     time.Time
+	last      error
+	trial     bool // half-open: its trial calls are out, waiting for their verdict
+	permanent bool
 }
 
 func (e *ejectedError) Error() string {
 	s := "ejected"
-	if !e.until.IsZero() {
+	switch {
+	case e.trial:
+		s += " (half-open: trial calls in flight)"
+	case e.permanent:
+		s += fmt.Sprintf(" until %s (permanent failure, retried slowly)", e.until.UTC().Format(time.RFC3339))
+	case !e.until.IsZero():
 		s += fmt.Sprintf(" until %s", e.until.UTC().Format(time.RFC3339))
-	} else {
+	default:
 		s += " (being probed)"
 	}
 	if e.last != nil {
 		s += " after: " + e.last.Error()
 	}
 	return s
+}
+
+// suspectError is the cause recorded for a replica skipped as hung.
+type suspectError struct {
+	since time.Time
+	last  error
+}
+
+func (e *suspectError) Error() string {
+	s := fmt.Sprintf("suspect (hung) since %s", e.since.UTC().Format(time.RFC3339))
+	if e.last != nil {
+		s += ": " + e.last.Error()
+	}
+	return s
+}
+
+func (e *suspectError) Unwrap() []error {
+	if e.last == nil {
+		return []error{ErrEjected}
+	}
+	return []error{ErrEjected, e.last}
 }
 
 func (e *ejectedError) Unwrap() []error {

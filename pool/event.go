@@ -27,7 +27,7 @@ const (
 	EventQueueTimeout                          // a waiter gave up after QueueTimeout
 	EventHealthCheck                           // a health check of Replica ended (Err on failure)
 	EventEjected                               // Replica was ejected until Until after Err
-	EventRecovered                             // an ejected Replica passed its probe
+	EventRecovered                             // an ejected Replica served a call again
 	EventFailover                              // a call moved from Replica to another (Err = cause)
 	EventCallDone                              // a call ended (Duration; Err on failure)
 	EventQueueFull                             // a caller was refused: the replica's waiter list was full
@@ -36,6 +36,12 @@ const (
 	// MaxConnections is higher: the sessions beyond it only wait inside
 	// the Space. Logged once per replica and endpoint.
 	EventConcurrencyLimited
+	// EventProbePassed: an unreachable or suspect Replica answered a probe
+	// again; an ejected one is half-open (trial calls) from now.
+	EventProbePassed
+	// EventSuspect: Replica left a join or a ping unanswered for
+	// Config.HangTimeout (Err): new calls go elsewhere until it answers.
+	EventSuspect
 )
 
 var kindNames = map[EventKind]string{
@@ -45,6 +51,7 @@ var kindNames = map[EventKind]string{
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
 	EventQueueFull: "queue_full", EventConcurrencyLimited: "concurrency_limited",
+	EventProbePassed: "probe_passed", EventSuspect: "suspect",
 }
 
 func (k EventKind) String() string {

@@ -8,6 +8,7 @@ func SetDelays(p *Pool, connectRetry, ejectBase, ejectMax time.Duration) {
 	p.cfg.connectRetryDelay = connectRetry
 	p.cfg.ejectBase = ejectBase
 	p.cfg.ejectMax = ejectMax
+	p.cfg.trialWindow = 2 * ejectBase
 }
 
 // Names unexported from the API that the tests still check.

@@ -7,9 +7,10 @@ package pool
 //     is retried Config.ConnectRetries times with a growing delay; a metadata
 //     or Space error is not retried. The final failure ejects the replica.
 //   - Ejection: an ejected replica is skipped for a back-off that grows with
-//     each consecutive failure (DefaultEjectBase doubling up to
-//     DefaultEjectMax); then the first caller probes it (connect or Ping)
-//     before it takes traffic again.
+//     each consecutive ejection (DefaultEjectBase doubling up to
+//     DefaultEjectMax); then a few trial calls decide (half-open). Only a
+//     served call resets the count; see "Outlier detection" below and the
+//     background prober (probe.go).
 //   - Refusals: a replica that refuses Config.EjectAfterRefusals calls in a
 //     row (5xx or a transport failure on queue/join) is ejected; a single
 //     refusal only moves that call.
@@ -86,24 +87,84 @@ func (r *replica) connectApp() error {
 	return err
 }
 
+// Outlier detection, like Envoy's:
+//
+//   - fails counts the replica's ejections in a row. Each ejection lasts
+//     ejectBase doubled per earlier one, up to ejectMax (1 s, 2 s, 4 s, ...
+//     1 min). Only a call the replica served resets it (served): a probe (a
+//     connect, a ping) shows that the app answers, not that it runs calls,
+//     so a replica that answers its config but refuses every join stays
+//     ejected for ever longer instead of flapping.
+//   - When the back-off is over the replica is half-open: halfOpenTrials
+//     calls at a time pass as a trial (another round after trialWindow if
+//     none has a verdict yet). The first one served makes it ready; one
+//     refused ejects it again at once, for twice as long.
+//   - An ejection for a failed connect or transport (unreachable) ends
+//     when a probe connects again (the background prober, probe.go, every
+//     ProbeInterval, or the first caller after the back-off): the fault was
+//     the connection, and a connect shows it is gone. The replica is then
+//     ready on probation: its count stays, and one refused call ejects it
+//     again, for twice as long.
+//   - A permanent connect failure (no such Space, a token refused) is
+//     ejected for ejectMax at once: retried slowly, shown as permanent.
+
+// halfOpenTrials is how many trial calls a half-open replica lets through
+// at a time.
+const halfOpenTrials = 2
+
 // admit says whether the replica may take a call now. After an ejection's
-// back-off the first caller becomes the prober (probe == true); others keep
-// skipping it until the probe ends.
+// back-off, a caller that finds the app not connected (or unreachable)
+// probes it first (probe == true); the others wait for the trial's verdict.
 func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.closed:
 		return false, false, ErrClosed
-	case r.probing:
-		return false, false, &ejectedError{last: r.lastErr}
-	case r.ejectUntil.IsZero():
-		return true, false, nil
-	case now.Before(r.ejectUntil):
-		return false, false, &ejectedError{until: r.ejectUntil, last: r.lastErr}
+	case r.suspect:
+		return false, false, &suspectError{since: r.suspectAt, last: r.lastErr}
+	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
+		return false, false, r.ejectedLocked()
+	case !r.ejectUntil.IsZero():
+		r.ejectUntil, r.halfOpen, r.trials = time.Time{}, true, 0
 	}
-	r.probing = true
-	return true, true, nil
+	if !r.halfOpen {
+		return true, false, nil
+	}
+	if r.probing {
+		return false, false, &ejectedError{last: r.lastErr, trial: true}
+	}
+	if now.Sub(r.trialAt) >= r.p.cfg.trialWindow {
+		r.trials = 0 // the last round had no verdict in time: another one
+	}
+	if r.trials >= halfOpenTrials {
+		return false, false, &ejectedError{last: r.lastErr, trial: true}
+	}
+	r.trials++
+	r.trialAt = now
+	if r.unreachable || r.app == nil {
+		r.probing = true
+		return true, true, nil
+	}
+	return true, false, nil
+}
+
+func (r *replica) ejectedLocked() error {
+	return &ejectedError{until: r.ejectUntil, last: r.lastErr, permanent: r.permanent}
+}
+
+// trialDue reports whether the replica's back-off is over and a trial
+// call would be let through now (admit without side effects).
+func (r *replica) trialDue(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.suspect || r.probing {
+		return false
+	}
+	if !r.ejectUntil.IsZero() {
+		return !now.Before(r.ejectUntil)
+	}
+	return r.halfOpen && (r.trials < halfOpenTrials || now.Sub(r.trialAt) >= r.p.cfg.trialWindow)
 }
 
 // ejectedWithoutApp returns the ejection cause if the replica is ejected
@@ -111,8 +172,8 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 func (r *replica) ejectedWithoutApp() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.app == nil && (r.probing || (!r.ejectUntil.IsZero() && time.Now().Before(r.ejectUntil))) {
-		return &ejectedError{until: r.ejectUntil, last: r.lastErr}
+	if r.app == nil && (r.probing || (!r.ejectUntil.IsZero() && r.p.now().Before(r.ejectUntil))) {
+		return r.ejectedLocked()
 	}
 	return nil
 }
@@ -121,13 +182,28 @@ func (r *replica) ejectedWithoutApp() error {
 func (r *replica) usable(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.closed && !r.probing && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
+	return !r.closed && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
 }
 
-// probe checks an ejected replica once before it takes traffic again: a
-// connect if the app is not connected, else a Ping.
+// ready reports whether the replica can serve a call now to the best of
+// our knowledge: connected, not ejected, not hung, and, when it was
+// unreachable, connected again since (a back-off that merely ran out
+// proves nothing). It is what /readyz adds up.
+func (r *replica) ready() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// An ejection whose back-off ran out still counts until the prober or
+	// a call makes the replica half-open: the answer changes with the
+	// state, not with the clock.
+	return !r.closed && !r.suspect && r.app != nil && !r.unreachable && r.ejectUntil.IsZero()
+}
+
+// probe checks the replica's app: a connect if it is not connected, else
+// a Ping. Passing it ends an unreachable ejection (then half-open); it never
+// resets the ejection count. Failing it ejects the replica again.
 func (r *replica) probe(ctx context.Context) error {
 	r.mu.Lock()
+	r.probing = true
 	app := r.app
 	r.mu.Unlock()
 	var err error
@@ -158,7 +234,7 @@ func (r *replica) probe(ctx context.Context) error {
 			}
 		}
 	}
-	r.succeed()
+	r.probePassed()
 	return nil
 }
 
@@ -168,26 +244,94 @@ func (r *replica) endProbe() {
 	r.mu.Unlock()
 }
 
-// fail records a replica-level failure and ejects the replica for a growing
-// back-off (DefaultEjectBase doubling up to DefaultEjectMax).
-func (r *replica) fail(err error) {
-	now := time.Now()
+// probePassed records that the app answered: an unreachable ejection ends
+// (ready on probation), a suspect replica is released; the ejection count
+// stays.
+func (r *replica) probePassed() {
 	r.mu.Lock()
+	r.probing = false
+	recovered := r.unreachable && (!r.ejectUntil.IsZero() || r.halfOpen)
+	released := r.suspect
+	if recovered {
+		r.ejectUntil, r.halfOpen, r.trials, r.probation = time.Time{}, false, 0, true
+	}
+	r.unreachable, r.suspect, r.permanent = false, false, false
+	r.mu.Unlock()
+	if recovered {
+		r.p.emit(Event{Kind: EventRecovered, Replica: r.name})
+	} else if released {
+		r.p.emit(Event{Kind: EventProbePassed, Replica: r.name})
+	}
+}
+
+// endBackoff turns a refusal ejection whose back-off is over into
+// half-open (the prober does it, so that the state and Ready change
+// without waiting for a call).
+func (r *replica) endBackoff(now time.Time) {
+	r.mu.Lock()
+	if !r.closed && !r.unreachable && !r.ejectUntil.IsZero() && !now.Before(r.ejectUntil) {
+		r.ejectUntil, r.halfOpen, r.trials = time.Time{}, true, 0
+	}
+	r.mu.Unlock()
+}
+
+// fail records a replica-level failure and ejects the replica for a growing
+// back-off (ejectBase doubling up to ejectMax; ejectMax at once for a
+// permanent failure).
+func (r *replica) fail(err error) {
+	now := r.p.now()
+	r.mu.Lock()
+	if !r.ejectUntil.IsZero() && now.Before(r.ejectUntil) {
+		// Already ejected: calls that were in flight failing too, or the
+		// background prober finding it still down, are the same ejection.
+		r.lastErr, r.probing = err, false
+		r.permanent = permanentFailure(err)
+		r.mu.Unlock()
+		return
+	}
 	r.fails++
 	b := backoff.Backoff{Base: r.p.cfg.ejectBase, Max: r.p.cfg.ejectMax}
-	until := now.Add(b.Delay(r.fails - 1))
-	r.ejectUntil, r.lastErr, r.probing = until, err, false
+	d := b.Delay(r.fails - 1)
+	r.permanent = permanentFailure(err)
+	if r.permanent {
+		d = r.p.cfg.ejectMax
+	}
+	until := now.Add(d)
+	r.ejectUntil, r.failedAt, r.lastErr = until, now, err
+	r.probing, r.halfOpen, r.trials, r.probation = false, false, 0, false
+	r.unreachable = unreachableFailure(err)
 	r.mu.Unlock()
 	r.p.emit(Event{Kind: EventEjected, Replica: r.name, Err: err, Until: until})
 }
 
+// unreachableFailure: the replica could not be reached or is not running
+// (a connect or transport failure, a Space not running), as opposed to an
+// app that answers and refuses calls.
+func unreachableFailure(err error) bool {
+	var (
+		conn  *gradio.ConnectError
+		lost  *gradio.ConnectionLostError
+		space *gradio.SpaceError
+		meta  *gradio.MetadataError
+	)
+	return errors.As(err, &conn) || errors.As(err, &lost) || errors.As(err, &space) || errors.As(err, &meta)
+}
+
+// permanentFailure: retrying soon cannot help (no such Space or app, a
+// token refused); a person must act.
+func permanentFailure(err error) bool {
+	var meta *gradio.MetadataError
+	return errors.As(err, &meta) && (errors.Is(err, gradio.ErrNotFound) || errors.Is(err, gradio.ErrUnauthorized))
+}
+
 // refused records a call the replica refused; Config.EjectAfterRefusals in
-// a row eject it (never when that is negative).
+// a row eject it (never when that is negative). A half-open replica is
+// ejected again by one refused trial.
 func (r *replica) refused(err error) {
 	limit := r.p.cfg.EjectAfterRefusals
 	r.mu.Lock()
 	r.callFails++
-	eject := limit > 0 && r.callFails >= limit
+	eject := limit > 0 && (r.callFails >= limit || r.halfOpen || r.probation)
 	if eject {
 		r.callFails = 0
 	}
@@ -197,11 +341,21 @@ func (r *replica) refused(err error) {
 	}
 }
 
-// succeed clears the failure state after a passed probe or a served call.
-func (r *replica) succeed() {
+// served records a call the replica served: its join accepted at joined,
+// or a call started then completed. It clears the failure state, unless
+// the call began before the last ejection (a slow call finishing says
+// nothing about the refusals since). Any served call shows that a suspect
+// replica makes progress again.
+func (r *replica) served(joined time.Time) {
 	r.mu.Lock()
-	was := !r.ejectUntil.IsZero()
+	r.suspect = false
+	if joined.Before(r.failedAt) {
+		r.mu.Unlock()
+		return
+	}
+	was := !r.ejectUntil.IsZero() || r.halfOpen
 	r.fails, r.callFails, r.ejectUntil, r.probing = 0, 0, time.Time{}, false
+	r.halfOpen, r.trials, r.unreachable, r.permanent, r.probation = false, 0, false, false, false
 	r.mu.Unlock()
 	if was {
 		r.p.emit(Event{Kind: EventRecovered, Replica: r.name})

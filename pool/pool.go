@@ -25,10 +25,11 @@ type Pool struct {
 	users    UserHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
 
-	rrNew, rrAnon atomic.Uint64 // round-robin counters
+	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
 
-	initOnce    sync.Once
-	initialized atomic.Bool
+	initOnce     sync.Once
+	initialized  atomic.Bool
+	checkStarted atomic.Bool // CheckReplicas was called
 
 	ctx    context.Context // lives until Close: connects and background work
 	cancel context.CancelFunc
@@ -98,11 +99,17 @@ func New(cfg Config) (*Pool, error) {
 	if p.sticky != nil {
 		p.goBackground(p.sticky.sweepLoop)
 	}
+	if p.cfg.ProbeInterval > 0 {
+		p.goBackground(p.probeLoop)
+	}
 	if cfg.WarmUp {
 		p.Warm()
 	}
 	return p, nil
 }
+
+// now is the pool's clock (time.Now; a test's own in unit tests).
+func (p *Pool) now() time.Time { return p.cfg.clock() }
 
 // goBackground runs f on a goroutine that Close waits for; after Close it
 // does nothing and reports false.
@@ -161,15 +168,16 @@ func (p *Pool) init() {
 	})
 }
 
-// Ready reports whether at least one replica may take traffic now (not
-// ejected; a replica not connected yet counts as usable).
+// Ready reports whether at least one replica can serve calls now: its app
+// connected (by a call, Warm or CheckReplicas), not ejected, not suspect,
+// and, if it was unreachable, connected again since. Before any connect it
+// is false. It changes only when a replica's state does (see replica.ready).
 func (p *Pool) Ready() bool {
 	if p.closed.Load() {
 		return false
 	}
-	now := time.Now()
 	for _, r := range p.replicas {
-		if r.usable(now) {
+		if r.ready() {
 			return true
 		}
 	}
@@ -345,7 +353,7 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 // (or, with RebalanceFactor, a much quicker one); for a new user the next
 // in round robin; for anonymous users the one where the call is expected
 // to complete first (see Routing; endpoint "" weighs every endpoint). The
-// rest follow in configuration order after the first.
+// rest follow in round robin.
 func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 	n := len(p.replicas)
 	first := 0
@@ -358,8 +366,15 @@ func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 		first = p.anonymousFirst(endpoint)
 	}
 	out := make([]*replica, 0, n)
+	out = append(out, p.replicas[first])
+	// The others follow from a rotating start, so that the callers moved
+	// off a failed replica spread over the rest (round robin) instead of
+	// all landing on the one after it.
+	next := int(p.rrMove.Add(1)-1) % n
 	for i := range n {
-		out = append(out, p.replicas[(first+i)%n])
+		if j := (next + i) % n; j != first {
+			out = append(out, p.replicas[j])
+		}
 	}
 	return out
 }

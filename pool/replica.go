@@ -21,8 +21,10 @@ const (
 	StateNew        = "new"        // not connected yet (lazy)
 	StateConnecting = "connecting" // first connect in flight
 	StateReady      = "ready"      // app connected, taking traffic
-	StateEjected    = "ejected"    // failed recently: skipped until its back-off ends
-	StateProbing    = "probing"    // back-off over: one caller is checking it
+	StateEjected    = "ejected"    // failed recently: skipped until its back-off ends (or, unreachable, until a probe connects)
+	StateProbing    = "probing"    // back-off over: a probe is checking it
+	StateHalfOpen   = "half-open"  // back-off over: a few trial calls pass; the first served one makes it ready
+	StateSuspect    = "suspect"    // hung: it left a join or a ping unanswered for HangTimeout; new calls go elsewhere
 	StateClosed     = "closed"
 )
 
@@ -44,12 +46,26 @@ type replica struct {
 	gen        uint64 // bumped on every successful connect
 	baseURL    string
 	connecting bool
-	fails      int       // consecutive replica-level failures (ejections)
+	// Outlier detection (failover.go).
+	fails      int       // consecutive ejections; only a served call resets it
 	callFails  int       // consecutive refused calls since the last success
 	ejectUntil time.Time // zero: not ejected
-	probing    bool      // a caller is probing after the back-off
-	lastErr    error
-	closed     bool
+	failedAt   time.Time // when the last ejection began
+	// unreachable: the ejection is for a failed connect or transport, so a
+	// probe that connects again ends it early (the fault is gone); an
+	// ejection for refused calls ends only with its back-off, since a probe
+	// cannot show that calls are served.
+	unreachable bool
+	permanent   bool      // the last connect failure is permanent (no such Space, 401): retried slowly
+	halfOpen    bool      // back-off over, no call served since: trial calls only
+	probation   bool      // connected again after being unreachable, no call served since: one refusal ejects
+	trials      int       // trial calls let through in this half-open round
+	trialAt     time.Time // when the last one was
+	probing     bool      // a probe is in flight
+	suspect     bool      // hung (probe.go): no new calls until it answers again
+	suspectAt   time.Time
+	lastErr     error
+	closed      bool
 
 	calls, errs, failovers atomic.Uint64
 	appErrs                atomic.Uint64 // calls the app answered with an error (gr.Error): not the replica's failure
@@ -58,6 +74,9 @@ type replica struct {
 
 	cap    capacity    // the Space's queues as reported, and our calls there
 	waking atomic.Bool // a background wake of the sleeping Space is running (wake.go)
+	// checking: a background probe or hang check of this replica is
+	// running (probe.go), so the prober never stacks them.
+	checking atomic.Bool
 }
 
 // replicaName derives the stats name of src: the name part of a Space id,
@@ -249,13 +268,23 @@ func (r *replica) currentApp() (*gradio.Client, uint64) {
 func (r *replica) state() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.stateLocked(r.p.now())
+}
+
+func (r *replica) stateLocked(now time.Time) string {
 	switch {
 	case r.closed:
 		return StateClosed
+	case r.suspect:
+		return StateSuspect
+	case !r.ejectUntil.IsZero() && (now.Before(r.ejectUntil) || r.unreachable):
+		return StateEjected // also while the prober checks it: its state changes only with the verdict
 	case r.probing:
 		return StateProbing
 	case !r.ejectUntil.IsZero():
-		return StateEjected
+		return StateEjected // back-off over: the next call (or the prober) makes it half-open
+	case r.halfOpen:
+		return StateHalfOpen
 	case r.app != nil:
 		return StateReady
 	case r.connecting:

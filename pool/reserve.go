@@ -124,7 +124,7 @@ func (s *Slot) Done(outcome gradio.JoinOutcome, err error) {
 	switch outcome {
 	case gradio.JoinAccepted:
 		l.r.calls.Add(1)
-		l.r.succeed()
+		l.r.served(l.p.now())
 		return
 	case gradio.JoinNotAccepted:
 		if !errors.Is(err, gradio.ErrQueueFull) {

@@ -46,7 +46,7 @@ type ReplicaStats struct {
 	// Additions.
 	Source              string     `json:"source"`              // Space id or URL (credentials removed)
 	URL                 string     `json:"url,omitempty"`       // resolved base URL, once connected
-	State               string     `json:"state"`               // new, connecting, ready, ejected, probing, closed
+	State               string     `json:"state"`               // new, connecting, ready, ejected, probing, half-open, suspect, closed
 	Connecting          int        `json:"connecting"`          // sessions being created
 	ReservedSessions    int        `json:"reservedSessions"`    // sticky users' own sessions
 	Calls               uint64     `json:"calls"`               // calls submitted (attempts)
@@ -59,7 +59,17 @@ type ReplicaStats struct {
 	SessionsDestroyed   uint64     `json:"sessionsDestroyed"`   // sessions destroyed (idle, health, broken, ...)
 	ConsecutiveFailures int        `json:"consecutiveFailures"` // replica-level failures in a row
 	EjectedUntil        *time.Time `json:"ejectedUntil,omitempty"`
-	LastError           string     `json:"lastError,omitempty"`
+	// EjectedSecondsLeft is the time left of the ejection's back-off
+	// (0 once over; an unreachable replica stays ejected until a probe
+	// connects).
+	EjectedSecondsLeft float64 `json:"ejectedSecondsLeft,omitempty"`
+	// Unreachable: the ejection is for a failed connect or transport; the
+	// background prober connects it again.
+	Unreachable bool `json:"unreachable,omitempty"`
+	// PermanentFailure: the last connect failure cannot pass by itself (no
+	// such Space, a token refused); it is retried every ejectMax (1 min).
+	PermanentFailure bool   `json:"permanentFailure,omitempty"`
+	LastError        string `json:"lastError,omitempty"`
 
 	// SpaceQueue is the Space's own queue as it reported it (estimation
 	// messages of our calls), summed over endpoints, less what it has
@@ -89,7 +99,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		Ready:       p.Ready(),
 	}
 	reserved := p.sticky.count()
-	now := time.Now()
+	now := p.now()
 	fallback := p.processTimes()
 	var lastHealth time.Time
 	for _, r := range p.replicas {
@@ -121,7 +131,9 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		if !r.ejectUntil.IsZero() {
 			t := r.ejectUntil.UTC()
 			rs.EjectedUntil = &t
+			rs.EjectedSecondsLeft = max(0, r.ejectUntil.Sub(now).Seconds())
 		}
+		rs.Unreachable, rs.PermanentFailure = r.unreachable && !r.ejectUntil.IsZero(), r.permanent
 		if r.lastErr != nil {
 			rs.LastError = r.lastErr.Error()
 		}

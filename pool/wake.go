@@ -13,6 +13,17 @@ import (
 // (Config.WakeSleeping): a Hugging Face Space takes minutes to wake.
 const DefaultWakeTimeout = 5 * time.Minute
 
+// asleep: err says the replica's Space sleeps or was stopped (it costs
+// nothing so; only WakeSleeping wakes it, never the prober).
+func asleep(err error) bool {
+	var se *gradio.SpaceError
+	if !errors.As(err, &se) {
+		return false
+	}
+	st := strings.ToUpper(se.Stage)
+	return st == "SLEEPING" || st == "STOPPED"
+}
+
 // wakeIfSleeping starts, when Config.WakeSleeping is on and err says the
 // replica's Space is asleep, one background connect that wakes the Space
 // and waits for it (gradio.WithWakeTimeout). Calls meanwhile fail over at
@@ -20,11 +31,7 @@ const DefaultWakeTimeout = 5 * time.Minute
 // ejection lifted, so that the users pinned to it find it awake.
 func (r *replica) wakeIfSleeping(err error) {
 	p := r.p
-	var se *gradio.SpaceError
-	if !p.cfg.WakeSleeping || !errors.As(err, &se) {
-		return
-	}
-	if st := strings.ToUpper(se.Stage); st != "SLEEPING" && st != "STOPPED" {
+	if !p.cfg.WakeSleeping || !asleep(err) {
 		return
 	}
 	if !r.waking.CompareAndSwap(false, true) {
@@ -51,6 +58,6 @@ func (r *replica) wakeIfSleeping(err error) {
 		r.gen++
 		r.mu.Unlock()
 		p.emit(Event{Kind: EventConnected, Replica: r.name, Duration: time.Since(start)})
-		r.succeed()
+		r.probePassed()
 	})
 }

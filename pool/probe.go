@@ -1,0 +1,171 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The background prober: every ProbeInterval, whatever the traffic,
+//
+//   - an unreachable replica (its ejection is for a failed connect or
+//     transport) is connected again (probe): when it serves again its
+//     ejection ends (half-open), so it takes new calls within one interval
+//     instead of waiting for a caller to find it;
+//   - a replica whose app is not connected (the start-up check, an app
+//     that changed) is connected;
+//   - a replica with calls in flight, or suspect, is pinged with
+//     HangTimeout: no answer marks it suspect (new calls go elsewhere, the
+//     calls it holds keep waiting), an answer clears that.
+//
+// A permanent failure (no such Space, a token refused) is probed only when
+// its ejection ends; a Space asleep never (a request to it would wake it,
+// which only a call or Config.WakeSleeping may do). Probes never count as calls and never reset
+// the ejection count (failover.go).
+
+// probeLoop runs the prober until the pool closes.
+func (p *Pool) probeLoop() {
+	t := time.NewTicker(p.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.probeRound(p.now())
+	}
+}
+
+// probeRound starts the probes due now; each replica has at most one
+// running (a hung one must not stall the others).
+func (p *Pool) probeRound(now time.Time) {
+	for _, r := range p.replicas {
+		kind := r.probeDue(now)
+		if kind == probeEndBackoff {
+			r.endBackoff(now)
+			continue
+		}
+		if kind == probeNone || !r.checking.CompareAndSwap(false, true) {
+			continue
+		}
+		if !p.goBackground(func() {
+			defer r.checking.Store(false)
+			switch kind {
+			case probeConnect:
+				_ = r.probe(p.ctx)
+			case probeHang:
+				r.hangCheck(p.ctx)
+			}
+		}) {
+			r.checking.Store(false)
+		}
+	}
+}
+
+type probeKind int
+
+const (
+	probeNone       probeKind = iota
+	probeConnect              // connect (or ping) to end an unreachable ejection
+	probeHang                 // ping with HangTimeout
+	probeEndBackoff           // refusal ejection over: half-open
+)
+
+// probeDue says which probe the replica needs now.
+func (r *replica) probeDue(now time.Time) probeKind {
+	inUse := r.sp.Stat().InUse
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed || r.probing || r.connecting:
+		return probeNone
+	case !r.ejectUntil.IsZero():
+		if asleep(r.lastErr) {
+			return probeNone // a request to a sleeping Space wakes it: only a call or WakeSleeping may
+		}
+		if r.unreachable && (!r.permanent || !now.Before(r.ejectUntil)) {
+			return probeConnect
+		}
+		if !r.unreachable && !now.Before(r.ejectUntil) {
+			return probeEndBackoff
+		}
+		return probeNone
+	case r.app == nil:
+		if r.p.initialized.Load() || r.p.checkStarted.Load() {
+			return probeConnect
+		}
+		return probeNone
+	case r.p.cfg.HangTimeout > 0 && (r.suspect || inUse > 0):
+		return probeHang
+	}
+	return probeNone
+}
+
+// hangCheck pings the replica's app with HangTimeout: no answer in time
+// marks it suspect; an answer clears that; a refused connection ejects it
+// (unreachable).
+func (r *replica) hangCheck(ctx context.Context) {
+	app, _ := r.currentApp()
+	if app == nil {
+		return
+	}
+	d := r.p.cfg.HangTimeout
+	pctx, cancel := context.WithTimeout(ctx, d)
+	err := app.Ping(pctx)
+	timedOut := pctx.Err() != nil
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+	case timedOut:
+		r.markSuspect(fmt.Errorf("no answer to a ping within %s: %w", d, errors.Join(err, context.DeadlineExceeded)))
+	case err == nil:
+		r.probePassed()
+	default:
+		// The app changed (restarted) or cannot be reached: the connect
+		// probe handles both.
+		_ = r.probe(ctx)
+	}
+}
+
+// markSuspect records a replica that left a join or a ping unanswered for
+// HangTimeout.
+func (r *replica) markSuspect(err error) {
+	r.mu.Lock()
+	if r.closed || r.suspect {
+		r.mu.Unlock()
+		return
+	}
+	r.suspect, r.suspectAt, r.lastErr = true, r.p.now(), err
+	r.mu.Unlock()
+	r.p.emit(Event{Kind: EventSuspect, Replica: r.name, Err: err})
+}
+
+// watchJoin marks the replica suspect if the join it guards is not
+// answered within HangTimeout; call the returned stop when it is.
+func (r *replica) watchJoin() (stop func()) {
+	d := r.p.cfg.HangTimeout
+	if d <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(d, func() {
+		r.markSuspect(fmt.Errorf("queue/join unanswered for %s", d))
+	})
+	return func() { t.Stop() }
+}
+
+// CheckReplicas connects every replica's app in the background, without
+// initialising the pool or opening sessions (not a call): so that Ready
+// can be true before the first call, and a replica that cannot connect is
+// reported at start with its cause (EventConnectFailed, then EventEjected;
+// a permanent failure is retried slowly). Replicas not connected are
+// retried by the background prober.
+func (p *Pool) CheckReplicas() {
+	if p.closed.Load() || !p.checkStarted.CompareAndSwap(false, true) {
+		return
+	}
+	for _, r := range p.replicas {
+		p.goBackground(func() { _, _, _ = r.getApp(p.ctx) })
+	}
+}
