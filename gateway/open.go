@@ -49,6 +49,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 		}
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	// Connect every replica now (not a call, no sessions): /readyz says
+	// ready once one has connected, and a replica that cannot is logged at
+	// start with its cause. The pool's prober retries those that failed.
+	p.CheckReplicas()
 	backend := PoolBackend(p, cfg.Pool.MaxConnections)
 	metrics.Register(backend)
 	g := newGateway(cfg, backend, logger, metrics, built{pool: p, closers: closers, member: member})
