@@ -47,6 +47,10 @@ type Config struct {
 	// the client options (token, Hub URL), the hash key, the logger and the
 	// metrics hook when it opens the pool (see [Config.PoolConfig]).
 	Pool pool.Config
+	// UpstreamKeepAlive closes idle connections to a replica after this
+	// long; keep it below the server's own keep-alive (uvicorn: 5 s).
+	// Zero means gradio.DefaultKeepAlive (4 s); negative: no reuse.
+	UpstreamKeepAlive time.Duration
 	// MaxBodyBytes bounds a request body; larger bodies get 413.
 	// Zero means DefaultMaxBodyBytes (10 MiB).
 	MaxBodyBytes int64

@@ -129,6 +129,9 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 	if c.HubURL != "" {
 		opts = append(opts, gradio.WithHubURL(strings.TrimRight(c.HubURL, "/")))
 	}
+	if c.UpstreamKeepAlive != 0 {
+		opts = append(opts, gradio.WithKeepAlive(c.UpstreamKeepAlive))
+	}
 	pc.ClientOptions = opts
 	if logger != nil {
 		pc.Logger = logger

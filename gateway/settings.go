@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/logattr"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -105,6 +106,12 @@ var settings = []setting{
 		def: time.Duration(0), field: func(c *Config) any { return &c.Pool.IdleDisconnect }},
 	{key: "pool.wake_sleeping", env: "GRADIOPOOL_POOL_WAKE_SLEEPING", flag: "wake-sleeping", help: "wake a Space found sleeping in the background (calls fail over meanwhile)",
 		def: false, field: func(c *Config) any { return &c.Pool.WakeSleeping }},
+	{key: "pool.probe_interval", env: "GRADIOPOOL_POOL_PROBE_INTERVAL", flag: "probe-interval", help: "probe unreachable replicas (and ping those with calls in flight) this often, whatever the traffic; negative off",
+		def: pool.DefaultProbeInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.ProbeInterval }},
+	{key: "pool.hang_timeout", env: "GRADIOPOOL_POOL_HANG_TIMEOUT", flag: "hang-timeout", help: "a replica leaving a join or a ping unanswered this long is suspect: new calls go elsewhere; negative off",
+		def: pool.DefaultHangTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.HangTimeout }},
+	{key: "upstream_keep_alive", env: "GRADIOPOOL_UPSTREAM_KEEP_ALIVE", flag: "upstream-keep-alive", help: "close idle connections to a replica after this; below its server's keep-alive (uvicorn 5s); negative no reuse",
+		def: gradio.DefaultKeepAlive, owner: "gradio", field: func(c *Config) any { return &c.UpstreamKeepAlive }},
 
 	{key: "max_body_bytes", env: "GRADIOPOOL_MAX_BODY_BYTES", flag: "max-body-bytes", help: "max request body in bytes", unit: "bytes",
 		def: DefaultMaxBodyBytes, field: func(c *Config) any { return &c.MaxBodyBytes }},

@@ -226,6 +226,8 @@ func (c Config) WithDefaults() Config {
 	c.EjectAfterRefusals = cmp.Or(c.EjectAfterRefusals, DefaultEjectAfterRefusals)
 	c.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
 	c.Routing = cmp.Or(c.Routing, RouteExpectedTime)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
+	c.HangTimeout = cmp.Or(c.HangTimeout, DefaultHangTimeout)
 	return c
 }
 
@@ -253,8 +255,6 @@ func (c Config) withDefaults() settings {
 	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
 	s.connectRetryDelay = DefaultConnectRetryDelay
 	s.probeTimeout = DefaultProbeTimeout
-	s.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
-	s.HangTimeout = cmp.Or(c.HangTimeout, DefaultHangTimeout)
 	s.trialWindow = 2 * s.ejectBase
 	s.clock = time.Now
 	s.tracer = tracerOf(c.TracerProvider)
