@@ -84,4 +84,9 @@ type ReplicaGauges struct {
 	// take there (see pool.ReplicaStats).
 	SpaceQueue int
 	SpaceETA   float64
+	// EjectedSecondsLeft is the back-off left of an ejection;
+	// PermanentFailure a connect failure that cannot pass by itself (no
+	// such Space, a token refused), retried slowly.
+	EjectedSecondsLeft float64
+	PermanentFailure   bool
 }

@@ -46,7 +46,7 @@ type HistoryPoint struct {
 type ReplicaPoint struct {
 	Name string `json:"name"`
 	// State is the pool's replica state (new, connecting, ready, ejected,
-	// probing, closed), or "sleeping" when the replica is not ready and
+	// probing, half-open, suspect, closed), or "sleeping" when the replica is not ready and
 	// its last error is a Space asleep (stage SLEEPING or STOPPED).
 	State      string `json:"state"`
 	Idle       int    `json:"idle"`
@@ -56,6 +56,11 @@ type ReplicaPoint struct {
 	Waiting    int    `json:"waiting"` // callers waiting for a session
 	Healthy    int    `json:"healthy"`
 	Unhealthy  int    `json:"unhealthy"`
+	// EjectedSecondsLeft is the back-off left of an ejection;
+	// PermanentFailure a connect failure retried slowly (no such Space, a
+	// token refused).
+	EjectedSecondsLeft float64 `json:"ejected_seconds_left,omitempty"`
+	PermanentFailure   bool    `json:"permanent_failure,omitempty"`
 
 	// Over the interval: calls submitted (attempts), failed calls,
 	// failovers away from the replica, queue time-outs.
@@ -277,6 +282,7 @@ func (h *History) replicaPoint(name string, rs pool.ReplicaStats, secs float64) 
 		Connecting: rs.Connecting, Max: h.max, Waiting: rs.QueueLength,
 		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections, LastError: rs.LastError,
 		CallsTotal: rs.Calls, ErrorsTotal: rs.Errors,
+		EjectedSecondsLeft: rs.EjectedSecondsLeft, PermanentFailure: rs.PermanentFailure,
 	}
 	if len(rs.Endpoints) > 0 { // the pool has seen the Space's own queue
 		rp.SpaceQueue = &SpaceQueue{Size: rs.SpaceQueue, ETASeconds: rs.SpaceETA}

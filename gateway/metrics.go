@@ -262,20 +262,25 @@ var (
 	descSpaceETA = prometheus.NewDesc(MetricsNamespace+"_space_eta_seconds",
 		"Expected completion time of a new call on the replica: the Space's queue and ours, over its effective concurrency, plus one run.", []string{"replica"}, nil)
 	descReady = prometheus.NewDesc(MetricsNamespace+"_ready",
-		"1 when at least one replica is usable.", nil, nil)
+		"1 when at least one replica is connected and not ejected or suspect (what /readyz says, draining aside).", nil, nil)
 	descState = prometheus.NewDesc(MetricsNamespace+"_replica_state",
-		"1 for the state each replica is in (new, connecting, ready, suspect, ejected, probing, sleeping, closed), 0 for the others.", []string{"replica", "state"}, nil)
+		"1 for the state each replica is in (new, connecting, ready, half-open, suspect, ejected, probing, sleeping, closed), 0 for the others.", []string{"replica", "state"}, nil)
 	descUp = prometheus.NewDesc(MetricsNamespace+"_replica_up",
 		"1 when the replica is ready (taking traffic), else 0.", []string{"replica"}, nil)
+	descEjectedLeft = prometheus.NewDesc(MetricsNamespace+"_replica_ejected_seconds_left",
+		"Back-off left of the replica's ejection, seconds (0 when not ejected).", []string{"replica"}, nil)
+	descPermanent = prometheus.NewDesc(MetricsNamespace+"_replica_permanent_failure",
+		"1 when the replica's last connect failure is permanent (no such Space, a token refused): retried slowly, a person must act.", []string{"replica"}, nil)
 )
 
 // replicaStates are the values of the state label: each replica exports
 // all of them (0 or 1), so that an alert on a state sees a 0 before the 1.
 // A state the pool adds later is exported too when a replica is in it.
-var replicaStates = []string{"new", "connecting", "ready", "suspect", "ejected", "probing", "sleeping", "closed"}
+var replicaStates = []string{"new", "connecting", "ready", "half-open", "suspect", "ejected", "probing", "sleeping", "closed"}
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descSpaceQueue, descSpaceETA, descReady, descState, descUp} {
+	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descSpaceQueue, descSpaceETA, descReady,
+		descState, descUp, descEjectedLeft, descPermanent} {
 		ch <- d
 	}
 }
@@ -313,6 +318,12 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			g(descUp, b2f(r.State == "ready"), r.Name)
 		}
+		g(descEjectedLeft, r.EjectedSecondsLeft, r.Name)
+		permanent := 0.0
+		if r.PermanentFailure {
+			permanent = 1
+		}
+		g(descPermanent, permanent, r.Name)
 	}
 	g(descReady, b2f(c.b.Ready()))
 }

@@ -69,6 +69,7 @@ func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
 			Name: n, State: displayState(r), Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
 			Max: b.max, Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
 			QueueTimeouts: r.QueueTimeouts, SpaceQueue: r.SpaceQueue, SpaceETA: r.SpaceETA,
+			EjectedSecondsLeft: r.EjectedSecondsLeft, PermanentFailure: r.PermanentFailure,
 		})
 	}
 	return out

@@ -203,7 +203,12 @@ func (r *replica) ready() bool {
 // resets the ejection count. Failing it ejects the replica again.
 func (r *replica) probe(ctx context.Context) error {
 	r.mu.Lock()
-	r.probing = true
+	if !r.ejectUntil.IsZero() || r.halfOpen {
+		// Shown as probing, and no trial passes meanwhile. A replica in
+		// service (a hang check's ping failed) is not marked: callers
+		// waiting for its app must not be turned away.
+		r.probing = true
+	}
 	app := r.app
 	r.mu.Unlock()
 	var err error

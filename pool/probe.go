@@ -57,6 +57,11 @@ func (p *Pool) probeRound(now time.Time) {
 				_ = r.probe(p.ctx)
 			case probeHang:
 				r.hangCheck(p.ctx)
+			case probeApp:
+				// The connect callers share (singleflight); a failure ejects
+				// the replica as for them. No probing mark: callers waiting
+				// for the app must not be turned away meanwhile.
+				_, _, _ = r.getApp(p.ctx)
 			}
 		}) {
 			r.checking.Store(false)
@@ -71,6 +76,7 @@ const (
 	probeConnect              // connect (or ping) to end an unreachable ejection
 	probeHang                 // ping with HangTimeout
 	probeEndBackoff           // refusal ejection over: half-open
+	probeApp                  // not ejected, app not connected: connect it (shared with callers)
 )
 
 // probeDue says which probe the replica needs now.
@@ -94,7 +100,7 @@ func (r *replica) probeDue(now time.Time) probeKind {
 		return probeNone
 	case r.app == nil:
 		if r.p.initialized.Load() || r.p.checkStarted.Load() {
-			return probeConnect
+			return probeApp
 		}
 		return probeNone
 	case r.p.cfg.HangTimeout > 0 && (r.suspect || inUse > 0):

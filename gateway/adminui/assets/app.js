@@ -48,7 +48,10 @@ function renderReplica(r, names) {
   card.style.setProperty("--accent", colorOf(r.name, names));
   card.dataset.state = r.state;
   setField(card, "name", r.name);
-  setField(card, "state", r.state);
+  let stateText = r.state;
+  if (r.permanent_failure) stateText += " · permanent failure (retried every minute)";
+  else if (r.ejected_seconds_left > 0) stateText += " · " + num(r.ejected_seconds_left, 0) + " s left";
+  setField(card, "state", stateText);
   setField(card, "in_use", String(r.in_use));
   setField(card, "idle", String(r.idle));
   setField(card, "connecting", String(r.connecting));
