@@ -22,6 +22,19 @@ const defaultKeepAliveTimeout = 2 * time.Minute
 // the end of a drain to be sent.
 const drainFlushTimeout = 5 * time.Second
 
+// frontDoorPoll is how often a drain looks at the front door's calls in
+// flight (they are counted in their sessions, not in a WaitGroup).
+const frontDoorPoll = 20 * time.Millisecond
+
+// callsInFlight counts /v1 and REST calls and the front door's.
+func (g *Gateway) callsInFlight() int64 {
+	n := g.inFlight.Load()
+	if g.front != nil {
+		n += int64(g.front.CallsInFlight())
+	}
+	return n
+}
+
 // Serve answers HTTP on ln until ctx ends, then drains: readyz turns 503 and
 // new calls get 503 "draining" (the listener stays open while calls are in
 // flight, so that probes and callers get those answers), calls in flight
@@ -62,18 +75,32 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.front != nil {
 		g.front.Drain() // heartbeat streams end, so that Shutdown need not wait for them
 	}
-	g.log.Info("draining", slog.Int64("in_flight", g.inFlight.Load()), logattr.Ms("drain_timeout", g.cfg.DrainTimeout))
+	g.log.Info("draining", slog.Int64("in_flight", g.callsInFlight()), logattr.Ms("drain_timeout", g.cfg.DrainTimeout))
 	dctx, cancel := context.WithTimeout(context.Background(), g.cfg.DrainTimeout)
 	defer cancel()
 	jobsDone := make(chan struct{})
 	go func() { g.jobs.Wait(); close(jobsDone) }()
+	// Front-door calls are waited for like /v1 calls: they run on the
+	// callers' own queue/data streams, which hold no job.
+	allDone := make(chan struct{})
+	go func() {
+		<-jobsDone
+		for g.front != nil && g.front.CallsInFlight() > 0 {
+			select {
+			case <-dctx.Done():
+				return
+			case <-time.After(frontDoorPoll):
+			}
+		}
+		close(allDone)
+	}()
 
 	// While calls are in flight the listener stays open, so that probes
 	// see /readyz answer 503 and new calls get a JSON 503 "draining"
 	// instead of a refused connection; answers close their connection.
 	srv.SetKeepAlivesEnabled(false)
 	select {
-	case <-jobsDone:
+	case <-allDone:
 	case <-dctx.Done():
 	}
 	var shutErr error
@@ -83,8 +110,22 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		shutErr = srv.Shutdown(dctx)
 	}
 	if dctx.Err() != nil {
-		left := g.inFlight.Load()
+		left := g.callsInFlight()
 		g.log.Warn("drain timeout: cancelling calls still in flight", slog.Int64("in_flight", left))
+		if g.front != nil {
+			// Before the requests' contexts end: each front-door stream
+			// first tells its caller that the call was stopped
+			// (process_completed, success false), then closes.
+			g.front.StopCalls()
+			fctx, fcancel := context.WithTimeout(context.Background(), drainFlushTimeout)
+			for g.front.CallsInFlight() > 0 && fctx.Err() == nil {
+				select {
+				case <-fctx.Done():
+				case <-time.After(frontDoorPoll):
+				}
+			}
+			fcancel()
+		}
 		cancelBase(errDrainTimeout)
 		g.cancelJobs(errDrainTimeout)
 		// Cancelled calls end promptly (cancel at the app, session back).

@@ -51,6 +51,11 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.stream()()
 	b := s.binding()
+	// The replica's stream also ends at StopCalls (a drain's time-out);
+	// the caller's stream then gets its calls' errors (failPending).
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(f.stopCalls, cancel)()
 	app, err := f.appFor(ctx, b.Replica)
 	if err != nil {
 		f.failPending(w, startSSE(w), s, b, err)
@@ -59,7 +64,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	var rc *sse.Writer // nil until the caller's stream started
 	quiet := 0
 	for {
-		resp, err := f.openData(ctx, r, app, b)
+		resp, err := f.openData(rctx, r, app, b)
 		if err != nil {
 			if ctx.Err() != nil {
 				s.releaseAll(CodeClientClosed)
@@ -177,9 +182,13 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Req
 // closes the stream. The calls are never run again.
 func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *session, b Binding, cause error) {
 	ids := s.inFlight()
+	stopped := f.stopCalls.Err() != nil
 	for _, id := range ids {
 		msg := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"
-		if f.cfg.ShowReplicaErrors {
+		switch {
+		case stopped:
+			msg = stoppedDetail
+		case f.cfg.ShowReplicaErrors:
 			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", b.Replica, cause)
 		}
 		rec, _ := json.Marshal(map[string]any{
@@ -191,7 +200,10 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *sessio
 		s.complete(id, CodeReplicaLost)
 		f.stats.lost.Add(1)
 	}
-	if len(ids) > 0 {
+	if len(ids) > 0 && stopped {
+		f.log.Warn("front door: calls stopped by the drain time-out", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)))
+	} else if len(ids) > 0 {
 		f.log.Warn("front door: replica lost calls in flight", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)), slog.Any("error", cause))
 	}

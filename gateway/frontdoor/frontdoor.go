@@ -163,6 +163,10 @@ type FrontDoor struct {
 	startOnce sync.Once
 	drain     chan struct{} // closed by Drain
 	drainOnce sync.Once
+	// stopCalls ends at StopCalls (a drain's time-out): the streams of
+	// calls in flight end with an error message of their own.
+	stopCalls     context.Context
+	stopCallsDone context.CancelFunc
 }
 
 type counters struct {
@@ -211,6 +215,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.drain = make(chan struct{})
+	f.stopCalls, f.stopCallsDone = context.WithCancel(context.Background())
 	return f, nil
 }
 
@@ -227,8 +232,40 @@ func (f *FrontDoor) start() {
 }
 
 // Drain ends the heartbeat streams (a gateway that drains must not wait
-// for them: clients keep them open for ever). Calls in flight go on.
+// for them: clients keep them open for ever) and answers new joins 503
+// in Gradio's shape (drainingDetail). Calls in flight go on: the gateway
+// waits for them (CallsInFlight), then StopCalls ends those left.
 func (f *FrontDoor) Drain() { f.drainOnce.Do(func() { close(f.drain) }) }
+
+// drainingDetail is what a join gets while the gateway drains.
+const drainingDetail = "gradiopool: the gateway is restarting (draining); retry in a moment"
+
+// stoppedDetail is the error of a call in flight that StopCalls ended.
+const stoppedDetail = "gradiopool: the gateway is restarting and stopped this call before it finished (drain_timeout); it is not run again, retry it"
+
+// StopCalls ends every call in flight: its caller's stream gets
+// process_completed with success false and stoppedDetail, then
+// close_stream, and the replica's stream is closed (Gradio cancels the
+// session's calls). For a gateway's drain time-out; it returns at once.
+func (f *FrontDoor) StopCalls() { f.stopCallsDone() }
+
+// CallsInFlight is how many calls hold a slot now (joined, not completed):
+// what a draining gateway waits for.
+func (f *FrontDoor) CallsInFlight() int {
+	f.mu.Lock()
+	list := make([]*session, 0, len(f.sessions))
+	for _, s := range f.sessions {
+		list = append(list, s)
+	}
+	f.mu.Unlock()
+	n := 0
+	for _, s := range list {
+		s.mu.Lock()
+		n += len(s.pending)
+		s.mu.Unlock()
+	}
+	return n
+}
 
 // Close stops the sweeper, ends every session (releasing the slots of
 // their calls in flight) and removes the uploads it kept.

@@ -42,6 +42,13 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusBadRequest, "Session hash not found.")
 		return
 	}
+	select {
+	case <-f.drain:
+		w.Header().Set("Retry-After", "1")
+		detail(w, http.StatusServiceUnavailable, drainingDetail)
+		return
+	default:
+	}
 	if !validHash(front) {
 		detail(w, http.StatusBadRequest, "session_hash must be 1-128 letters, digits, '-', '_' or '.'")
 		return
