@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -212,4 +213,120 @@ func TestDrainTimeoutEndsFrontDoorCalls(t *testing.T) {
 	if n := sim.Executions("hold"); n != 1 {
 		t.Errorf("hold ran %d times", n)
 	}
+}
+
+// jsDrainCall runs testdata/jsclient/drain_call.mjs (the official JS
+// client) against url: connected is closed once it connected, result
+// receives its call's outcome.
+func jsDrainCall(t *testing.T, url, endpoint string) (connected <-chan struct{}, result <-chan map[string]any) {
+	t.Helper()
+	node, dir := nodeOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard
+	cmd := exec.CommandContext(ctx, node, "drain_call.mjs", url, endpoint)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr logbuf.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn := make(chan struct{})
+	res := make(chan map[string]any, 1)
+	go func() {
+		defer cancel()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				continue
+			}
+			if m["connected"] == true {
+				close(conn)
+				continue
+			}
+			res <- m
+		}
+		_ = cmd.Wait()
+		close(res)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if t.Failed() {
+			t.Logf("drain_call.mjs stderr:\n%s", stderr.String())
+		}
+	})
+	return conn, res
+}
+
+// TestDrainJSClient: the official JS client through a draining gateway. A
+// call running when the drain starts completes; a call still running at
+// drain_timeout settles with the gateway's "restarting" error (it never
+// hangs); a call started during the drain is refused with the draining
+// message.
+func TestDrainJSClient(t *testing.T) {
+	nodeOrSkip(t)
+	wait := func(what string, ch <-chan map[string]any) map[string]any {
+		t.Helper()
+		select {
+		case m := <-ch:
+			return m
+		case <-time.After(90 * time.Second):
+			t.Fatalf("%s: the JS call did not settle", what)
+		}
+		return nil
+	}
+	t.Run("finishes", func(t *testing.T) {
+		release := make(chan struct{})
+		url, sim, _, drain, served := drainGateway(t, holdApp(release), time.Minute)
+		conn, res := jsDrainCall(t, url, "/hold")
+		<-conn
+		// The client's stream is open (the front door opened the replica's):
+		// a stream opened just as the drain starts may meet a kept-alive
+		// connection the drain closes (see the README).
+		waitFor(t, "the call to run and its stream to open", func() bool {
+			return sim.Snapshot().Running == 1 && sim.Requests("queue/data") > 0
+		})
+		drain()
+		waitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
+		lconn, late := jsDrainCall(t, url, "/hold")
+		<-lconn
+		// The JS client shows its own text for any 503 to a join ("This
+		// application is currently busy. Please try again."); the detail it
+		// got is checked in TestDrainWaitsForFrontDoorCalls.
+		if m := wait("a call during the drain", late); m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), "try again") {
+			t.Errorf("a JS call during the drain: %v, want refused (503: try again)", m)
+		}
+		close(release)
+		if m := wait("the running call", res); m["ok"] != true {
+			t.Errorf("the JS call running at the drain: %v, want its result", m)
+		}
+		<-served
+	})
+	t.Run("drain_timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		url, sim, logs, drain, served := drainGateway(t, holdApp(release), 300*time.Millisecond)
+		defer func() {
+			if t.Failed() {
+				t.Logf("gateway log:\n%s", logs.String())
+			}
+		}()
+		conn, res := jsDrainCall(t, url, "/hold")
+		<-conn
+		// The client's stream is open (the front door opened the replica's):
+		// a stream opened just as the drain starts may meet a kept-alive
+		// connection the drain closes (see the README).
+		waitFor(t, "the call to run and its stream to open", func() bool {
+			return sim.Snapshot().Running == 1 && sim.Requests("queue/data") > 0
+		})
+		drain()
+		if m := wait("the call cut by drain_timeout", res); m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), "restarting") {
+			t.Errorf("the JS call at drain_timeout: %v, want the restarting error", m)
+		}
+		<-served
+	})
 }
