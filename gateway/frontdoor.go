@@ -60,6 +60,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process
 		HashUser:           g.backend.UserTag,
 		Logger:             g.log,
+		Annotate:           addLog,
 		OnCall: func(c frontdoor.CallEnd) {
 			g.metrics.ObserveCall(CallRecord{Route: RouteFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
 				Wait: c.Wait, Total: c.Duration, Code: c.Code})

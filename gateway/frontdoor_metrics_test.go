@@ -1,10 +1,16 @@
 package gateway_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
 // TestFrontDoorCallsInMetrics: front-door calls are counted like the other
@@ -55,5 +61,54 @@ gradiopool_call_errors_total{code="replica_lost",endpoint="count",replica="R",ro
 	}
 	if n := testutil.CollectAndCount(reg, "gradiopool_call_duration_seconds"); n == 0 {
 		t.Error("no call_duration_seconds series for the front door")
+	}
+}
+
+// TestFrontDoorAccessLines: the front door's access lines carry the
+// user's tag (never the e-mail), the replica, the route, the status and,
+// for a failed join, the error code.
+func TestFrontDoorAccessLines(t *testing.T) {
+	srv, _, sims, _, logs := frontGatewayApps(t, []*gradiotest.App{gradiotest.DefaultApp()}, nil)
+	upper := fnIndexOf(t, srv.URL, "upper")
+	body := fmt.Sprintf(`{"data":["hi"],"fn_index":%d,"session_hash":"acc1","event_data":null,"trigger_id":null}`, upper)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/gradio_api/queue/join", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(gateway.UserHeader, "alice@example.com")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("join: %d", resp.StatusCode)
+	}
+	if _, err := fdStream(srv.URL, "acc1"); err != nil {
+		t.Fatal(err)
+	}
+	replica := replicaName(sims[0])
+	var join, data map[string]any
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "http request" {
+			continue
+		}
+		switch m["path"] {
+		case "/gradio_api/queue/join":
+			join = m
+		case "/gradio_api/queue/data":
+			data = m
+		}
+	}
+	if join == nil || data == nil {
+		t.Fatalf("no access lines for the join and the stream:\n%s", logs)
+	}
+	if join["replica"] != replica || join["user"] == nil || join["user"] == "" || join["status"] != 200.0 || join["route"] == nil {
+		t.Errorf("join's access line %v: want replica %s, a user tag, status and route", join, replica)
+	}
+	if strings.Contains(logs.String(), "alice@example.com") {
+		t.Error("the e-mail is in the logs")
+	}
+	if data["replica"] != replica {
+		t.Errorf("stream's access line %v: want replica %s", data, replica)
 	}
 }

@@ -56,6 +56,10 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(f.stopCalls, cancel)()
+	f.annotate(r, slog.String("replica", b.Replica))
+	if u, err := user(r); err == nil && u != "" {
+		f.annotate(r, slog.String("user", f.cfg.HashUser(u)))
+	}
 	app, err := f.appFor(ctx, b.Replica)
 	if err != nil {
 		f.failPending(w, startSSE(w), s, b, err)

@@ -85,6 +85,9 @@ type Config struct {
 	// accepted calls when their process_completed passes (or they are
 	// lost), joins that no replica took. It must be quick (metrics).
 	OnCall func(CallEnd)
+	// Annotate, if set, adds fields to the access line of r (the user's
+	// hash, the replica, the endpoint, an error code). Nil: none.
+	Annotate func(r *http.Request, attrs ...slog.Attr)
 	// Logger receives session events. Nil means no logging.
 	Logger *slog.Logger
 	// Now is the clock (tests inject one). Nil means time.Now.
@@ -119,6 +122,13 @@ const (
 	// knows how it ended; not reported here.
 	codeElsewhere = "-"
 )
+
+// annotate adds attrs to r's access line (Config.Annotate).
+func (f *FrontDoor) annotate(r *http.Request, attrs ...slog.Attr) {
+	if f.cfg.Annotate != nil {
+		f.cfg.Annotate(r, attrs...)
+	}
+}
 
 // reportCall tells Config.OnCall about a call that ended with code.
 func (f *FrontDoor) reportCall(m callMeta, code string) {

@@ -69,7 +69,9 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	meta := callMeta{endpoint: endpoint, start: f.cfg.Now()}
 	if u != "" {
 		meta.user = f.cfg.HashUser(u)
+		f.annotate(r, slog.String("user", meta.user))
 	}
+	f.annotate(r, slog.String("endpoint", endpoint))
 	var tried []string
 	var last *refusal
 	for range len(f.replicas) + 1 {
@@ -83,11 +85,13 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			f.reportCall(meta, CodeNoReplica)
+			f.annotate(r, slog.String("error_code", CodeNoReplica))
 			f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(front)), slog.Any("error", err))
 			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 			return
 		}
 		meta.replica, meta.wait = b.Replica, f.cfg.Now().Sub(meta.start)
+		f.annotate(r, slog.String("replica", b.Replica))
 		ref, done := f.join(w, r, s, slot, b, m, meta)
 		if done {
 			return
@@ -103,6 +107,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		tried = append(tried, b.Replica)
 	}
 	f.reportCall(meta, CodeRefused)
+	f.annotate(r, slog.String("error_code", CodeRefused))
 	if last == nil {
 		detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
 		return
@@ -262,6 +267,8 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 		slot.Release()
 		f.stats.lost.Add(1)
 		f.reportCall(meta, CodeReplicaLost)
+	f.annotate(r, slog.String("error_code", CodeReplicaLost))
+		f.annotate(r, slog.String("error_code", CodeReplicaLost))
 		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
 		return nil, true
 	}
@@ -271,6 +278,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 		slot.Release()
 		f.stats.lost.Add(1)
 		f.reportCall(meta, CodeReplicaLost)
+		f.annotate(r, slog.String("error_code", CodeReplicaLost))
 		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
 		return nil, true
 	}
@@ -293,6 +301,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 		slot.Done(gradio.JoinCallerFault, jerr)
 		f.stats.callerFaults.Add(1)
 		f.reportCall(meta, CodeBadInput)
+		f.annotate(r, slog.String("error_code", CodeBadInput))
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
 		f.callerFault(w, resp.StatusCode, ctype, rb, jerr)
