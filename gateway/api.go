@@ -191,14 +191,19 @@ func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string
 		writeError(w, aerr)
 		return
 	}
-	ctx, cancel, aerr = callContext(r)
+	release, counted := g.beginClientCall(w, r)
+	if !counted {
+		return
+	}
+	ctx, cancel0, aerr := callContext(r)
 	if aerr != nil {
+		release()
 		writeError(w, aerr)
 		return
 	}
 	// The pool's events of this call (failovers) carry its door.
 	ctx = pool.WithRoute(ctx, RouteV1)
-	return user, args, endpoint, ctx, cancel, true
+	return user, args, endpoint, ctx, func() { cancel0(); release() }, true
 }
 
 func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {

@@ -78,6 +78,13 @@ type Config struct {
 	// means DefaultMaxClientConnectionsPerAddress (1000); negative: no
 	// limit.
 	MaxClientConnectionsPerAddress int
+	// MaxCallsPerClient bounds the calls one client (API key, else address)
+	// has in flight on /v1 and /gradio_api/call, waiting or running; past
+	// it a call is answered 429. Zero means half of all the pool can hold
+	// (replicas × (pool.max_connections + pool.max_waiters) ÷ 2: 1575 for
+	// three replicas at the defaults), so one client can never take the
+	// rest from the others. Negative: no limit.
+	MaxCallsPerClient int
 	// Log selects the log format and level.
 	Log LogConfig
 	// FrontDoor configures the Gradio front door (the gateway as one Gradio app).

@@ -55,7 +55,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, gradio.ErrUnknownEndpoint):
 		return &apiError{Status: http.StatusNotFound, Code: "unknown_endpoint", Message: err.Error()}
 	case errors.As(err, &appErr):
-		return &apiError{Status: http.StatusUnprocessableEntity, Code: codeAppError, Message: appErr.Message, Title: appErr.Title}
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "app_error", Message: appErr.Message, Title: appErr.Title}
 	case errors.As(err, &uploadErr):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "upload_too_large", Message: uploadErr.Error()}
 	case errors.Is(err, gradio.ErrMaybeAccepted) && errors.Is(err, context.DeadlineExceeded):
@@ -154,5 +154,6 @@ func clip(s string, n int) string {
 }
 
 // codeAppError is the code of an app's own error (gr.Error): the call
-// reached the app, which refused it.
+// reached the app, which refused it. (callError writes it as a literal, which
+// api/openapi_test.go finds in the source.)
 const codeAppError = "app_error"

@@ -117,12 +117,18 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 	}
 	// The call outlives the POST, so its deadline runs on the gateway's
 	// job context, not the request's.
-	ctx, cancel, aerr := deadlineContext(g.jobsCtx, r)
+	release, ok := g.beginClientCall(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel0, aerr := deadlineContext(g.jobsCtx, r)
 	if aerr != nil {
+		release()
 		writeError(w, aerr)
 		return
 	}
-	ctx = pool.WithRoute(ctx, RouteCall) // the door, on the pool's events of the call
+	ctx = pool.WithRoute(ctx, RouteCall)      // the door, on the pool's events of the call
+	cancel := func() { cancel0(); release() } // the call counts until it ends
 	id := newID()
 	pc := &pendingCall{apiName: endpoint, changed: make(chan struct{})}
 	if !g.pending.add(id, pc, g.now()) {
@@ -155,8 +161,8 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			e := callError(ctx, err)
 			g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: e.Code})
-			g.log.Warn("call failed", slog.String("event_id", id), slog.String("endpoint", endpoint),
-				slog.String("replica", call.Replica()), slog.String("error_code", e.Code), slog.String("error", e.Message))
+			g.log.LogAttrs(ctx, slog.LevelWarn, "call failed", append([]slog.Attr{slog.String("event_id", id), slog.String("endpoint", endpoint),
+				slog.String("replica", call.Replica())}, g.errorLogAttrs(e)...)...)
 			payload := map[string]any{"error": e.Message, "code": e.Code}
 			if e.Title != "" {
 				payload["title"] = e.Title

@@ -67,6 +67,7 @@ type Gateway struct {
 
 	clusterStats func(ctx context.Context) any // nil without a cluster
 	logins       revokedLogins                 // admin login cookies logged out
+	clientCalls  *clientCalls                  // calls in flight per client
 }
 
 // New returns a gateway serving b with the normalized cfg (replicas are not
@@ -95,6 +96,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
 		pool: own.pool, closers: own.closers, member: own.member}
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
+	g.clientCalls = newClientCalls(perClientLimit(cfg))
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
 	g.initAdmin()
 	g.routes()
@@ -192,4 +194,19 @@ func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 		return true
 	}
 	return false
+}
+
+// perClientLimit is max_calls_per_client in effect: 0 means half of all
+// the pool holds (sessions and waiting places), so that one client can
+// never take the rest from the others; no limit when the waiting places
+// are unbounded or the backend is not a pool of configured replicas.
+func perClientLimit(cfg Config) int {
+	if cfg.MaxCallsPerClient != 0 {
+		return cfg.MaxCallsPerClient
+	}
+	pc := cfg.Pool.WithDefaults()
+	if pc.MaxWaiters < 0 || len(pc.Replicas) == 0 {
+		return -1
+	}
+	return max(1, len(pc.Replicas)*(pc.MaxConnections+pc.MaxWaiters)/2)
 }

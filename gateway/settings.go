@@ -127,6 +127,8 @@ var settings = []setting{
 		def: DefaultMaxClientConnections, field: func(c *Config) any { return &c.MaxClientConnections }},
 	{key: "max_client_connections_per_address", env: "GRADIOPOOL_MAX_CLIENT_CONNECTIONS_PER_ADDRESS", flag: "max-client-connections-per-address", help: "client connections one address may hold open; more are answered 429; negative: no limit",
 		def: DefaultMaxClientConnectionsPerAddress, field: func(c *Config) any { return &c.MaxClientConnectionsPerAddress }},
+	{key: "max_calls_per_client", env: "GRADIOPOOL_MAX_CALLS_PER_CLIENT", flag: "max-calls-per-client", help: "calls one client (API key, else address) may have in flight; more are answered 429; 0: half of replicas x (max_connections + max_waiters); negative: no limit",
+		def: 0, field: func(c *Config) any { return &c.MaxCallsPerClient }},
 
 	{key: "log.format", env: "GRADIOPOOL_LOG_FORMAT", flag: "log-format", help: "auto, json or text",
 		def: "auto", field: func(c *Config) any { return &c.Log.Format }},

@@ -267,7 +267,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slo
 		slot.Release()
 		f.stats.lost.Add(1)
 		f.reportCall(meta, CodeReplicaLost)
-	f.annotate(r, slog.String("error_code", CodeReplicaLost))
+		f.annotate(r, slog.String("error_code", CodeReplicaLost))
 		f.annotate(r, slog.String("error_code", CodeReplicaLost))
 		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
 		return nil, true

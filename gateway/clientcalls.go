@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"sync"
+)
+
+// clientCalls bounds the calls one client has in flight (waiting for a
+// session or running), so that one client cannot take every session and
+// every place in the queue from the others: past max_calls_per_client a
+// new call is answered 429. A client is its API key when keys are
+// configured, else its address.
+type clientCalls struct {
+	max int // <= 0: no limit
+
+	mu sync.Mutex // guards n
+	n  map[string]int
+}
+
+func newClientCalls(max int) *clientCalls { return &clientCalls{max: max, n: map[string]int{}} }
+
+// clientID names r's client: a hash of its API key (never the key), else
+// its address.
+func (g *Gateway) clientID(r *http.Request) string {
+	if len(g.cfg.Secrets.APIKeys) > 0 {
+		if tok, ok := bearer(r); ok {
+			sum := sha256.Sum256([]byte(tok))
+			return "key:" + hex.EncodeToString(sum[:8])
+		}
+	}
+	return "addr:" + remoteHost(r.RemoteAddr)
+}
+
+// begin counts a call of client; release (safe to call more than once)
+// ends it. ok is false past the limit (nothing counted).
+func (c *clientCalls) begin(client string) (release func(), ok bool) {
+	if c.max <= 0 {
+		return func() {}, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[client] >= c.max {
+		return nil, false
+	}
+	c.n[client]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if c.n[client]--; c.n[client] <= 0 {
+				delete(c.n, client)
+			}
+			c.mu.Unlock()
+		})
+	}, true
+}
+
+// beginClientCall counts r's call, or answers 429 and reports false.
+func (g *Gateway) beginClientCall(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	release, ok = g.clientCalls.begin(g.clientID(r))
+	if !ok {
+		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "too_many_calls", RetryAfter: 1,
+			Message: "this client has max_calls_per_client calls in flight already; retry when one ends"})
+	}
+	return release, ok
+}
