@@ -54,7 +54,7 @@ func queueUnreachable(err error) bool {
 }
 
 // submitCall runs a call through /call.
-func (s *session) submitCall(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
+func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
 	a := s.app
 	if !callCapable(a.cfg, dep) {
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: fmt.Sprintf("the /call transport needs Gradio 4.20+ and an endpoint with an api_name (Gradio %s, protocol %q)", a.cfg.Version, a.cfg.Protocol)}
@@ -104,7 +104,7 @@ func (s *session) submitCall(ctx context.Context, dep *Dependency, endpoint stri
 }
 
 // readCall follows the GET stream of one /call event.
-func (s *session) readCall(ctx context.Context, j *Job, route string) {
+func (s *appSession) readCall(ctx context.Context, j *Job, route string) {
 	a := s.app
 	req, err := a.newRequest(ctx, http.MethodGet, a.api(route), nil)
 	if err != nil {

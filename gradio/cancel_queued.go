@@ -32,7 +32,7 @@ const cutGrace = 250 * time.Millisecond
 // sends no /cancel, which could only race with it (the app answers a
 // /cancel with a synthetic completion, and a stream that delivers it ends
 // normally, keeping the event queued).
-func (s *session) failDropping(j *Job, err error) (failed, dropped bool) {
+func (s *appSession) failDropping(j *Job, err error) (failed, dropped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dropped = s.dropQueuedLocked(j)
@@ -42,7 +42,7 @@ func (s *session) failDropping(j *Job, err error) (failed, dropped bool) {
 // dropQueuedLocked hangs up the session's data stream when that removes j
 // from the app's queue (see dropsQueuedLocked) and reports whether it did.
 // Callers hold s.mu and end j right after.
-func (s *session) dropQueuedLocked(j *Job) bool {
+func (s *appSession) dropQueuedLocked(j *Job) bool {
 	if s.streamCut == nil || !s.dropsQueuedLocked(j) {
 		return false
 	}
@@ -53,7 +53,7 @@ func (s *session) dropQueuedLocked(j *Job) bool {
 
 // dropsQueuedLocked reports whether hanging up the stream removes j from
 // the app's queue without losing any other call. Callers hold s.mu.
-func (s *session) dropsQueuedLocked(j *Job) bool {
+func (s *appSession) dropsQueuedLocked(j *Job) bool {
 	if !hangUpDropsQueued(s.app.cfg) {
 		return false
 	}
@@ -93,7 +93,7 @@ func hasCancelRoute(cfg *Config) bool {
 
 // waitCutGrace delays a join that follows a hang-up by dropQueued (see
 // cutGrace).
-func (s *session) waitCutGrace(ctx context.Context) error {
+func (s *appSession) waitCutGrace(ctx context.Context) error {
 	s.mu.Lock()
 	at := s.cutAt
 	s.mu.Unlock()
@@ -118,7 +118,7 @@ func (s *session) waitCutGrace(ctx context.Context) error {
 // is stopped by it; a dropped one is unknown to the app by then, so the
 // cancel is harmless. Apps without the cancel route get none. Close waits
 // for it. Callers hold s.mu.
-func (s *session) cancelAfterHangUpLocked(j *Job) {
+func (s *appSession) cancelAfterHangUpLocked(j *Job) {
 	if !hasCancelRoute(s.app.cfg) {
 		return
 	}

@@ -52,7 +52,7 @@ type app struct {
 // must be independent.
 type Client struct {
 	app  *app
-	sess *session
+	sess *appSession
 }
 
 // Connect resolves src, fetches the app's config and returns a Client with

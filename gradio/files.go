@@ -112,7 +112,7 @@ func (u Upload) Name() string { return u.name }
 // map[string]any) with FileData, uploading local data, and adds meta to
 // FileData values given by the caller. changed reports whether anything was
 // replaced, so unchanged containers are not copied.
-func (s *session) prepareArgs(ctx context.Context, endpoint string, v any) (out any, changed bool, err error) {
+func (s *appSession) prepareArgs(ctx context.Context, endpoint string, v any) (out any, changed bool, err error) {
 	switch x := v.(type) {
 	case Upload:
 		fd, err := s.uploadArg(ctx, endpoint, x)
@@ -190,7 +190,7 @@ func (s *session) prepareArgs(ctx context.Context, endpoint string, v any) (out 
 	return v, false, nil
 }
 
-func (s *session) uploadArg(ctx context.Context, endpoint string, u Upload) (FileData, error) {
+func (s *appSession) uploadArg(ctx context.Context, endpoint string, u Upload) (FileData, error) {
 	if u.url != "" {
 		return FileData{Path: u.url, OrigName: u.name, Meta: fileDataMeta}, nil
 	}

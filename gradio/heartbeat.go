@@ -11,7 +11,7 @@ import (
 // the app asks for it (config.connect_heartbeat, as the JS client) or
 // WithHeartbeat(true) forces it. It is opened lazily on the first call and
 // reopened whenever it ends, until Close. Callers hold s.mu.
-func (s *session) startHeartbeatLocked() {
+func (s *appSession) startHeartbeatLocked() {
 	if s.hbOn {
 		return
 	}
@@ -23,7 +23,7 @@ func (s *session) startHeartbeatLocked() {
 	s.hbOn = s.goLocked(s.heartbeatLoop)
 }
 
-func (s *session) heartbeatLoop() {
+func (s *appSession) heartbeatLoop() {
 	a := s.app
 	backoff := time.Second
 	for s.ctx.Err() == nil {
@@ -49,7 +49,7 @@ func (s *session) heartbeatLoop() {
 	}
 }
 
-func (s *session) readHeartbeat() {
+func (s *appSession) readHeartbeat() {
 	a := s.app
 	req, err := a.newRequest(s.ctx, http.MethodGet, a.api("heartbeat/"+url.PathEscape(s.hash)), nil)
 	if err != nil {

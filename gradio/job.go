@@ -89,7 +89,7 @@ type Progress struct {
 
 // Job is one submitted call. Its methods are safe for concurrent use.
 type Job struct {
-	s        *session
+	s        *appSession
 	dep      *Dependency
 	endpoint string
 	ctx      context.Context // the Submit ctx: governs the job
@@ -120,7 +120,7 @@ type Job struct {
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
 type afterDone struct{ f func() }
 
-func newJob(s *session, ctx context.Context, dep *Dependency, endpoint string) *Job {
+func newJob(s *appSession, ctx context.Context, dep *Dependency, endpoint string) *Job {
 	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{}), hook: eventHookFrom(ctx)}
 }
 

@@ -22,7 +22,7 @@ type joinBody struct {
 	OAuthToken  *string `json:"oauth_token,omitempty"`
 }
 
-func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
+func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
 	body, err := json.Marshal(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash, OAuthToken: oauth})
 	if err != nil {
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
@@ -75,7 +75,7 @@ func (s *session) submitQueued(ctx context.Context, dep *Dependency, endpoint st
 // joinAndRegister sends the join and registers the job it started; when
 // ctx has ended by then, the job is cancelled at the app. The caller has
 // counted the join in s.joining.
-func (s *session) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, quiet bool) (*Job, error) {
+func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, quiet bool) (*Job, error) {
 	// A join right after a hang-up (failDropping) waits out cutGrace, or
 	// the app could drop it with the session's cancelled queued events.
 	if err := s.waitCutGrace(ctx); err != nil {
@@ -134,7 +134,7 @@ func (s *session) joinAndRegister(ctx context.Context, dep *Dependency, endpoint
 }
 
 // join POSTs queue/join detached from the caller's cancellation.
-func (s *session) join(ctx context.Context, body []byte) (string, error) {
+func (s *appSession) join(ctx context.Context, body []byte) (string, error) {
 	a := s.app
 	var resp *http.Response
 	for attempt := 0; ; attempt++ {
@@ -210,7 +210,7 @@ func detail(b []byte) string {
 
 // cancelDetached sends /cancel in the background, bounded by the cancel
 // timeout.
-func (s *session) cancelDetached(j *Job) {
+func (s *appSession) cancelDetached(j *Job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cancelDetachedLocked(j)
@@ -219,7 +219,7 @@ func (s *session) cancelDetached(j *Job) {
 // cancelDetachedLocked starts the cancel as one of the session's goroutines
 // (Close waits for it); on a closed session it is sent at once instead.
 // Callers hold s.mu.
-func (s *session) cancelDetachedLocked(j *Job) {
+func (s *appSession) cancelDetachedLocked(j *Job) {
 	if !s.goLocked(func() { s.sendCancelBounded(j) }) {
 		go s.sendCancelBounded(j)
 	}
@@ -227,7 +227,7 @@ func (s *session) cancelDetachedLocked(j *Job) {
 
 // sendCancelBounded is sendCancel on a context of its own (not the
 // session's, which Close ends first), bounded by the cancel timeout.
-func (s *session) sendCancelBounded(j *Job) {
+func (s *appSession) sendCancelBounded(j *Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.app.set.cancelTimeout)
 	defer cancel()
 	if err := s.sendCancel(ctx, j); err != nil {
@@ -237,7 +237,7 @@ func (s *session) sendCancelBounded(j *Job) {
 
 // sendCancel POSTs {prefix}/cancel (Gradio 4.29+; earlier apps have no way
 // to cancel a queued job from the API) and, for Gradio 4.x, {prefix}/reset.
-func (s *session) sendCancel(ctx context.Context, j *Job) error {
+func (s *appSession) sendCancel(ctx context.Context, j *Job) error {
 	a := s.app
 	cfg := a.cfg
 	if cfg.Protocol == ProtocolSSE {

@@ -13,7 +13,7 @@ import (
 // message from every release.
 
 // appErr builds the *AppError of a failed output for this app.
-func (s *session) appErr(o *output, msgTitle *string) error {
+func (s *appSession) appErr(o *output, msgTitle *string) error {
 	err := o.appError(msgTitle)
 	if ae, ok := err.(*AppError); ok && !ae.Hidden && !versionAtLeast(s.app.cfg.Version, "5.0") {
 		if m, ok := unPyRepr(ae.Message); ok {

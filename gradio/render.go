@@ -92,7 +92,7 @@ func mergeRender(base *Config, rc *renderConfig) *Config {
 
 // config is this session's view of the app's config: the app's own, plus
 // whatever gr.render functions rendered in this session.
-func (s *session) config() *Config {
+func (s *appSession) config() *Config {
 	if c := s.rendered.Load(); c != nil {
 		return c
 	}
@@ -101,7 +101,7 @@ func (s *session) config() *Config {
 
 // applyRenderLocked merges a completion's render_config into the session's
 // config. Callers hold s.mu, which serialises merges.
-func (s *session) applyRenderLocked(rawOutput json.RawMessage) {
+func (s *appSession) applyRenderLocked(rawOutput json.RawMessage) {
 	rc, err := parseRenderConfig(rawOutput)
 	if err != nil {
 		s.app.log.Warn("gradio: ignoring a malformed render_config", "base", s.app.base, "err", err)

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// session is one session hash: its pending calls and the single queue/data
+// appSession is one session hash: its pending calls and the single queue/data
 // stream that carries all of their messages.
-type session struct {
+type appSession struct {
 	app    *app
 	hash   string
 	ctx    context.Context // ends at Close: streams, heartbeat, pumps
@@ -40,15 +40,15 @@ type session struct {
 	rendered atomic.Pointer[Config]
 }
 
-func newSession(a *app) *session {
+func newSession(a *app) *appSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.refs.Add(1)
-	return &session{app: a, hash: newSessionHash(), ctx: ctx, cancel: cancel, pending: map[string]*Job{}}
+	return &appSession{app: a, hash: newSessionHash(), ctx: ctx, cancel: cancel, pending: map[string]*Job{}}
 }
 
 // goLocked starts f as a tracked goroutine unless the session is closed.
 // Callers hold s.mu.
-func (s *session) goLocked(f func()) bool {
+func (s *appSession) goLocked(f func()) bool {
 	if s.closed {
 		return false
 	}
@@ -60,7 +60,7 @@ func (s *session) goLocked(f func()) bool {
 	return true
 }
 
-func (s *session) close() {
+func (s *appSession) close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -121,7 +121,7 @@ func (c *Client) Submit(ctx context.Context, endpoint string, args ...any) (*Job
 }
 
 // submit starts a call; quiet jobs (Predict) keep no event history.
-func (s *session) submit(ctx context.Context, endpoint string, args []any, quiet bool) (*Job, error) {
+func (s *appSession) submit(ctx context.Context, endpoint string, args []any, quiet bool) (*Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ var (
 // job ends and its cancel starts under one lock, so that a Close either
 // still finds the job pending (and cancels it itself) or waits for this
 // cancel.
-func (s *session) abort(j *Job, err error) {
+func (s *appSession) abort(j *Job, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dropped := s.dropQueuedLocked(j)
@@ -204,20 +204,20 @@ func (s *session) abort(j *Job, err error) {
 }
 
 // fail ends j with err if it is still running; it reports whether it did.
-func (s *session) fail(j *Job, err error) bool {
+func (s *appSession) fail(j *Job, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failLocked(j, err)
 }
 
-func (s *session) failLocked(j *Job, err error) bool {
+func (s *appSession) failLocked(j *Job, err error) bool {
 	if id := j.key(); s.pending[id] == j {
 		delete(s.pending, id)
 	}
 	return j.finish(nil, err)
 }
 
-func (s *session) completeLocked(j *Job, data []json.RawMessage) {
+func (s *appSession) completeLocked(j *Job, data []json.RawMessage) {
 	if id := j.key(); s.pending[id] == j {
 		delete(s.pending, id)
 	}
@@ -236,7 +236,7 @@ func (j *Job) key() string {
 // dropState removes outputs of skip_api components (gr.State, layout
 // updates), as the Python client does, when the data has one value per
 // output.
-func (s *session) dropState(d *Dependency, data []json.RawMessage) []json.RawMessage {
+func (s *appSession) dropState(d *Dependency, data []json.RawMessage) []json.RawMessage {
 	cfg := s.config()
 	if len(data) != len(d.Outputs) {
 		return data
@@ -263,7 +263,7 @@ func (s *session) dropState(d *Dependency, data []json.RawMessage) []json.RawMes
 // buildArgs turns a call's arguments into the data array of dep: keyword
 // arguments and defaults resolved (through /info when needed), files
 // uploaded. info is nil when /info was not needed.
-func (s *session) buildArgs(ctx context.Context, cfg *Config, dep *Dependency, endpoint string, args []any) ([]any, *EndpointInfo, error) {
+func (s *appSession) buildArgs(ctx context.Context, cfg *Config, dep *Dependency, endpoint string, args []any) ([]any, *EndpointInfo, error) {
 	var info *EndpointInfo
 	if needsInfo(cfg, dep, args) || s.app.set.oauthToken != "" {
 		ai, err := s.app.apiInfo(ctx)

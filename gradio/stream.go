@@ -25,7 +25,7 @@ const maxEarly = 1024
 
 // ensureStreamLocked starts the stream reader when calls are pending and
 // none runs. Callers hold s.mu.
-func (s *session) ensureStreamLocked() {
+func (s *appSession) ensureStreamLocked() {
 	if s.streamOn || len(s.pending) == 0 {
 		return
 	}
@@ -35,7 +35,7 @@ func (s *session) ensureStreamLocked() {
 // runStream keeps GET queue/data open while calls are pending: it reopens
 // the stream when the server ends it (close_stream, or EOF on sse_v1/v2)
 // with calls still pending, and fails them all when the transport breaks.
-func (s *session) runStream() {
+func (s *appSession) runStream() {
 	empty := 0
 	for {
 		s.mu.Lock()
@@ -85,7 +85,7 @@ func (s *session) runStream() {
 // pre marks a stream opened ahead of a join: a session_not_found on it only
 // means the server had forgotten the session, so it ends the stream (to be
 // reopened once the join has recreated the queue) instead of failing calls.
-func (s *session) readStream(pre bool) (int, error) {
+func (s *appSession) readStream(pre bool) (int, error) {
 	a := s.app
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -170,7 +170,7 @@ func (s *session) readStream(pre bool) (int, error) {
 }
 
 // dispatch routes one message; it reports whether the stream ends.
-func (s *session) dispatch(m *message, pre bool) bool {
+func (s *appSession) dispatch(m *message, pre bool) bool {
 	switch m.Msg {
 	case "close_stream":
 		return true
@@ -232,7 +232,7 @@ func unexpectedErr(m *message) error {
 // timer re-armed from its own callback, not a goroutine: a stream costs no
 // parked stack for it, and touch is one atomic store per message.
 type watchdog struct {
-	s        *session
+	s        *appSession
 	cancel   context.CancelFunc
 	idle     time.Duration // the idle timeout (0 = none while calls are pending)
 	check    time.Duration // longest sleep between looks at the state
@@ -245,7 +245,7 @@ type watchdog struct {
 	stopped bool
 }
 
-func (s *session) watchdog(cancel context.CancelFunc) *watchdog {
+func (s *appSession) watchdog(cancel context.CancelFunc) *watchdog {
 	w := &watchdog{s: s, cancel: cancel, idle: s.app.set.streamGapTimeout, check: streamLinger}
 	if w.idle > 0 && w.idle < w.check {
 		w.check = w.idle

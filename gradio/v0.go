@@ -16,7 +16,7 @@ import (
 // submitV0 runs a call on an sse (v0, Gradio 4.0-4.8) app: one GET
 // queue/join stream per call; the inputs are POSTed to queue/data when the
 // server asks (send_data).
-func (s *session) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
+func (s *appSession) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
 	a := s.app
 	jctx, jcancel := context.WithCancel(s.ctx)
 	q := url.Values{"fn_index": {strconv.Itoa(dep.FnIndex)}, "session_hash": {s.hash}}
@@ -120,7 +120,7 @@ func drain(r *sse.Reader, cancel context.CancelFunc) {
 	}
 }
 
-func (s *session) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, r *sse.Reader, first []*message, data []any, oauth *string) {
+func (s *appSession) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, r *sse.Reader, first []*message, data []any, oauth *string) {
 	handle := func(m *message) {
 		switch m.Msg {
 		case "send_data":

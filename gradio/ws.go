@@ -185,7 +185,7 @@ func skipQueue(cfg *Config, d *Dependency) bool {
 }
 
 // submitWS runs a call on a Gradio 3 app.
-func (s *session) submitWS(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
+func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
 	for i, v := range data {
 		if hasFileData(v) {
 			n, err := legacyFiles(endpoint, v)
@@ -305,7 +305,7 @@ func (s *session) submitWS(ctx context.Context, dep *Dependency, endpoint string
 
 // startLocalJob publishes a job that has its own connection (v0, ws, run)
 // and runs f for it.
-func (s *session) startLocalJob(ctx context.Context, j *Job, jcancel context.CancelFunc, f func()) (*Job, error) {
+func (s *appSession) startLocalJob(ctx context.Context, j *Job, jcancel context.CancelFunc, f func()) (*Job, error) {
 	s.mu.Lock()
 	s.v0seq++
 	j.v0key = "local:" + fmt.Sprint(s.v0seq)
@@ -327,7 +327,7 @@ func (s *session) startLocalJob(ctx context.Context, j *Job, jcancel context.Can
 }
 
 // runPredict calls POST {base}/run/predict (Gradio 3 without queue).
-func (s *session) runPredict(ctx context.Context, j *Job, data []any) {
+func (s *appSession) runPredict(ctx context.Context, j *Job, data []any) {
 	a := s.app
 	body, _ := json.Marshal(joinBody{Data: data, FnIndex: j.dep.FnIndex, SessionHash: s.hash})
 	req, err := a.newRequest(ctx, http.MethodPost, a.api("run/predict"), bytes.NewReader(body))

@@ -51,7 +51,7 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	front := str(m["session_hash"])
-	var s *session
+	var s *callerSession
 	if validHash(front) {
 		s = f.session(r.Context(), front, f.owner(r), false)
 	}

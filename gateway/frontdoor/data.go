@@ -40,7 +40,7 @@ const maxQuietReopens = 2
 func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	front := r.URL.Query().Get("session_hash")
-	var s *session
+	var s *callerSession
 	if validHash(front) {
 		s = f.session(ctx, front, f.owner(r), false)
 	}
@@ -139,7 +139,7 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 // event messages it relayed, and: done when the caller's stream is over
 // (close_stream passed on), reopen when the backend closed while calls
 // are pending, else the cause of the end (nil: the caller went away).
-func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Request, s *session, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
+func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Request, s *callerSession, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReader(resp.Body)
 	defer rd.Release()
@@ -184,7 +184,7 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Req
 // failPending reports every call in flight of s as lost (Gradio's error
 // shape: process_completed with success false), frees their slots and
 // closes the stream. The calls are never run again.
-func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *session, b Binding, cause error) {
+func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *callerSession, b Binding, cause error) {
 	ids := s.inFlight()
 	stopped := f.stopCalls.Err() != nil
 	for _, id := range ids {

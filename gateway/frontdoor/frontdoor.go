@@ -159,7 +159,7 @@ type FrontDoor struct {
 	ups      *uploads
 
 	mu       sync.Mutex // guards sessions; nothing slow runs under it
-	sessions map[string]*session
+	sessions map[string]*callerSession
 
 	refMu sync.Mutex // guards ref
 	ref   refConfig
@@ -208,7 +208,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.HashUser == nil {
 		cfg.HashUser = pool.NewUserHasher(cfg.HashKey).Tag
 	}
-	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*session{}}
+	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -263,7 +263,7 @@ func (f *FrontDoor) StopCalls() { f.stopCallsDone() }
 // what a draining gateway waits for.
 func (f *FrontDoor) CallsInFlight() int {
 	f.mu.Lock()
-	list := make([]*session, 0, len(f.sessions))
+	list := make([]*callerSession, 0, len(f.sessions))
 	for _, s := range f.sessions {
 		list = append(list, s)
 	}
@@ -286,7 +286,7 @@ func (f *FrontDoor) Close() error {
 	f.wg.Wait()
 	f.mu.Lock()
 	all := f.sessions
-	f.sessions = map[string]*session{}
+	f.sessions = map[string]*callerSession{}
 	f.mu.Unlock()
 	for _, s := range all {
 		s.releaseAll(CodeShutdown)
@@ -353,7 +353,7 @@ func (f *FrontDoor) Stats() Stats {
 		st.Pinned[n] = 0
 	}
 	f.mu.Lock()
-	list := make([]*session, 0, len(f.sessions))
+	list := make([]*callerSession, 0, len(f.sessions))
 	for _, s := range f.sessions {
 		list = append(list, s)
 	}
@@ -405,7 +405,7 @@ func (f *FrontDoor) sweepLoop() {
 // the uploads older than UploadTTL.
 func (f *FrontDoor) sweep() {
 	now := f.cfg.Now()
-	var dead []*session
+	var dead []*callerSession
 	f.mu.Lock()
 	for k, s := range f.sessions {
 		s.mu.Lock()

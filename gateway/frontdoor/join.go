@@ -133,7 +133,7 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // on a new one when it is not bound yet or its replica is in tried (it
 // refused) or serves another app than the reference; moving loses the
 // backend session (and its gr.State).
-func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []string, endpoint string) (*pool.Slot, Binding, error) {
+func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string) (*pool.Slot, Binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
 		return nil, Binding{}, err
 	}
@@ -218,7 +218,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *session, u string, tried []s
 // answer (accepted, or an error that moving would not fix) and the slot's
 // outcome is reported; otherwise the replica refused and the caller's join
 // may go elsewhere (the caller reports the refusal).
-func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *session, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
 	endpoint := meta.endpoint
 	app := slot.App()
 	body := make(map[string]json.RawMessage, len(m))

@@ -89,8 +89,8 @@ func (m *MemoryStore) Len() int {
 	return len(m.m)
 }
 
-// session is this instance's live view of a caller session.
-type session struct {
+// callerSession is this instance's live view of a caller session.
+type callerSession struct {
 	front string
 	f     *FrontDoor
 
@@ -115,7 +115,7 @@ type session struct {
 // session returns the live session for front, creating it when create is
 // set; nil when unknown or when owner differs (another caller's session is
 // treated as unknown, never reached).
-func (f *FrontDoor) session(ctx context.Context, front, owner string, create bool) *session {
+func (f *FrontDoor) session(ctx context.Context, front, owner string, create bool) *callerSession {
 	now := f.cfg.Now()
 	f.mu.Lock()
 	s := f.sessions[front]
@@ -128,7 +128,7 @@ func (f *FrontDoor) session(ctx context.Context, front, owner string, create boo
 			}
 			b = Binding{Owner: owner}
 		}
-		ns := &session{front: front, f: f, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now}
+		ns := &callerSession{front: front, f: f, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now}
 		f.start()
 		f.mu.Lock()
 		if s = f.sessions[front]; s == nil {
@@ -148,14 +148,14 @@ func (f *FrontDoor) session(ctx context.Context, front, owner string, create boo
 }
 
 // binding returns the current binding.
-func (s *session) binding() Binding {
+func (s *callerSession) binding() Binding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bind
 }
 
 // setBinding records a new binding (first join or move) in the store.
-func (s *session) setBinding(ctx context.Context, b Binding) {
+func (s *callerSession) setBinding(ctx context.Context, b Binding) {
 	s.mu.Lock()
 	s.bind = b
 	s.accepted = 0
@@ -176,7 +176,7 @@ type callMeta struct {
 
 // addPending records an accepted call holding l (or frees l at once when
 // the call already completed).
-func (s *session) addPending(eventID string, l *pool.Slot, meta callMeta) {
+func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) {
 	s.mu.Lock()
 	s.accepted++
 	if code, ok := s.early[eventID]; ok {
@@ -200,7 +200,7 @@ func (s *session) addPending(eventID string, l *pool.Slot, meta callMeta) {
 // for addPending).
 //
 // code is how it ended, for Config.OnCall (see CallEnd.Code).
-func (s *session) complete(eventID, code string) bool {
+func (s *callerSession) complete(eventID, code string) bool {
 	s.mu.Lock()
 	l, ok := s.pending[eventID]
 	meta, known := s.calls[eventID]
@@ -223,7 +223,7 @@ func (s *session) complete(eventID, code string) bool {
 }
 
 // inFlight returns the event ids of the calls in flight.
-func (s *session) inFlight() []string {
+func (s *callerSession) inFlight() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.pending))
@@ -237,7 +237,7 @@ func (s *session) inFlight() []string {
 // dropped them, or the session expired) and returns how many.
 //
 // code is how the calls ended, for Config.OnCall.
-func (s *session) releaseAll(code string) int {
+func (s *callerSession) releaseAll(code string) int {
 	s.mu.Lock()
 	ls, calls := s.pending, s.calls
 	s.pending, s.calls = map[string]*pool.Slot{}, nil
@@ -252,7 +252,7 @@ func (s *session) releaseAll(code string) int {
 }
 
 // stream counts an open stream until the returned func runs.
-func (s *session) stream() func() {
+func (s *callerSession) stream() func() {
 	s.mu.Lock()
 	s.streams++
 	s.mu.Unlock()

@@ -179,7 +179,7 @@ func (s *Server) Restart() {
 		sess.stopped = true
 		sess.signal()
 	}
-	s.sessions = map[string]*session{}
+	s.sessions = map[string]*simSession{}
 	s.callSess = map[string]string{}
 }
 

@@ -46,9 +46,9 @@ const (
 	statusDone
 )
 
-// session is the per-session_hash state: message queue, pending events and
+// simSession is the per-session_hash state: message queue, pending events and
 // gr.State values. Guarded by Server.mu.
-type session struct {
+type simSession struct {
 	hash     string
 	msgs     []*message
 	wake     chan struct{} // capacity 1; signalled when msgs grows
@@ -61,7 +61,7 @@ type session struct {
 	closedAt time.Time // when the last heartbeat closed (zero: open or never)
 }
 
-func (sess *session) signal() {
+func (sess *simSession) signal() {
 	select {
 	case sess.wake <- struct{}{}:
 	default:
@@ -74,8 +74,8 @@ type event struct {
 	fnIndex int
 	ep      *Endpoint
 	group   *group
-	sess    *session // owner of the gr.State values
-	q       *session // where its messages go (sess, or its own for v0 and /run)
+	sess    *simSession // owner of the gr.State values
+	q       *simSession // where its messages go (sess, or its own for v0 and /run)
 	data    []json.RawMessage
 	root    string
 	header  http.Header
@@ -145,7 +145,7 @@ func (s *Server) queueSizeLocked() int {
 const maxSessions = 10000
 
 // sessionLocked returns the session for hash, creating it.
-func (s *Server) sessionLocked(hash string) *session {
+func (s *Server) sessionLocked(hash string) *simSession {
 	sess := s.sessions[hash]
 	if sess == nil && len(s.sessions) >= maxSessions {
 		for h, old := range s.sessions {
@@ -160,14 +160,14 @@ func (s *Server) sessionLocked(hash string) *session {
 		}
 	}
 	if sess == nil {
-		sess = &session{hash: hash, wake: make(chan struct{}, 1), pending: map[string]bool{}, state: map[int]json.RawMessage{}}
+		sess = &simSession{hash: hash, wake: make(chan struct{}, 1), pending: map[string]bool{}, state: map[int]json.RawMessage{}}
 		s.sessions[hash] = sess
 	}
 	return sess
 }
 
 // pushLocked appends a message to the session's queue.
-func (s *Server) pushLocked(sess *session, m *message) {
+func (s *Server) pushLocked(sess *simSession, m *message) {
 	sess.msgs = append(sess.msgs, m)
 	sess.signal()
 }
@@ -332,7 +332,7 @@ func (s *Server) enqueue(r *http.Request, hash string, fn int, data []json.RawMe
 		simple: o.simple, v0: o.v0, alive: true, ctx: ctx, cancel: cancel, header: r.Header.Clone()}
 	ev.sess = s.sessionLocked(hash)
 	if o.v0 || o.private {
-		ev.q = &session{hash: hash, wake: make(chan struct{}, 1), pending: map[string]bool{}, hasQueue: true}
+		ev.q = &simSession{hash: hash, wake: make(chan struct{}, 1), pending: map[string]bool{}, hasQueue: true}
 	} else {
 		ev.q = ev.sess
 		ev.sess.hasQueue = true
@@ -475,7 +475,7 @@ func (s *Server) unexpected(text string, notFound bool) *message {
 
 // takeMsg pops the next message of sess, waiting up to the heartbeat timer.
 // It returns (nil, nil) on a heartbeat tick.
-func (s *Server) nextMsg(ctx context.Context, sess *session, hb <-chan time.Time) (*message, error) {
+func (s *Server) nextMsg(ctx context.Context, sess *simSession, hb <-chan time.Time) (*message, error) {
 	for {
 		s.mu.Lock()
 		if sess.stopped {
@@ -512,14 +512,14 @@ var (
 
 // completedLocked removes a completed event from the session's pending set
 // and reports whether none remain.
-func (s *Server) completedLocked(sess *session, id string) bool {
+func (s *Server) completedLocked(sess *simSession, id string) bool {
 	delete(sess.pending, id)
 	return len(sess.pending) == 0
 }
 
 // dropSessionLocked is Gradio's clean_events on a dropped stream: queued
 // events are removed, running ones die, the message queue is deleted.
-func (s *Server) dropSessionLocked(sess *session) {
+func (s *Server) dropSessionLocked(sess *simSession) {
 	for id, ev := range s.events {
 		if ev.q != sess {
 			continue
@@ -552,7 +552,7 @@ func (s *Server) handleData(w http.ResponseWriter, r *http.Request) {
 
 // streamSession runs a /queue/data (or /call, or v0) stream of sess. When
 // call is true, messages are translated to the /call event format.
-func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.Writer, sess *session, call bool) {
+func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.Writer, sess *simSession, call bool) {
 	ctx := r.Context()
 	interval := s.heartbeatInterval()
 	hb := time.NewTimer(interval)
@@ -713,7 +713,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 
 // hasCompletion reports whether a process_completed for id is buffered (the
 // job finished just before the cancel arrived).
-func hasCompletion(sess *session, id string) bool {
+func hasCompletion(sess *simSession, id string) bool {
 	for _, m := range sess.msgs {
 		if m.kind == msgCompleted && m.eventID == id {
 			return true

@@ -201,7 +201,7 @@ func (s *Server) prepareInputs(ev *event) ([]json.RawMessage, error) {
 
 // expireStateLocked drops a session's gr.State values when its heartbeat
 // closed more than StateTTL ago (Gradio deletes them 1 h after the tab closes).
-func (s *Server) expireStateLocked(sess *session) {
+func (s *Server) expireStateLocked(sess *simSession) {
 	ttl := s.knobs.StateTTL
 	if ttl == 0 {
 		ttl = DefaultStateTTL

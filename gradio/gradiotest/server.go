@@ -88,7 +88,7 @@ type Server struct {
 	knobs    Knobs
 	start    Knobs // knobs at Start, for /_sim/reset
 	appID    uint64
-	sessions map[string]*session
+	sessions map[string]*simSession
 	events   map[string]*event // live events by id
 	callSess map[string]string // /call event id -> session hash
 	groups   []*group          // per endpoint
@@ -167,7 +167,7 @@ func (s *Server) Start() {
 	s.knobs, s.start = s.Knobs, s.Knobs
 	s.hfToken = s.HFToken
 	s.jwts = map[string]bool{}
-	s.sessions = map[string]*session{}
+	s.sessions = map[string]*simSession{}
 	s.events = map[string]*event{}
 	s.callSess = map[string]string{}
 	s.unstall = make(chan struct{})
