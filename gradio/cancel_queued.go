@@ -124,9 +124,44 @@ func (s *appSession) cancelAfterHangUpLocked(j *Job) {
 	}
 	run := func() {
 		time.Sleep(cutGrace)
+		// Gradio cancels by session and fn_index, not by event: a later
+		// call in this session, queued or running by the time the cancel
+		// lands, could be killed instead. So the cancel is skipped when
+		// one exists, and joins wait while it is in flight. Skipping
+		// risks only that the dropped job, if it had started, runs to its
+		// end unobserved (never twice).
+		s.mu.Lock()
+		if s.joining > 0 || len(s.pending) > 0 {
+			s.mu.Unlock()
+			return
+		}
+		gate := make(chan struct{})
+		s.cancelling = gate
+		s.mu.Unlock()
 		s.sendCancelBounded(j)
+		s.mu.Lock()
+		s.cancelling = nil
+		s.mu.Unlock()
+		close(gate)
 	}
 	if !s.goLocked(run) {
 		go run()
+	}
+}
+
+// waitCancelling delays a join while the /cancel sent after a hang-up is in
+// flight (see cancelAfterHangUpLocked).
+func (s *appSession) waitCancelling(ctx context.Context) error {
+	s.mu.Lock()
+	gate := s.cancelling
+	s.mu.Unlock()
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -78,7 +78,11 @@ func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint
 func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, quiet bool) (*Job, error) {
 	// A join right after a hang-up (failDropping) waits out cutGrace, or
 	// the app could drop it with the session's cancelled queued events.
-	if err := s.waitCutGrace(ctx); err != nil {
+	err := s.waitCutGrace(ctx)
+	if err == nil {
+		err = s.waitCancelling(ctx)
+	}
+	if err != nil {
 		s.mu.Lock()
 		s.joining--
 		s.mu.Unlock()

@@ -34,6 +34,10 @@ type appSession struct {
 	// failDropping); nil when no stream is open.
 	streamCut func()
 	cutAt     time.Time // when streamCut was last used
+	// cancelling is closed when the /cancel sent after a hang-up
+	// (cancelAfterHangUpLocked) has been answered; nil when none is in
+	// flight. Joins wait for it: that cancel would kill them.
+	cancelling chan struct{}
 
 	// rendered is the app's config with what gr.render functions created
 	// in this session merged in (render.go); nil until the first one.
