@@ -138,9 +138,15 @@ func (g *Gateway) handleAdminLogout(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleHistory serves the history as JSON; ?since=<Unix ms> returns only
-// the points taken after it (the dashboard polls with the last it has).
+// the points taken after it (the dashboard polls with the last it has);
+// ?window=life the since-start series instead of the recent one.
 func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 	var since int64
+	window := r.URL.Query().Get("window")
+	if window != "" && window != WindowRecent && window != WindowLife {
+		writeError(w, badRequest("bad_window", "window must be recent or life"))
+		return
+	}
 	if v := r.URL.Query().Get("since"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -150,5 +156,5 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 		since = n
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, g.history.Doc(since))
+	writeJSON(w, http.StatusOK, g.history.Doc(window, since))
 }

@@ -178,4 +178,15 @@ func TestAdminAssetsAndHistoryAPI(t *testing.T) {
 	if a := get(t, c, srv.URL+"/api/admin/history?since=yesterday"); a.status != http.StatusBadRequest || errorCode(t, a.body) != "bad_since" {
 		t.Errorf("bad since: %d %s", a.status, a.body)
 	}
+	if doc.Window != gateway.WindowRecent || doc.Version == "" || doc.StartedUnixMs == 0 || doc.EventCounts == nil || doc.Endpoints == nil {
+		t.Errorf("history doc: window %q, version %q, started %d, counts %v, endpoints %v", doc.Window, doc.Version, doc.StartedUnixMs, doc.EventCounts, doc.Endpoints)
+	}
+	a = get(t, c, srv.URL+"/api/admin/history?window=life")
+	doc = gateway.HistoryDoc{}
+	if err := json.Unmarshal([]byte(a.body), &doc); err != nil || a.status != http.StatusOK || doc.Window != gateway.WindowLife || doc.Capacity != gateway.DefaultLifePoints {
+		t.Errorf("life history: %d %v: window %q, capacity %d", a.status, err, doc.Window, doc.Capacity)
+	}
+	if a := get(t, c, srv.URL+"/api/admin/history?window=week"); a.status != http.StatusBadRequest || errorCode(t, a.body) != "bad_window" {
+		t.Errorf("bad window: %d %s", a.status, a.body)
+	}
 }

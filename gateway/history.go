@@ -2,24 +2,39 @@ package gateway
 
 import (
 	"context"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/version"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
 // The admin history: one point every DefaultHistoryInterval, the last
-// DefaultHistoryPoints of them (one hour) in a fixed ring, plus the latest
-// pool events. It is what GET /api/admin/history serves and what the
-// dashboard draws: every number the page shows is computed here.
+// DefaultHistoryPoints of them (one hour) in a fixed ring; the whole life
+// of the gateway in at most DefaultLifePoints points (pairs are merged
+// when it is full, so its resolution halves instead of its start moving);
+// the latest pool events, counts of every event kind per replica, and
+// per-endpoint totals. It is what GET /api/admin/history serves and what
+// the dashboard draws: every number the page shows is computed here.
 const (
 	DefaultHistoryInterval = 5 * time.Second
 	DefaultHistoryPoints   = 720 // one hour at DefaultHistoryInterval
+	// DefaultLifePoints bounds the since-start series; an even number.
+	DefaultLifePoints = 720
 	// DefaultHistoryEvents is how many pool events the history keeps.
 	DefaultHistoryEvents = 200
+	// maxHistoryEndpoints bounds the per-endpoint table; the calls of
+	// further endpoints are counted under otherEndpoint. The metrics'
+	// endpoint label is bounded already; this is the history's own bound.
+	maxHistoryEndpoints = 64
+	// maxCountedReplicas bounds the per-replica event counts (replica
+	// names come from the configuration, so this is only a safety net).
+	maxCountedReplicas = 256
 	// maxLatencySamples bounds the call durations kept per replica between
 	// two points; beyond it they are sampled (reservoir), so a burst of
 	// calls costs bounded memory.
@@ -27,7 +42,10 @@ const (
 )
 
 // HistoryPoint is the pool at one instant, with the rates of the interval
-// that ended there.
+// that ended there. In the since-start series a point may stand for
+// several intervals merged: counts are summed over them, rates recomputed,
+// gauges and percentiles are the highest of them (the peak is what an
+// operator looks for in a long view).
 type HistoryPoint struct {
 	Time   time.Time `json:"time"`
 	UnixMs int64     `json:"unix_ms"`
@@ -62,18 +80,28 @@ type ReplicaPoint struct {
 	EjectedSecondsLeft float64 `json:"ejected_seconds_left,omitempty"`
 	PermanentFailure   bool    `json:"permanent_failure,omitempty"`
 
-	// Over the interval: calls submitted (attempts), failed calls,
-	// failovers away from the replica, queue time-outs.
+	// Over the interval: calls submitted (attempts), calls failed by the
+	// replica or the pool, calls the app answered with its own error
+	// (gr.Error: the replica worked), failovers away from the replica,
+	// ejections, queue time-outs.
 	Calls          uint64  `json:"calls"`
 	Errors         uint64  `json:"errors"`
+	AppErrors      uint64  `json:"app_errors"`
 	Failovers      uint64  `json:"failovers"`
+	Ejections      uint64  `json:"ejections"`
 	QueueTimeouts  uint64  `json:"queue_timeouts"`
 	CallsPerSecond float64 `json:"calls_per_second"`
-	// ErrorRate is Errors/Calls over the interval (0 without calls).
-	ErrorRate float64 `json:"error_rate"`
-	// Since the pool started.
-	CallsTotal  uint64 `json:"calls_total"`
-	ErrorsTotal uint64 `json:"errors_total"`
+	// ErrorRate is Errors/Calls over the interval (0 without calls): the
+	// replica's failures. AppErrorRate is AppErrors/Calls: the app's own
+	// answers to bad input, not a sign of a sick replica.
+	ErrorRate    float64 `json:"error_rate"`
+	AppErrorRate float64 `json:"app_error_rate"`
+	// Since the gateway started.
+	CallsTotal     uint64 `json:"calls_total"`
+	ErrorsTotal    uint64 `json:"errors_total"`
+	AppErrorsTotal uint64 `json:"app_errors_total"`
+	FailoversTotal uint64 `json:"failovers_total"`
+	EjectionsTotal uint64 `json:"ejections_total"`
 	// Percentiles of the calls completed through the gateway in the
 	// interval, in milliseconds: wait is the time to get a session, call the
 	// whole call as its caller saw it. Null when no call completed.
@@ -105,37 +133,89 @@ type HistoryEvent struct {
 	Error   string    `json:"error,omitempty"`
 }
 
-// HistoryDoc is the JSON of GET /api/admin/history.
-type HistoryDoc struct {
-	IntervalSeconds float64        `json:"interval_seconds"`
-	Capacity        int            `json:"capacity"`
-	Replicas        []string       `json:"replicas"`
-	Points          []HistoryPoint `json:"points"` // oldest first
-	Events          []HistoryEvent `json:"events"` // oldest first
+// EndpointRow is one endpoint of the per-endpoint table, since the
+// gateway started, whatever door its calls came in by.
+type EndpointRow struct {
+	// Endpoint is the API name (bounded like the metrics' endpoint label:
+	// the app's names, capped; the rest is "other").
+	Endpoint  string  `json:"endpoint"`
+	Calls     uint64  `json:"calls"`      // ended calls
+	Errors    uint64  `json:"errors"`     // failed by the gateway, the pool or a replica
+	AppErrors uint64  `json:"app_errors"` // answered by the app with its own error
+	ErrorRate float64 `json:"error_rate"` // Errors/Calls
+	// Call time of the successful calls as their callers saw it, in
+	// milliseconds (within 2.5 % of the true value); null before the first.
+	P50Ms *float64 `json:"p50_ms"`
+	P95Ms *float64 `json:"p95_ms"`
 }
 
-// History samples a Backend into a fixed-size ring. Create it with
+// History windows (GET /api/admin/history?window=).
+const (
+	WindowRecent = "recent" // the last DefaultHistoryPoints intervals, at full resolution
+	WindowLife   = "life"   // since the gateway started, at most DefaultLifePoints points
+)
+
+// HistoryDoc is the JSON of GET /api/admin/history.
+type HistoryDoc struct {
+	// Version is the build (gradiopool version); StartedUnixMs when this
+	// gateway's history began, UptimeSeconds how long ago that is.
+	Version       string  `json:"version"`
+	StartedUnixMs int64   `json:"started_unix_ms"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// Window is the series of Points (WindowRecent or WindowLife);
+	// ResolutionSeconds the time between two of its points. Epoch changes
+	// whenever the life series merges its points: a client polling with
+	// since must then fetch it again from 0.
+	Window            string         `json:"window"`
+	ResolutionSeconds float64        `json:"resolution_seconds"`
+	Epoch             int            `json:"epoch"`
+	IntervalSeconds   float64        `json:"interval_seconds"`
+	Capacity          int            `json:"capacity"`
+	Replicas          []string       `json:"replicas"`
+	Points            []HistoryPoint `json:"points"` // oldest first
+	// Events are the latest listed pool events, oldest first. Frequent,
+	// routine ones (sessions created and destroyed, passed health checks)
+	// are not listed, only counted in EventCounts: replica ("" for none)
+	// → event kind → count since the start.
+	Events      []HistoryEvent               `json:"events"`
+	EventCounts map[string]map[string]uint64 `json:"event_counts"`
+	Endpoints   []EndpointRow                `json:"endpoints"` // by name
+}
+
+// History samples a Backend into fixed-size rings. Create it with
 // newHistory; Run samples until its context ends.
 type History struct {
 	b        Backend
 	interval time.Duration
 	max      int // sessions per replica (max_connections)
 	now      func() time.Time
+	started  time.Time
+	version  string
 
 	mu     sync.Mutex
 	points []HistoryPoint // ring of cap points
 	next   int            // where the next point goes
 	full   bool
-	events []HistoryEvent // ring
-	enext  int
-	efull  bool
-	prev   map[string]counters
-	prevAt time.Time
-	lat    map[string]*latencies
-	names  []string // replica names at the last sample
+	// life is the since-start series: at most lifeCap points of stride
+	// intervals each; pending gathers the intervals of the next one.
+	life     []HistoryPoint
+	lifeCap  int
+	stride   int
+	pending  HistoryPoint
+	pendingN int
+	epoch    int
+	events   []HistoryEvent // ring
+	enext    int
+	efull    bool
+	counts   map[string]map[string]uint64 // replica → kind → events
+	prev     map[string]counters
+	prevAt   time.Time
+	lat      map[string]*latencies
+	names    []string // replica names at the last sample
+	eps      map[string]*endpointStats
 }
 
-type counters struct{ calls, errors, failovers, timeouts uint64 }
+type counters struct{ calls, errors, appErrors, failovers, timeouts, ejections uint64 }
 
 // latencies are the call durations of one replica since the last point.
 type latencies struct {
@@ -143,13 +223,23 @@ type latencies struct {
 	wait, call []time.Duration
 }
 
+// endpointStats are one endpoint's totals since the start.
+type endpointStats struct {
+	calls, errors, appErrors uint64
+	dur                      logHistogram
+}
+
 func newHistory(b Backend, maxConns int, interval time.Duration, points, events int) *History {
 	return &History{
-		b: b, interval: interval, max: maxConns, now: time.Now,
-		points: make([]HistoryPoint, points),
+		b: b, interval: interval, max: maxConns, now: time.Now, started: time.Now(),
+		version: version.Get().Version,
+		points:  make([]HistoryPoint, points),
+		lifeCap: DefaultLifePoints, stride: 1,
 		events: make([]HistoryEvent, events),
+		counts: map[string]map[string]uint64{},
 		prev:   map[string]counters{},
 		lat:    map[string]*latencies{},
+		eps:    map[string]*endpointStats{},
 	}
 }
 
@@ -168,14 +258,18 @@ func (h *History) Run(ctx context.Context) {
 	}
 }
 
+// otherEndpoint gathers the endpoints beyond maxHistoryEndpoints.
+const otherEndpoint = "other"
+
 // observeCall records one call ended through the gateway.
 func (h *History) observeCall(c CallRecord) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.countEndpoint(c)
 	if c.Replica == "" || c.Code != "" {
 		return // the latencies are those of completed calls
 	}
 	replica, wait, total := c.Replica, c.Wait, c.Total
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	l := h.lat[replica]
 	if l == nil {
 		l = &latencies{}
@@ -192,19 +286,59 @@ func (h *History) observeCall(c CallRecord) {
 	}
 }
 
-// feedKinds are the pool events the dashboard lists; per-call events
-// (queued, assigned, call_done) would drown them.
-var feedKinds = map[pool.EventKind]bool{
-	pool.EventInitialized: true, pool.EventConnected: true, pool.EventConnectFailed: true,
-	pool.EventAppChanged: true, pool.EventSessionCreated: true, pool.EventSessionDestroyed: true,
-	pool.EventQueueTimeout: true, pool.EventQueueFull: true, pool.EventHealthCheck: true,
-	pool.EventEjected: true, pool.EventRecovered: true, pool.EventFailover: true,
+// countEndpoint adds c to its endpoint's row. h.mu held.
+func (h *History) countEndpoint(c CallRecord) {
+	name := c.Endpoint
+	if name == "" {
+		name = "(none)"
+	}
+	e := h.eps[name]
+	if e == nil {
+		if len(h.eps) >= maxHistoryEndpoints {
+			name = otherEndpoint
+			e = h.eps[name]
+		}
+		if e == nil {
+			e = &endpointStats{}
+			h.eps[name] = e
+		}
+	}
+	e.calls++
+	switch c.Result() {
+	case ResultOK:
+		e.dur.add(c.Total)
+	case ResultAppError:
+		e.appErrors++
+	default:
+		e.errors++
+	}
 }
 
-// onPoolEvent keeps the pool events of feedKinds. It is called
-// synchronously by the pool: it only appends to the ring.
+// feedKinds are the pool events the dashboard lists (true) or only counts
+// (false); per-call events (queued, assigned, call_done) are neither.
+var feedKinds = map[pool.EventKind]bool{
+	pool.EventInitialized: true, pool.EventConnected: true, pool.EventConnectFailed: true,
+	pool.EventAppChanged: true, pool.EventSessionCreated: false, pool.EventSessionDestroyed: false,
+	pool.EventQueueTimeout: true, pool.EventQueueFull: true, pool.EventHealthCheck: true,
+	pool.EventEjected: true, pool.EventRecovered: true, pool.EventFailover: true,
+	pool.EventSuspect: true, pool.EventProbePassed: true, pool.EventConcurrencyLimited: true,
+}
+
+// onPoolEvent counts the pool events of feedKinds and keeps those listed.
+// It is called synchronously by the pool: it only counts and appends to
+// the ring.
 func (h *History) onPoolEvent(e pool.Event) {
-	if !feedKinds[e.Kind] {
+	listed, ok := feedKinds[e.Kind]
+	if !ok {
+		return
+	}
+	if e.Kind == pool.EventHealthCheck && e.Err == nil {
+		listed = false // a passed check is routine: counted only
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.count(e.Replica, e.Kind.String())
+	if !listed {
 		return
 	}
 	t := e.Time
@@ -216,18 +350,29 @@ func (h *History) onPoolEvent(e pool.Event) {
 		ev.Error = e.Err.Error()
 	}
 	if e.Kind == pool.EventHealthCheck {
-		ev.Reason = "ok"
-		if e.Err != nil {
-			ev.Reason = "failed"
-		}
+		ev.Reason = "failed"
 	}
-	h.mu.Lock()
 	h.events[h.enext] = ev
 	h.enext = (h.enext + 1) % len(h.events)
 	if h.enext == 0 {
 		h.efull = true
 	}
-	h.mu.Unlock()
+}
+
+// count adds one event of kind on replica to the counts. h.mu held.
+func (h *History) count(replica, kind string) {
+	m := h.counts[replica]
+	if m == nil {
+		if len(h.counts) >= maxCountedReplicas {
+			replica = otherEndpoint
+			m = h.counts[replica]
+		}
+		if m == nil {
+			m = map[string]uint64{}
+			h.counts[replica] = m
+		}
+	}
+	m[kind]++
 }
 
 // historyStatsTimeout bounds one sample's Stats call (a shared assignment
@@ -273,6 +418,97 @@ func (h *History) sample(ctx context.Context) {
 	if h.next == 0 {
 		h.full = true
 	}
+	h.addLife(p)
+}
+
+// addLife adds one interval's point to the since-start series. When the
+// series is full, each pair of its points becomes one: the series keeps
+// its start and at most lifeCap points, at half the resolution. h.mu held.
+func (h *History) addLife(p HistoryPoint) {
+	if h.pendingN == 0 {
+		h.pending = p
+	} else {
+		h.pending = mergePoints(h.pending, p)
+	}
+	h.pendingN++
+	if h.pendingN < h.stride {
+		return
+	}
+	h.life = append(h.life, h.pending)
+	h.pending, h.pendingN = HistoryPoint{}, 0
+	if len(h.life) < max(h.lifeCap, 2) {
+		return
+	}
+	half := h.life[:0]
+	for i := 0; i+1 < len(h.life); i += 2 {
+		half = append(half, mergePoints(h.life[i], h.life[i+1]))
+	}
+	if len(h.life)%2 == 1 { // an odd cap: the newest stays alone
+		half = append(half, h.life[len(h.life)-1])
+	}
+	clear(h.life[len(half):])
+	h.life = half
+	h.stride *= 2
+	h.epoch++
+}
+
+// mergePoints is the point of a's interval followed by b's: counts summed,
+// rates recomputed, gauges and percentiles the higher (a peak must stay
+// visible in a long view), states and totals b's.
+func mergePoints(a, b HistoryPoint) HistoryPoint {
+	m := b
+	m.Seconds = a.Seconds + b.Seconds
+	m.UserAssignments = max(a.UserAssignments, b.UserAssignments)
+	m.Waiting = max(a.Waiting, b.Waiting)
+	m.InUse = max(a.InUse, b.InUse)
+	m.Replicas = make([]ReplicaPoint, len(b.Replicas))
+	var calls uint64
+	for i, rb := range b.Replicas {
+		r := rb
+		if j := slices.IndexFunc(a.Replicas, func(ra ReplicaPoint) bool { return ra.Name == rb.Name }); j >= 0 {
+			ra := a.Replicas[j]
+			r.Calls += ra.Calls
+			r.Errors += ra.Errors
+			r.AppErrors += ra.AppErrors
+			r.Failovers += ra.Failovers
+			r.Ejections += ra.Ejections
+			r.QueueTimeouts += ra.QueueTimeouts
+			r.InUse = max(r.InUse, ra.InUse)
+			r.Waiting = max(r.Waiting, ra.Waiting)
+			r.WaitP50Ms, r.WaitP95Ms = maxMs(ra.WaitP50Ms, r.WaitP50Ms), maxMs(ra.WaitP95Ms, r.WaitP95Ms)
+			r.CallP50Ms, r.CallP95Ms = maxMs(ra.CallP50Ms, r.CallP50Ms), maxMs(ra.CallP95Ms, r.CallP95Ms)
+		}
+		setRates(&r, m.Seconds)
+		calls += r.Calls
+		m.Replicas[i] = r
+	}
+	if m.Seconds > 0 {
+		m.CallsPerSecond = float64(calls) / m.Seconds
+	}
+	return m
+}
+
+// maxMs is the higher of two optional percentiles.
+func maxMs(a, b *float64) *float64 {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || *a > *b:
+		return a
+	}
+	return b
+}
+
+// setRates computes r's rates from its counts over secs.
+func setRates(r *ReplicaPoint, secs float64) {
+	r.CallsPerSecond, r.ErrorRate, r.AppErrorRate = 0, 0, 0
+	if secs > 0 {
+		r.CallsPerSecond = float64(r.Calls) / secs
+	}
+	if r.Calls > 0 {
+		r.ErrorRate = min(float64(r.Errors)/float64(r.Calls), 1)
+		r.AppErrorRate = min(float64(r.AppErrors)/float64(r.Calls), 1)
+	}
 }
 
 // replicaPoint turns one replica's statistics into its point. h.mu held.
@@ -287,20 +523,20 @@ func (h *History) replicaPoint(name string, rs pool.ReplicaStats, secs float64) 
 	if len(rs.Endpoints) > 0 { // the pool has seen the Space's own queue
 		rp.SpaceQueue = &SpaceQueue{Size: rs.SpaceQueue, ETASeconds: rs.SpaceETA}
 	}
-	cur := counters{calls: rs.Calls, errors: rs.Errors, failovers: rs.Failovers, timeouts: rs.QueueTimeouts}
+	ejections := h.counts[name][pool.EventEjected.String()]
+	cur := counters{calls: rs.Calls, errors: rs.Errors, appErrors: rs.AppErrors, failovers: rs.Failovers,
+		timeouts: rs.QueueTimeouts, ejections: ejections}
+	rp.AppErrorsTotal, rp.FailoversTotal, rp.EjectionsTotal = rs.AppErrors, rs.Failovers, ejections
 	if prev, seen := h.prev[name]; seen {
 		rp.Calls = delta(cur.calls, prev.calls)
 		rp.Errors = delta(cur.errors, prev.errors)
+		rp.AppErrors = delta(cur.appErrors, prev.appErrors)
 		rp.Failovers = delta(cur.failovers, prev.failovers)
 		rp.QueueTimeouts = delta(cur.timeouts, prev.timeouts)
+		rp.Ejections = delta(cur.ejections, prev.ejections)
 	}
 	h.prev[name] = cur
-	if secs > 0 {
-		rp.CallsPerSecond = float64(rp.Calls) / secs
-	}
-	if rp.Calls > 0 {
-		rp.ErrorRate = min(float64(rp.Errors)/float64(rp.Calls), 1)
-	}
+	setRates(&rp, secs)
 	if l := h.lat[name]; l != nil && len(l.call) > 0 {
 		rp.WaitP50Ms, rp.WaitP95Ms = percentileMs(l.wait, 0.50), percentileMs(l.wait, 0.95)
 		rp.CallP50Ms, rp.CallP95Ms = percentileMs(l.call, 0.50), percentileMs(l.call, 0.95)
@@ -335,19 +571,47 @@ func displayState(rs pool.ReplicaStats) string {
 	return rs.State
 }
 
-// Doc returns the points taken after sinceMs (Unix milliseconds; 0: all)
-// and the events, oldest first.
-func (h *History) Doc(sinceMs int64) HistoryDoc {
+// Doc returns the points of window (WindowRecent, the default, or
+// WindowLife) taken after sinceMs (Unix milliseconds; 0: all), the
+// events, oldest first, their counts and the endpoints.
+func (h *History) Doc(window string, sinceMs int64) HistoryDoc {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	doc := HistoryDoc{IntervalSeconds: h.interval.Seconds(), Capacity: len(h.points), Replicas: slices.Clone(h.names),
-		Points: []HistoryPoint{}, Events: []HistoryEvent{}}
-	each(h.points, h.next, h.full, func(p HistoryPoint) {
+	now := h.now()
+	doc := HistoryDoc{
+		Version: h.version, StartedUnixMs: h.started.UnixMilli(), UptimeSeconds: max(now.Sub(h.started).Seconds(), 0),
+		Window: WindowRecent, ResolutionSeconds: h.interval.Seconds(), Epoch: h.epoch,
+		IntervalSeconds: h.interval.Seconds(), Capacity: len(h.points), Replicas: append([]string{}, h.names...),
+		Points: []HistoryPoint{}, Events: []HistoryEvent{}, EventCounts: map[string]map[string]uint64{},
+		Endpoints: []EndpointRow{},
+	}
+	keep := func(p HistoryPoint) {
 		if p.UnixMs > sinceMs {
 			doc.Points = append(doc.Points, p)
 		}
-	})
+	}
+	if window == WindowLife {
+		doc.Window, doc.Capacity = WindowLife, h.lifeCap
+		doc.ResolutionSeconds = h.interval.Seconds() * float64(h.stride)
+		for _, p := range h.life {
+			keep(p)
+		}
+	} else {
+		each(h.points, h.next, h.full, keep)
+	}
 	each(h.events, h.enext, h.efull, func(e HistoryEvent) { doc.Events = append(doc.Events, e) })
+	for r, m := range h.counts {
+		doc.EventCounts[r] = maps.Clone(m)
+	}
+	for name, e := range h.eps {
+		row := EndpointRow{Endpoint: name, Calls: e.calls, Errors: e.errors, AppErrors: e.appErrors,
+			P50Ms: e.dur.quantileMs(0.50), P95Ms: e.dur.quantileMs(0.95)}
+		if e.calls > 0 {
+			row.ErrorRate = float64(e.errors) / float64(e.calls)
+		}
+		doc.Endpoints = append(doc.Endpoints, row)
+	}
+	slices.SortFunc(doc.Endpoints, func(a, b EndpointRow) int { return strings.Compare(a.Endpoint, b.Endpoint) })
 	return doc
 }
 
@@ -361,4 +625,50 @@ func each[T any](ring []T, next int, full bool, f func(T)) {
 	for _, v := range ring[:next] {
 		f(v)
 	}
+}
+
+// logHistogram counts durations in buckets whose bounds grow by
+// histGrowth, from histMinMs to a day: quantiles within 2.5 % of the
+// truth, in histBuckets counters whatever the number of calls.
+type logHistogram struct {
+	n       uint64
+	buckets [histBuckets]uint64
+}
+
+const (
+	histGrowth  = 1.05
+	histMinMs   = 0.1
+	histBuckets = 422 // ln(86_400_000 ms / histMinMs) / ln(histGrowth), rounded up
+)
+
+func (l *logHistogram) add(d time.Duration) {
+	ms := float64(d.Microseconds()) / 1000
+	i := 0
+	if ms > histMinMs {
+		i = int(math.Ceil(math.Log(ms/histMinMs) / math.Log(histGrowth)))
+	}
+	l.buckets[min(max(i, 0), histBuckets-1)]++
+	l.n++
+}
+
+// quantileMs is the nearest-rank q-quantile in milliseconds (the middle of
+// its bucket), nil when empty.
+func (l *logHistogram) quantileMs(q float64) *float64 {
+	if l.n == 0 {
+		return nil
+	}
+	rank := max(uint64(math.Ceil(q*float64(l.n))), 1)
+	var seen uint64
+	for i, c := range l.buckets {
+		seen += c
+		if seen >= rank {
+			v := histMinMs
+			if i > 0 { // bucket i holds (min·g^(i-1), min·g^i]
+				v = histMinMs * math.Pow(histGrowth, float64(i)-0.5)
+			}
+			v = math.Round(v*100) / 100
+			return &v
+		}
+	}
+	return nil // not reached: the buckets sum to n
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -74,7 +77,7 @@ func TestHistoryRing(t *testing.T) {
 		times = append(times, clk.t.UnixMilli())
 		clk.add(5 * time.Second)
 	}
-	doc := h.Doc(0)
+	doc := h.Doc("", 0)
 	if doc.Capacity != 4 || doc.IntervalSeconds != 5 {
 		t.Errorf("capacity %d, interval %v", doc.Capacity, doc.IntervalSeconds)
 	}
@@ -89,10 +92,10 @@ func TestHistoryRing(t *testing.T) {
 			t.Errorf("point %d replicas = %+v", i, p.Replicas)
 		}
 	}
-	if got := h.Doc(times[3]).Points; len(got) != 2 || got[0].UnixMs != times[4] {
+	if got := h.Doc("", times[3]).Points; len(got) != 2 || got[0].UnixMs != times[4] {
 		t.Errorf("since the 4th point: %d points, want the 5th and 6th", len(got))
 	}
-	if got := h.Doc(times[5]).Points; len(got) != 0 {
+	if got := h.Doc("", times[5]).Points; len(got) != 0 {
 		t.Errorf("since the last point: %d points, want none", len(got))
 	}
 	if doc.Replicas[0] != "a" {
@@ -115,7 +118,7 @@ func TestHistoryRates(t *testing.T) {
 	}
 	clk.add(5 * time.Second)
 	h.sample(context.Background())
-	p := h.Doc(0).Points[1]
+	p := h.Doc("", 0).Points[1]
 	a := p.Replicas[0]
 	if a.Calls != 10 || a.CallsPerSecond != 2 || a.ErrorRate != 0.2 || a.Failovers != 1 || a.QueueTimeouts != 3 || a.CallsTotal != 10 {
 		t.Errorf("replica a = %+v; want 10 calls, 2/s, error rate 0.2, 1 failover, 3 time-outs", a)
@@ -134,7 +137,7 @@ func TestHistoryRates(t *testing.T) {
 	b.set(func(st *pool.Stats) { st.Pools["a"] = pool.ReplicaStats{State: pool.StateReady, Calls: 3} })
 	clk.add(5 * time.Second)
 	h.sample(context.Background())
-	a = h.Doc(0).Points[2].Replicas[0]
+	a = h.Doc("", 0).Points[2].Replicas[0]
 	if a.Calls != 0 || a.WaitP50Ms != nil {
 		t.Errorf("after a reset: %+v", a)
 	}
@@ -161,7 +164,7 @@ func TestHistorySpaceQueue(t *testing.T) {
 			Endpoints: map[string]pool.EndpointLoad{"upper": {SpaceQueue: 4}}}
 	})
 	h.sample(context.Background())
-	p := h.Doc(0).Points[0]
+	p := h.Doc("", 0).Points[0]
 	if q := p.Replicas[0].SpaceQueue; q == nil || q.Size != 4 || q.ETASeconds != 2.5 {
 		t.Errorf("replica a space_queue = %+v, want size 4, eta 2.5", q)
 	}
@@ -197,7 +200,7 @@ func TestHistoryEvents(t *testing.T) {
 	h.onPoolEvent(pool.Event{Kind: pool.EventHealthCheck, Replica: "a", Err: errors.New("ping failed")})
 	h.onPoolEvent(pool.Event{Kind: pool.EventEjected, Replica: "a", Err: errors.New("down")})
 	h.onPoolEvent(pool.Event{Kind: pool.EventFailover, Replica: "a"})
-	evs := h.Doc(0).Events
+	evs := h.Doc("", 0).Events
 	var kinds []string
 	for _, e := range evs {
 		kinds = append(kinds, e.Kind)
@@ -240,7 +243,7 @@ func TestHistoryRunHour(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-done
-		pts := h.Doc(0).Points
+		pts := h.Doc("", 0).Points
 		if len(pts) != DefaultHistoryPoints {
 			t.Fatalf("%d points, want %d", len(pts), DefaultHistoryPoints)
 		}
@@ -256,4 +259,177 @@ func TestHistoryRunHour(t *testing.T) {
 			t.Errorf("the last point is %v old", now.Sub(pts[len(pts)-1].Time))
 		}
 	})
+}
+
+// TestHistoryAppErrorsApart: the app's own errors (gr.Error) have their
+// own rate and total; the replica's error rate counts only its failures.
+func TestHistoryAppErrorsApart(t *testing.T) {
+	b := newStatsBackend("a")
+	h := newHistory(b, 10, 5*time.Second, 10, 10)
+	clk := newClock()
+	h.now = clk.now
+	h.sample(context.Background())
+	b.set(func(st *pool.Stats) {
+		st.Pools["a"] = pool.ReplicaStats{State: pool.StateReady, Calls: 10, Errors: 1, AppErrors: 4, Failovers: 2}
+	})
+	clk.add(5 * time.Second)
+	h.sample(context.Background())
+	a := h.Doc("", 0).Points[1].Replicas[0]
+	if a.ErrorRate != 0.1 || a.AppErrorRate != 0.4 || a.AppErrors != 4 || a.AppErrorsTotal != 4 || a.Errors != 1 {
+		t.Errorf("replica a = %+v; want error rate 0.1, app error rate 0.4 (4 app errors)", a)
+	}
+	if a.Failovers != 2 || a.FailoversTotal != 2 {
+		t.Errorf("failovers %d, total %d; want 2, 2", a.Failovers, a.FailoversTotal)
+	}
+}
+
+// TestHistoryEjectionsPerReplica: ejections are counted per replica, per
+// interval and in total, from the pool's events.
+func TestHistoryEjectionsPerReplica(t *testing.T) {
+	b := newStatsBackend("a", "b")
+	h := newHistory(b, 10, 5*time.Second, 10, 10)
+	h.sample(context.Background())
+	for range 2 {
+		h.onPoolEvent(pool.Event{Kind: pool.EventEjected, Replica: "b", Err: errors.New("down")})
+	}
+	h.sample(context.Background())
+	h.onPoolEvent(pool.Event{Kind: pool.EventEjected, Replica: "b"})
+	h.sample(context.Background())
+	pts := h.Doc("", 0).Points
+	if a, b := pts[1].Replicas[0], pts[1].Replicas[1]; a.Ejections != 0 || b.Ejections != 2 || b.EjectionsTotal != 2 {
+		t.Errorf("second point: a %d ejections, b %d (total %d); want 0, 2 (2)", a.Ejections, b.Ejections, b.EjectionsTotal)
+	}
+	if b := pts[2].Replicas[1]; b.Ejections != 1 || b.EjectionsTotal != 3 {
+		t.Errorf("third point: b %d ejections (total %d); want 1 (3)", b.Ejections, b.EjectionsTotal)
+	}
+}
+
+// TestHistoryLifeBounded samples for long: the since-start series keeps
+// at most its capacity, still starts at the first interval, and loses no
+// call in its merges; the resolution follows.
+func TestHistoryLifeBounded(t *testing.T) {
+	b := newStatsBackend("a")
+	clk := newClock()
+	h := newHistory(b, 10, 5*time.Second, 4, 10)
+	h.now = clk.now
+	h.lifeCap = 8
+	const samples = 1000
+	for i := range samples {
+		clk.add(5 * time.Second)
+		b.set(func(st *pool.Stats) {
+			st.Pools["a"] = pool.ReplicaStats{State: pool.StateReady, Calls: uint64(3 * i), InUseConnections: i % 7}
+		})
+		h.sample(context.Background())
+		if len(h.life) > h.lifeCap || cap(h.life) > 2*h.lifeCap {
+			t.Fatalf("sample %d: life holds %d points (cap %d), want at most %d", i, len(h.life), cap(h.life), h.lifeCap)
+		}
+	}
+	doc := h.Doc(WindowLife, 0)
+	if doc.Window != WindowLife || doc.Capacity != 8 || len(doc.Points) == 0 || len(doc.Points) > 8 {
+		t.Fatalf("life doc: window %q, capacity %d, %d points", doc.Window, doc.Capacity, len(doc.Points))
+	}
+	// 1000 intervals in at most 8 points: 128 intervals a point.
+	if doc.ResolutionSeconds != 5*128 || doc.Epoch != 7 {
+		t.Errorf("resolution %v s, epoch %d; want 640 s, 7", doc.ResolutionSeconds, doc.Epoch)
+	}
+	var calls uint64
+	var secs float64
+	maxInUse := 0
+	for _, p := range doc.Points {
+		calls += p.Replicas[0].Calls
+		secs += p.Seconds
+		maxInUse = max(maxInUse, p.Replicas[0].InUse)
+	}
+	// Calls are counted from the second sample; the first point starts
+	// with the first sample.
+	covered := len(doc.Points) * 128
+	if want := uint64(3 * (covered - 1)); calls != want {
+		t.Errorf("the life series counts %d calls over %d intervals, want %d (none lost in merges)", calls, covered, want)
+	}
+	if secs != float64(covered)*5 {
+		t.Errorf("the life series covers %v s, want %v", secs, covered*5)
+	}
+	if maxInUse != 6 {
+		t.Errorf("peak in use %d, want 6 (merges keep the peak)", maxInUse)
+	}
+	if first := doc.Points[0]; first.Time.Sub(newClock().t) != 128*5*time.Second {
+		t.Errorf("the first point ends %v after the start, want its 128 intervals", first.Time.Sub(newClock().t))
+	}
+	if recent := h.Doc("", 0); len(recent.Points) != 4 || recent.ResolutionSeconds != 5 {
+		t.Errorf("recent: %d points at %v s", len(recent.Points), recent.ResolutionSeconds)
+	}
+}
+
+// TestHistoryEndpoints: the per-endpoint table counts calls, failures and
+// app errors apart, gives p50/p95 of the successful calls, and is bounded.
+func TestHistoryEndpoints(t *testing.T) {
+	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 2)
+	for i := 1; i <= 1000; i++ {
+		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Endpoint: "upper", Total: time.Duration(i) * time.Millisecond})
+	}
+	h.observeCall(CallRecord{Route: RouteFrontDoor, Replica: "a", Endpoint: "fail", Code: codeAppError, Total: time.Second})
+	h.observeCall(CallRecord{Route: RouteCall, Endpoint: "fail", Code: "queue_timeout", Total: time.Minute})
+	rows := h.Doc("", 0).Endpoints
+	if len(rows) != 2 || rows[0].Endpoint != "fail" || rows[1].Endpoint != "upper" {
+		t.Fatalf("endpoints = %+v", rows)
+	}
+	if f := rows[0]; f.Calls != 2 || f.Errors != 1 || f.AppErrors != 1 || f.ErrorRate != 0.5 || f.P50Ms != nil {
+		t.Errorf("fail = %+v; want 2 calls, 1 error, 1 app error, no percentile", f)
+	}
+	u := rows[1]
+	if u.Calls != 1000 || u.Errors != 0 || u.P50Ms == nil || u.P95Ms == nil {
+		t.Fatalf("upper = %+v", u)
+	}
+	for _, c := range []struct {
+		got  float64
+		want float64
+	}{{*u.P50Ms, 500}, {*u.P95Ms, 950}} {
+		if c.got < c.want*0.975 || c.got > c.want*1.025 {
+			t.Errorf("percentile %v ms, want %v within 2.5 %%", c.got, c.want)
+		}
+	}
+	// Past the bound, further endpoints share one row.
+	for i := range 3 * maxHistoryEndpoints {
+		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Endpoint: fmt.Sprintf("e%d", i), Total: time.Millisecond})
+	}
+	h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Endpoint: "upper", Total: 10 * time.Hour}) // past the buckets
+	rows = h.Doc("", 0).Endpoints
+	if len(rows) != maxHistoryEndpoints+1 {
+		t.Fatalf("%d endpoint rows, want %d and %q", len(rows), maxHistoryEndpoints, otherEndpoint)
+	}
+	i := slices.IndexFunc(rows, func(r EndpointRow) bool { return r.Endpoint == otherEndpoint })
+	if i < 0 || rows[i].Calls != 3*maxHistoryEndpoints-(maxHistoryEndpoints-2) {
+		t.Errorf("other row = %+v", rows[i])
+	}
+}
+
+// TestHistoryEventCounts: routine events (sessions created and destroyed,
+// passed health checks) are counted per replica, not listed; the counts
+// are bounded.
+func TestHistoryEventCounts(t *testing.T) {
+	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 50)
+	for range 30 {
+		h.onPoolEvent(pool.Event{Kind: pool.EventSessionCreated, Replica: "a"})
+		h.onPoolEvent(pool.Event{Kind: pool.EventHealthCheck, Replica: "a"})
+	}
+	h.onPoolEvent(pool.Event{Kind: pool.EventSessionDestroyed, Replica: "b", Reason: "idle"})
+	h.onPoolEvent(pool.Event{Kind: pool.EventHealthCheck, Replica: "b", Err: errors.New("ping failed")})
+	h.onPoolEvent(pool.Event{Kind: pool.EventFailover, Replica: "a"})
+	doc := h.Doc("", 0)
+	if len(doc.Events) != 2 || doc.Events[0].Kind != "health_check" || doc.Events[0].Replica != "b" || doc.Events[1].Kind != "failover" {
+		t.Errorf("listed events = %+v; want the failed check and the failover only", doc.Events)
+	}
+	want := map[string]map[string]uint64{
+		"a": {"session_created": 30, "health_check": 30, "failover": 1},
+		"b": {"session_destroyed": 1, "health_check": 1},
+	}
+	if !reflect.DeepEqual(doc.EventCounts, want) {
+		t.Errorf("event counts = %v, want %v", doc.EventCounts, want)
+	}
+	for i := range 2 * maxCountedReplicas {
+		h.onPoolEvent(pool.Event{Kind: pool.EventSessionCreated, Replica: fmt.Sprintf("r%d", i)})
+	}
+	if n := len(h.counts); n != maxCountedReplicas+1 {
+		t.Errorf("counts for %d replicas, want %d and %q", n, maxCountedReplicas, otherEndpoint)
+	}
 }
