@@ -17,6 +17,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/version"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -53,9 +54,14 @@ func artifactDir(t *testing.T) string {
 }
 
 // TestDashboardInChromium drives the dashboard in headless Chromium: a
-// wrong token is refused, the right one logs in, every replica appears,
-// the numbers move while a workload runs, a killed replica shows as
-// ejected; the page is saved as a screenshot.
+// wrong token is refused, the right one logs in, every replica appears
+// with the version and uptime, the numbers move while a workload runs
+// (gr.Errors among its calls: counted as app errors, not as replica
+// failures; a refused join: a failover), the endpoint table fills, the
+// charts span from the gateway's start and follow the chosen window, a
+// killed replica shows as ejected, the events list filters by kind and
+// replica with sessions created only counted; the page is saved as a
+// screenshot (docs/dashboard.png is a copy of it).
 func TestDashboardInChromium(t *testing.T) {
 	chrome := chromiumPath(t)
 	const token = "dashboard-test-token"
@@ -176,7 +182,12 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("location %q (%v): the token must not be in the URL", loc, err)
 	}
 
-	// A workload: the calls counters move.
+	// Version and uptime.
+	poll("version", fmt.Sprintf(`document.querySelector('.summary [data-field="version"]')?.textContent === %q`, version.Get().Version))
+	poll("uptime", `/^\d+ (s|min)/.test(document.querySelector('.summary [data-field="uptime"]')?.textContent)`)
+
+	// A workload: the calls counters move. One call in 8 is to "fail",
+	// which raises gr.Error.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -187,7 +198,11 @@ func TestDashboardInChromium(t *testing.T) {
 					return
 				default:
 				}
-				req, _ := http.NewRequest("POST", base+"/v1/predict/upper", strings.NewReader(`{"data":["x"]}`))
+				endpoint := "upper"
+				if i%8 == 7 {
+					endpoint = "fail"
+				}
+				req, _ := http.NewRequest("POST", base+"/v1/predict/"+endpoint, strings.NewReader(`{"data":["x"]}`))
 				req.Header.Set(gateway.UserHeader, fmt.Sprintf("user%d-%d@example.com", w, i%7))
 				resp, err := http.DefaultClient.Do(req)
 				if err == nil {
@@ -208,12 +223,81 @@ func TestDashboardInChromium(t *testing.T) {
 	before := eval(calls(names[0]))
 	poll("calls grow", fmt.Sprintf(`%s > %d`, calls(names[0]), before))
 
+	// gr.Error: app errors on the cards and in the endpoint table; the
+	// replicas' failures stay at none.
+	field := func(n, f string) string {
+		return fmt.Sprintf(`(document.querySelector('article.replica[data-replica=%q] [data-field=%q]')||{textContent:""}).textContent`, n, f)
+	}
+	total := func(n, f string) string { // the "… · N total" of a card field
+		return fmt.Sprintf(`Number((%s.match(/([\d,.\s]+) total/)||["","-1"])[1].replace(/\D/g,""))`, field(n, f))
+	}
+	for _, n := range names {
+		poll("app errors on "+n, total(n, "app_errors")+` > 0`)
+		if got := eval(total(n, "error_rate")); got != 0 {
+			t.Errorf("replica %s shows %d failures; gr.Errors are the app's, not the replica's", n, got)
+		}
+	}
+	cell := func(endpoint, f string) string {
+		return fmt.Sprintf(`(document.querySelector('#endpoints tr[data-endpoint=%q] [data-field=%q]')||{textContent:""}).textContent`, endpoint, f)
+	}
+	poll("endpoint upper", fmt.Sprintf(`Number(%s.replace(/\D/g,"")) > 10 && / ms$/.test(%s) && / ms$/.test(%s)`,
+		cell("upper", "calls"), cell("upper", "p50"), cell("upper", "p95")))
+	poll("endpoint fail", fmt.Sprintf(`Number(%s.replace(/\D/g,"")) > 0 && %s === "0"`, cell("fail", "app_errors"), cell("fail", "errors")))
+
+	// A refused join: the call fails over, counted on the replica left.
+	sims[0].FailNextJoins(2)
+	poll("failover", fmt.Sprintf(`Number(%s) > 0`, field(names[0], "failovers_total")))
+
+	// The charts span from the gateway's start (not a fixed hour with
+	// the data at its right edge), and follow the chosen window.
+	chart := `document.querySelector('[data-chart="calls_per_second"] svg')`
+	started := eval(`Number(` + chart + `.dataset.x0)`)
+	if doc := g.HistoryDoc(); int64(started) > doc.StartedUnixMs+1000 || int64(started) < doc.StartedUnixMs {
+		t.Errorf("the 1 h chart starts at %d, want the gateway's start %d", started, doc.StartedUnixMs)
+	}
+	firstX := `Math.round(document.querySelector('[data-chart="calls_per_second"] path.series').getAttribute("d").match(/^M([\d.]+)/)[1])`
+	if x := eval(firstX); x > 100 {
+		t.Errorf("the first point is drawn at x=%d of 600: the chart does not span from the start", x)
+	}
+	do("since start", chromedp.Click(chromedp.CSS(`button[data-window="life"]`)))
+	poll("life window", chart+`?.dataset.window === "life" && `+chart+`.querySelectorAll("path.series").length >= 3`)
+	do("5 min", chromedp.Click(chromedp.CSS(`button[data-window="300"]`)))
+	poll("5 min window", chart+`?.dataset.window === "300" && `+chart+`.querySelectorAll("path.series").length >= 3`)
+
 	// Kill a replica: its card says so, the events list the ejection.
 	sims[1].Close()
 	killed := names[1]
 	poll("ejected", fmt.Sprintf(`document.querySelector('article.replica[data-replica=%q]')?.dataset.state === "ejected"`, killed))
 	poll("event", `!!document.querySelector('#events tr[data-kind="ejected"]')`)
+	poll("ejections", fmt.Sprintf(`Number(%s) > 0`, field(killed, "ejections_total")))
 	poll("charts", `document.querySelectorAll('[data-chart="calls_per_second"] path.series').length >= 2`)
+
+	// Sessions created are counted, not listed one row each.
+	poll("sessions counted", `Number(document.querySelector('#event-counts li[data-kind="session_created"]')?.dataset.count) >= 3`)
+	if n := eval(`document.querySelectorAll('#events tr[data-kind="session_created"]').length`); n != 0 {
+		t.Errorf("%d session_created rows in the events list, want them only counted", n)
+	}
+	for _, n := range names {
+		poll("sessions created on "+n, fmt.Sprintf(`Number(%s) > 0`, field(n, "sessions_created")))
+	}
+	// The filters: by kind, then by replica too.
+	choose := func(sel, value string) {
+		t.Helper()
+		do("filter "+sel, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+			`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event("change")); })()`, sel, value)))
+	}
+	choose("#filter-kind", "failover")
+	poll("failover rows", `(() => { const rows = [...document.querySelectorAll("#events tr")];
+		return rows.length > 0 && rows.every((r) => r.dataset.kind === "failover"); })()`)
+	choose("#filter-kind", "ejected")
+	choose("#filter-replica", killed)
+	poll("filtered rows", fmt.Sprintf(`(() => { const rows = [...document.querySelectorAll("#events tr")];
+		return rows.length > 0 && rows.every((r) => r.dataset.kind === "ejected" && r.dataset.replica === %q); })()`, killed))
+	choose("#filter-replica", names[2])
+	poll("no rows", `document.querySelectorAll("#events tr").length === 0 && document.querySelectorAll("#event-counts li").length === 0`)
+	choose("#filter-kind", "")
+	choose("#filter-replica", "")
+	do("1 h", chromedp.Click(chromedp.CSS(`button[data-window="3600"]`)))
 	// The survivors keep serving, and the numbers keep moving.
 	before = eval(calls(names[0]))
 	poll("calls after the kill", fmt.Sprintf(`%s > %d`, calls(names[0]), before+100))

@@ -15,6 +15,9 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 	g.history.next, g.history.full = 0, false
 }
 
+// HistoryDoc is what GET /api/admin/history answers now.
+func (g *Gateway) HistoryDoc() HistoryDoc { return g.history.Doc(WindowRecent, 0) }
+
 // SetBodyTimeout replaces DefaultBodyReadTimeout.
 func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }
 

@@ -2,7 +2,12 @@
 // and computes nothing the API does not: every number is a field of it.
 "use strict";
 
-const state = { points: [], events: [], interval: 5, capacity: 720, last: 0, timer: 0 };
+// window is the charts' span: seconds back from now (never before the
+// gateway's start), or "life" for the since-start series.
+const state = {
+  points: [], events: [], counts: {}, interval: 5, resolution: 5, capacity: 720, last: 0, timer: 0,
+  window: localStorage.getItem("gradiopool-window") || "3600", series: "", gen: 0, epoch: -1, started: 0,
+};
 const palette = ["#2f7ed8", "#e4572e", "#17a398", "#f3a712", "#8e5ea2", "#6b8f71", "#c1666b", "#4f6d7a"];
 
 function $(sel, root) { return (root || document).querySelector(sel); }
@@ -17,6 +22,16 @@ function num(v, digits) {
 function ms(v) { return v === null || v === undefined ? "–" : num(v, v < 10 ? 1 : 0) + " ms"; }
 function pct(v) { return num(v * 100, 1) + " %"; }
 function clock(unixMs) { return new Date(unixMs).toLocaleTimeString(); }
+function duration(secs) {
+  if (secs > 0 && secs < 10) return num(secs, secs < 1 ? 2 : 0) + " s"; // short test intervals
+  secs = Math.max(0, Math.floor(secs));
+  const d = Math.floor(secs / 86400), h = Math.floor(secs % 86400 / 3600), m = Math.floor(secs % 3600 / 60);
+  if (d) return d + " d " + h + " h";
+  if (h) return h + " h " + m + " min";
+  if (m) return m + " min " + (secs % 60) + " s";
+  return secs + " s";
+}
+function label(kind) { return kind.replace(/_/g, " "); }
 
 // Theme: the system's, unless the button chose one (kept in localStorage).
 function applyTheme() {
@@ -62,7 +77,13 @@ function renderReplica(r, names) {
     : "not reported");
   setField(card, "calls_per_second", num(r.calls_per_second, 2));
   setField(card, "calls_total", num(r.calls_total, 0));
-  setField(card, "error_rate", pct(r.error_rate));
+  setField(card, "error_rate", pct(r.error_rate) + " · " + num(r.errors_total, 0) + " total");
+  setField(card, "app_errors", pct(r.app_error_rate) + " · " + num(r.app_errors_total, 0) + " total");
+  setField(card, "failovers_total", num(r.failovers_total, 0));
+  setField(card, "ejections_total", num(r.ejections_total, 0));
+  const c = state.counts[r.name] || {};
+  setField(card, "sessions_created", num(c.session_created || 0, 0));
+  setField(card, "sessions_destroyed", num(c.session_destroyed || 0, 0));
   setField(card, "wait", ms(r.wait_p50_ms) + " / " + ms(r.wait_p95_ms));
   setField(card, "call", ms(r.call_p50_ms) + " / " + ms(r.call_p95_ms));
   setField(card, "health", r.healthy + " healthy · " + r.unhealthy + " unhealthy");
@@ -81,20 +102,30 @@ function svgEl(tag, attrs) {
   return el;
 }
 
-// drawChart draws one field of every replica over the kept points.
-function drawChart(box, field, names, scale) {
-  const W = 600, H = 170, L = 44, R = 8, T = 8, B = 22;
+// span is the charts' time axis: from x0 to x1 (Unix ms). A window never
+// reaches before the gateway's start, so a young gateway's data fills the
+// chart instead of a sliver at its right edge.
+function span() {
   const pts = state.points;
-  const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": field });
+  const x1 = pts.length ? pts[pts.length - 1].unix_ms : Date.now();
+  let x0 = state.started || x1;
+  if (state.window !== "life") x0 = Math.max(x0, x1 - Number(state.window) * 1000);
+  return { x0: Math.min(x0, x1 - 1000), x1: x1 };
+}
+
+// drawChart draws one field of every replica over the points in span.
+function drawChart(box, field, names, scale, sp) {
+  const W = 600, H = 170, L = 44, R = 8, T = 8, B = 22;
+  const pts = state.points.filter((p) => p.unix_ms >= sp.x0);
+  const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": field,
+    "data-x0": sp.x0, "data-x1": sp.x1, "data-window": state.window });
   let ymax = 0;
   for (const p of pts) for (const r of p.replicas || []) {
     const v = r[field];
     if (v !== null && v !== undefined) ymax = Math.max(ymax, v * scale);
   }
   ymax = ymax > 0 ? ymax * 1.1 : 1;
-  const now = pts.length ? pts[pts.length - 1].unix_ms : Date.now();
-  const x0 = now - state.capacity * state.interval * 1000;
-  const x = (t) => L + (W - L - R) * (t - x0) / (now - x0 || 1);
+  const x = (t) => L + (W - L - R) * (t - sp.x0) / (sp.x1 - sp.x0);
   const y = (v) => T + (H - T - B) * (1 - v / ymax);
   svg.appendChild(svgEl("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }));
   svg.appendChild(svgEl("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }));
@@ -105,8 +136,7 @@ function drawChart(box, field, names, scale) {
   };
   lab(L - 4, T + 10, num(ymax, ymax < 10 ? 1 : 0), "end");
   lab(L - 4, H - B, "0", "end");
-  const span = state.capacity * state.interval;
-  lab(L, H - 6, "−" + (span < 120 ? Math.round(span) + " s" : Math.round(span / 60) + " min"), "start");
+  lab(L, H - 6, clock(sp.x0) + (sp.x0 <= state.started ? " (start)" : ""), "start");
   lab(W - R, H - 6, "now", "end");
   names.forEach((name) => {
     let d = "", pen = false;
@@ -117,7 +147,7 @@ function drawChart(box, field, names, scale) {
       d += (pen ? "L" : "M") + x(p.unix_ms).toFixed(1) + " " + y(v * scale).toFixed(1);
       pen = true;
     }
-    if (d) svg.appendChild(svgEl("path", { d: d, class: "series", stroke: colorOf(name, names) }));
+    if (d) svg.appendChild(svgEl("path", { d: d, class: "series", stroke: colorOf(name, names), "data-replica": name }));
   });
   box.replaceChildren(svg);
 }
@@ -136,24 +166,96 @@ function legend(names) {
   return ul;
 }
 
-function renderEvents() {
-  const body = $("#events");
-  const rows = state.events.slice(-25).reverse().map((e) => {
+// fillSelect keeps a filter's options to values, keeping its choice.
+function fillSelect(sel, values, text) {
+  const chosen = sel.value;
+  const want = [""].concat(values);
+  const have = Array.from(sel.options).map((o) => o.value);
+  if (want.join("\u0000") !== have.join("\u0000")) {
+    sel.replaceChildren(...want.map((v) => {
+      const o = document.createElement("option");
+      o.value = v;
+      o.textContent = v ? text(v) : "all";
+      return o;
+    }));
+  }
+  sel.value = want.includes(chosen) ? chosen : "";
+}
+
+// renderEvents lists the latest events that pass the kind and replica
+// filters, and the counts since the start (routine events, such as
+// sessions created, are only counted by the gateway, never listed).
+function renderEvents(names) {
+  const kindSel = $("#filter-kind"), replicaSel = $("#filter-replica");
+  const kinds = new Set(state.events.map((e) => e.kind));
+  for (const r in state.counts) for (const k in state.counts[r]) kinds.add(k);
+  const replicas = new Set(names);
+  for (const r in state.counts) if (r) replicas.add(r);
+  fillSelect(kindSel, Array.from(kinds).sort(), label);
+  fillSelect(replicaSel, Array.from(replicas).sort(), (v) => v);
+  const kind = kindSel.value, replica = replicaSel.value;
+
+  const totals = {};
+  for (const r in state.counts) {
+    if (replica && r !== replica) continue;
+    for (const k in state.counts[r]) {
+      if (kind && k !== kind) continue;
+      totals[k] = totals[k] || { n: 0, by: [] };
+      totals[k].n += state.counts[r][k];
+      if (r) totals[k].by.push(r + " " + state.counts[r][k]);
+    }
+  }
+  $("#event-counts").replaceChildren(...Object.keys(totals).sort().map((k) => {
+    const li = document.createElement("li");
+    li.dataset.kind = k;
+    li.dataset.count = totals[k].n;
+    const b = document.createElement("b");
+    b.textContent = num(totals[k].n, 0);
+    const by = document.createElement("span");
+    by.className = "muted";
+    by.textContent = totals[k].by.length > 1 ? " (" + totals[k].by.join(" · ") + ")" : "";
+    li.append(document.createTextNode(label(k) + " "), b, by);
+    return li;
+  }));
+
+  const rows = state.events
+    .filter((e) => (!kind || e.kind === kind) && (!replica || e.replica === replica))
+    .slice(-50).reverse().map((e) => {
+      const tr = document.createElement("tr");
+      tr.dataset.kind = e.kind;
+      tr.dataset.replica = e.replica || "";
+      for (const text of [clock(e.unix_ms), label(e.kind), e.replica || "", [e.reason, e.error].filter(Boolean).join(": ")]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      return tr;
+    });
+  $("#events").replaceChildren(...rows);
+}
+
+function renderEndpoints(rows) {
+  $("#endpoints").replaceChildren(...rows.map((e) => {
     const tr = document.createElement("tr");
-    tr.dataset.kind = e.kind;
-    for (const text of [clock(e.unix_ms), e.kind.replace(/_/g, " "), e.replica || "", [e.reason, e.error].filter(Boolean).join(": ")]) {
+    tr.dataset.endpoint = e.endpoint;
+    const cells = [["endpoint", e.endpoint], ["calls", num(e.calls, 0)], ["errors", num(e.errors, 0)],
+      ["app_errors", num(e.app_errors, 0)], ["error_rate", pct(e.error_rate)], ["p50", ms(e.p50_ms)], ["p95", ms(e.p95_ms)]];
+    for (const [field, text] of cells) {
       const td = document.createElement("td");
+      td.dataset.field = field;
       td.textContent = text;
       tr.appendChild(td);
     }
     return tr;
-  });
-  body.replaceChildren(...rows);
+  }));
 }
 
 function render(doc) {
   const last = state.points[state.points.length - 1];
   const names = doc.replicas && doc.replicas.length ? doc.replicas : (last ? last.replicas.map((r) => r.name) : []);
+  setField(document, "version", doc.version);
+  setField(document, "uptime", duration(doc.uptime_seconds));
+  $('[data-field="uptime"]').title = "since " + new Date(doc.started_unix_ms).toLocaleString();
   if (last) {
     setField(document, "calls_per_second", num(last.calls_per_second, 2));
     setField(document, "in_use", String(last.in_use));
@@ -164,36 +266,77 @@ function render(doc) {
     setField(document, "status", ready + " of " + last.replicas.length + " replicas ready");
     for (const r of last.replicas) renderReplica(r, names);
   }
+  const sp = span();
+  setField(document, "span", "from " + clock(sp.x0) + (sp.x0 <= state.started ? " (the gateway's start)" : "") +
+    " · one point every " + duration(state.resolution));
   document.querySelectorAll("[data-chart]").forEach((box) => {
     const field = box.dataset.chart;
-    drawChart(box, field, names, field === "error_rate" ? 100 : 1);
+    drawChart(box, field, names, field.endsWith("error_rate") ? 100 : 1, sp);
     box.appendChild(legend(names));
   });
-  renderEvents();
+  renderEndpoints(doc.endpoints || []);
+  renderEvents(names);
+}
+
+let lastDoc = null;
+function setWindow(w) {
+  state.window = w;
+  localStorage.setItem("gradiopool-window", w);
+  document.querySelectorAll("[data-window]").forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.window === w)));
+  const series = w === "life" ? "life" : "recent";
+  if (series !== state.series) { // another series: fetch it whole, now
+    state.series = series;
+    state.gen++;
+    state.points = [];
+    state.last = 0;
+    clearTimeout(state.timer);
+    poll();
+  } else if (lastDoc) {
+    render(lastDoc);
+  }
 }
 
 async function poll() {
+  const series = state.series, gen = state.gen;
   try {
-    const res = await fetch("/api/admin/history?since=" + state.last, { credentials: "same-origin", cache: "no-store" });
+    const res = await fetch("/api/admin/history?window=" + series + "&since=" + state.last, { credentials: "same-origin", cache: "no-store" });
     if (res.status === 401 || res.status === 403) { window.location.reload(); return; }
     if (!res.ok) throw new Error("HTTP " + res.status);
     const doc = await res.json();
+    if (gen !== state.gen) return; // the series changed meanwhile: its own poll runs
+    if (series === "life" && doc.epoch !== state.epoch && state.last !== 0) {
+      // The life series merged its points: fetch it again, whole.
+      state.epoch = doc.epoch;
+      state.points = [];
+      state.last = 0;
+      clearTimeout(state.timer);
+      return poll();
+    }
+    state.epoch = doc.epoch;
     state.interval = doc.interval_seconds;
+    state.resolution = doc.resolution_seconds;
     state.capacity = doc.capacity;
+    state.started = doc.started_unix_ms;
     state.points = state.points.concat(doc.points).slice(-doc.capacity);
     state.events = doc.events;
+    state.counts = doc.event_counts || {};
     if (state.points.length) state.last = state.points[state.points.length - 1].unix_ms;
     document.body.classList.remove("stale");
+    lastDoc = doc;
     render(doc);
   } catch (err) {
     document.body.classList.add("stale");
     setField(document, "status", "no answer from the gateway (" + err.message + ")");
   }
+  clearTimeout(state.timer);
   state.timer = setTimeout(poll, Math.max(500, state.interval * 1000));
 }
 
 applyTheme();
 document.addEventListener("DOMContentLoaded", () => {
   $("#theme").addEventListener("click", toggleTheme);
-  poll();
+  document.querySelectorAll("[data-window]").forEach((b) => b.addEventListener("click", () => setWindow(b.dataset.window)));
+  for (const sel of ["#filter-kind", "#filter-replica"]) $(sel).addEventListener("change", () => renderEvents(lastDoc ? lastDoc.replicas || [] : []));
+  if (!["300", "3600", "life"].includes(state.window)) state.window = "3600";
+  setWindow(state.window);
 });
