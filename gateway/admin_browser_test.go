@@ -102,6 +102,7 @@ func TestDashboardInChromium(t *testing.T) {
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+		_ = g.Close(context.Background()) // the front door's sessions
 	})
 	names := p.Replicas()
 
@@ -186,6 +187,25 @@ func TestDashboardInChromium(t *testing.T) {
 	poll("version", fmt.Sprintf(`document.querySelector('.summary [data-field="version"]')?.textContent === %q`, version.Get().Version))
 	poll("uptime", `/^\d+ (s|min)/.test(document.querySelector('.summary [data-field="uptime"]')?.textContent)`)
 
+	cell := func(endpoint, f string) string {
+		return fmt.Sprintf(`(document.querySelector('#endpoints tr[data-endpoint=%q] [data-field=%q]')||{textContent:""}).textContent`, endpoint, f)
+	}
+	// Calls by the front door (Gradio's own protocol) are in the endpoint
+	// table like the others, a gr.Error as an app error.
+	upperFn, failFn := fnIndexOf(t, base, "upper"), fnIndexOf(t, base, "fail")
+	if got := fdCall(t, base, "dash1", upperFn, "hi"); got != "HI" {
+		t.Fatalf("front door upper: %q", got)
+	}
+	id, err := fdJoin(base, "dash1", failFn, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := fdStream(base, "dash1"); err != nil || done[id] == nil || done[id]["success"] != false {
+		t.Fatalf("front door fail: %v %v", done, err)
+	}
+	poll("front-door calls", fmt.Sprintf(`%s === "1" && %s === "0" && %s === "1" && %s === "0"`,
+		cell("upper", "calls"), cell("upper", "errors"), cell("fail", "app_errors"), cell("fail", "errors")))
+
 	// A workload: the calls counters move. One call in 8 is to "fail",
 	// which raises gr.Error.
 	stop := make(chan struct{})
@@ -236,9 +256,6 @@ func TestDashboardInChromium(t *testing.T) {
 		if got := eval(total(n, "error_rate")); got != 0 {
 			t.Errorf("replica %s shows %d failures; gr.Errors are the app's, not the replica's", n, got)
 		}
-	}
-	cell := func(endpoint, f string) string {
-		return fmt.Sprintf(`(document.querySelector('#endpoints tr[data-endpoint=%q] [data-field=%q]')||{textContent:""}).textContent`, endpoint, f)
 	}
 	poll("endpoint upper", fmt.Sprintf(`Number(%s.replace(/\D/g,"")) > 10 && / ms$/.test(%s) && / ms$/.test(%s)`,
 		cell("upper", "calls"), cell("upper", "p50"), cell("upper", "p95")))
