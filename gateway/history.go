@@ -58,6 +58,10 @@ type HistoryPoint struct {
 	InUse           int            `json:"in_use"`
 	CallsPerSecond  float64        `json:"calls_per_second"`
 	Replicas        []ReplicaPoint `json:"replicas"`
+	// Partial marks the last point of the since-start series while it
+	// gathers fewer intervals than its resolution: a poller replaces it
+	// by the next answer's points (since stays at the last whole point).
+	Partial bool `json:"partial,omitempty"`
 }
 
 // ReplicaPoint is one replica in a HistoryPoint.
@@ -594,6 +598,11 @@ func (h *History) Doc(window string, sinceMs int64) HistoryDoc {
 		doc.Window, doc.Capacity = WindowLife, h.lifeCap
 		doc.ResolutionSeconds = h.interval.Seconds() * float64(h.stride)
 		for _, p := range h.life {
+			keep(p)
+		}
+		if h.pendingN > 0 { // the newest intervals, not yet a whole point
+			p := h.pending
+			p.Partial = true
 			keep(p)
 		}
 	} else {

@@ -325,17 +325,29 @@ func TestHistoryLifeBounded(t *testing.T) {
 		}
 	}
 	doc := h.Doc(WindowLife, 0)
-	if doc.Window != WindowLife || doc.Capacity != 8 || len(doc.Points) == 0 || len(doc.Points) > 8 {
+	if doc.Window != WindowLife || doc.Capacity != 8 || len(doc.Points) == 0 || len(doc.Points) > 8+1 { // + the partial one
 		t.Fatalf("life doc: window %q, capacity %d, %d points", doc.Window, doc.Capacity, len(doc.Points))
 	}
 	// 1000 intervals in at most 8 points: 128 intervals a point.
 	if doc.ResolutionSeconds != 5*128 || doc.Epoch != 7 {
 		t.Errorf("resolution %v s, epoch %d; want 640 s, 7", doc.ResolutionSeconds, doc.Epoch)
 	}
+	// The newest intervals, fewer than a point's 128, come as a partial
+	// point after the whole ones.
+	if last := doc.Points[len(doc.Points)-1]; !last.Partial || last.Seconds != float64(samples-(len(doc.Points)-1)*128)*5 {
+		t.Errorf("last life point: partial %v over %v s, want the %d intervals past the whole points", last.Partial, last.Seconds, samples-(len(doc.Points)-1)*128)
+	}
+	if since := doc.Points[len(doc.Points)-2].UnixMs; len(h.Doc(WindowLife, since).Points) != 1 {
+		t.Errorf("since the last whole point: want only the partial one")
+	}
+	doc.Points = doc.Points[:len(doc.Points)-1]
 	var calls uint64
 	var secs float64
 	maxInUse := 0
 	for _, p := range doc.Points {
+		if p.Partial {
+			t.Errorf("a whole point is marked partial: %+v", p.Time)
+		}
 		calls += p.Replicas[0].Calls
 		secs += p.Seconds
 		maxInUse = max(maxInUse, p.Replicas[0].InUse)

@@ -317,10 +317,13 @@ async function poll() {
     state.resolution = doc.resolution_seconds;
     state.capacity = doc.capacity;
     state.started = doc.started_unix_ms;
-    state.points = state.points.concat(doc.points).slice(-doc.capacity);
+    // A partial point (the since-start series' newest intervals) is
+    // replaced by the next answer; since stays at the last whole point.
+    state.points = state.points.filter((p) => !p.partial).concat(doc.points).slice(-doc.capacity - 1);
     state.events = doc.events;
     state.counts = doc.event_counts || {};
-    if (state.points.length) state.last = state.points[state.points.length - 1].unix_ms;
+    const whole = state.points.filter((p) => !p.partial);
+    if (whole.length) state.last = whole[whole.length - 1].unix_ms;
     document.body.classList.remove("stale");
     lastDoc = doc;
     render(doc);
