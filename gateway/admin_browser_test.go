@@ -89,6 +89,7 @@ func TestDashboardInChromium(t *testing.T) {
 	metrics.Register(b)
 	g := gateway.New(cfg, b, nil, metrics)
 	g.SetHistory(250*time.Millisecond, 160) // a 40 s chart: the test's whole run
+	g.SetLifePoints(16)                     // merged twice in the first 8 s
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -269,15 +270,39 @@ func TestDashboardInChromium(t *testing.T) {
 	// the data at its right edge), and follow the chosen window.
 	chart := `document.querySelector('[data-chart="calls_per_second"] svg')`
 	started := eval(`Number(` + chart + `.dataset.x0)`)
-	if doc := g.HistoryDoc(); int64(started) > doc.StartedUnixMs+1000 || int64(started) < doc.StartedUnixMs {
+	if doc := g.HistoryDoc(gateway.WindowRecent); int64(started) > doc.StartedUnixMs+1000 || int64(started) < doc.StartedUnixMs {
 		t.Errorf("the 1 h chart starts at %d, want the gateway's start %d", started, doc.StartedUnixMs)
 	}
 	firstX := `Math.round(document.querySelector('[data-chart="calls_per_second"] path.series').getAttribute("d").match(/^M([\d.]+)/)[1])`
 	if x := eval(firstX); x > 100 {
 		t.Errorf("the first point is drawn at x=%d of 600: the chart does not span from the start", x)
 	}
+	// Since start: the series merges its points in pairs as it fills; the
+	// page fetches it again after each merge, so it draws the server's
+	// series, from its first point, each line one run of points in time
+	// order (at most the series' 16 and the partial one).
+	epoch := g.HistoryDoc(gateway.WindowLife).Epoch
 	do("since start", chromedp.Click(chromedp.CSS(`button[data-window="life"]`)))
 	poll("life window", chart+`?.dataset.window === "life" && `+chart+`.querySelectorAll("path.series").length >= 3`)
+	for i := 0; g.HistoryDoc(gateway.WindowLife).Epoch == epoch; i++ { // a merge while the page shows the series
+		if i > 600 {
+			t.Fatal("the since-start series never merged")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Right after a merge the series holds half its 16 points; it gains
+	// one every 0.5 s until the next merge. A page that kept its old points
+	// would draw 16 or 17.
+	life := g.HistoryDoc(gateway.WindowLife)
+	poll("life merged", fmt.Sprintf(`Number(%s.dataset.first) === %d && Number(%s.dataset.resolution) === %v &&
+		[...%s.querySelectorAll("path.series")].every((p) => p.getAttribute("d").split(/[ML]/).length-1 <= 12)`,
+		chart, life.Points[0].UnixMs, chart, life.ResolutionSeconds, chart))
+	if bad := eval(`[...` + chart + `.querySelectorAll("path.series")].filter((p) => {
+		const xs = [...p.getAttribute("d").matchAll(/[ML]([\d.]+) /g)].map((m) => Number(m[1]));
+		return xs.length > 17 || xs.some((x, i) => i > 0 && x <= xs[i-1]) || xs[0] > 100;
+	}).length`); bad != 0 {
+		t.Errorf("%d lines of the since-start chart are not one ordered run of at most 17 points from the start", bad)
+	}
 	do("5 min", chromedp.Click(chromedp.CSS(`button[data-window="300"]`)))
 	poll("5 min window", chart+`?.dataset.window === "300" && `+chart+`.querySelectorAll("path.series").length >= 3`)
 

@@ -15,8 +15,16 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 	g.history.next, g.history.full = 0, false
 }
 
-// HistoryDoc is what GET /api/admin/history answers now.
-func (g *Gateway) HistoryDoc() HistoryDoc { return g.history.Doc(WindowRecent, 0) }
+// SetLifePoints sets the capacity of the since-start series; call it
+// before Serve or RunHistory.
+func (g *Gateway) SetLifePoints(n int) {
+	g.history.mu.Lock()
+	defer g.history.mu.Unlock()
+	g.history.lifeCap = n
+}
+
+// HistoryDoc is what GET /api/admin/history?window= answers now.
+func (g *Gateway) HistoryDoc(window string) HistoryDoc { return g.history.Doc(window, 0) }
 
 // SetBodyTimeout replaces DefaultBodyReadTimeout.
 func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }

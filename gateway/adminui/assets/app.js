@@ -118,7 +118,8 @@ function drawChart(box, field, names, scale, sp) {
   const W = 600, H = 170, L = 44, R = 8, T = 8, B = 22;
   const pts = state.points.filter((p) => p.unix_ms >= sp.x0);
   const svg = svgEl("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": field,
-    "data-x0": sp.x0, "data-x1": sp.x1, "data-window": state.window });
+    "data-x0": sp.x0, "data-x1": sp.x1, "data-window": state.window, "data-resolution": state.resolution,
+    "data-first": pts.length ? pts[0].unix_ms : "" });
   let ymax = 0;
   for (const p of pts) for (const r of p.replicas || []) {
     const v = r[field];
