@@ -112,7 +112,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	var causes []*ReplicaError
 	// Every attempt either excludes a replica or (session-level failures)
 	// retries the same one; the bound keeps a flapping app from looping.
-	maxAttempts := 2*len(p.replicas) + 1
+	maxAttempts := 2*len(p.set.Load().list) + 1
 	failed := 0 // replicas or sessions tried in vain
 	var waited time.Duration
 	var pending move // the last attempt's failover, counted once another is tried

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -201,7 +202,7 @@ func (t *callLoad) started(avg time.Duration) {
 	}
 	e.runs[t] = struct{}{}
 	e.concurrency = max(e.concurrency, 1)
-	advise := e.limited && !e.advised && t.r.p.cfg.maxConns > e.conc()
+	advise := e.limited && !e.advised && t.r.p.live.Load().maxConns > e.conc()
 	if advise {
 		e.advised = true
 	}
@@ -297,7 +298,7 @@ func (p *Pool) processTimes() func(string) time.Duration {
 	n := map[string]int{}
 	var all time.Duration
 	alln := 0
-	for _, r := range p.replicas {
+	for _, r := range p.set.Load().list {
 		r.cap.mu.Lock()
 		for name, e := range r.cap.eps {
 			if pt := e.processTime(); pt > 0 {
@@ -323,14 +324,14 @@ func (p *Pool) processTimes() func(string) time.Duration {
 // quickest returns the usable replica where a call of ep is expected to
 // complete first, scanning from start (ties, within tieTolerance, go to
 // the first found: round robin), and every usable replica's expectation.
-func (p *Pool) quickest(ep string, start int) (best *replica, exp map[*replica]time.Duration) {
-	n := len(p.replicas)
+func (p *Pool) quickest(list []*replica, ep string, start int) (best *replica, exp map[*replica]time.Duration) {
+	n := len(list)
 	now := time.Now()
 	fallback := p.processTimes()
 	exp = make(map[*replica]time.Duration, n)
 	var bestT time.Duration
 	for i := range n {
-		r := p.replicas[(start+i)%n]
+		r := list[(start+i)%n]
 		if !r.usable(now) {
 			continue
 		}
@@ -345,10 +346,10 @@ func (p *Pool) quickest(ep string, start int) (best *replica, exp map[*replica]t
 
 // dueForProbe returns a replica that is ejected, whose back-off has passed
 // and that no caller is probing yet, or nil.
-func (p *Pool) dueForProbe(start int) *replica {
+func (p *Pool) dueForProbe(list []*replica, start int) *replica {
 	now := time.Now()
-	for i := range p.replicas {
-		r := p.replicas[(start+i)%len(p.replicas)]
+	for i := range list {
+		r := list[(start+i)%len(list)]
 		if r.trialDue(now) {
 			return r
 		}
@@ -358,36 +359,36 @@ func (p *Pool) dueForProbe(start int) *replica {
 
 // anonymousFirst is the replica an anonymous call of endpoint ("": any)
 // starts with.
-func (p *Pool) anonymousFirst(endpoint string) int {
+func (p *Pool) anonymousFirst(list []*replica, endpoint string) *replica {
 	if p.cfg.Routing == RouteLeastInUse {
-		return p.leastLoaded()
+		return p.leastLoaded(list)
 	}
-	n := len(p.replicas)
+	n := len(list)
 	start := int(p.rrAnon.Add(1)-1) % n
-	if r := p.dueForProbe(start); r != nil {
+	if r := p.dueForProbe(list, start); r != nil {
 		// An ejected replica whose back-off has passed is probed by the
 		// next caller routed to it (failover.go): send one, or expected-time
 		// routing could avoid it for ever and its capacity never come back.
 		// The probe runs before the call, which moves on if it fails.
-		return r.idx
+		return r
 	}
-	best, _ := p.quickest(endpoint, start)
+	best, _ := p.quickest(list, endpoint, start)
 	if best == nil {
-		return start
+		return list[start]
 	}
-	return best.idx
+	return best
 }
 
 // rebalanced returns the replica a registered user pinned to assigned
 // should use: assigned itself (stickiness first) unless RebalanceFactor is
 // set and the call is expected to take more than that factor times longer
 // there than on the quickest replica.
-func (p *Pool) rebalanced(endpoint string, assigned *replica) *replica {
+func (p *Pool) rebalanced(list []*replica, endpoint string, assigned *replica) *replica {
 	f := p.cfg.RebalanceFactor
-	if f <= 0 || len(p.replicas) < 2 {
+	if f <= 0 || len(list) < 2 {
 		return assigned
 	}
-	best, exp := p.quickest(endpoint, assigned.idx)
+	best, exp := p.quickest(list, endpoint, max(slices.Index(list, assigned), 0))
 	mine, ok := exp[assigned]
 	if best == nil || best == assigned || !ok {
 		return assigned

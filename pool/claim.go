@@ -17,7 +17,8 @@ func (p *Pool) claim(ctx context.Context, key string) *replica {
 	if !ok || key == "" {
 		return nil
 	}
-	cand := p.replicas[int(p.rrNew.Add(1)-1)%len(p.replicas)]
+	list := p.set.Load().list
+	cand := list[int(p.rrNew.Add(1)-1)%len(list)]
 	ttl := p.cfg.UserAssignmentTTL
 	if ttl < 0 {
 		ttl = 0
@@ -29,7 +30,7 @@ func (p *Pool) claim(ctx context.Context, key string) *replica {
 		p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
 		return nil
 	}
-	r := p.byName[name] // nil if the replica list changed
+	r := p.set.Load().byName[name] // nil if the replica list changed
 	if r != nil {
 		p.emit(Event{Kind: EventAssigned, Replica: r.name, User: keyPrefix(key)})
 	}

@@ -160,7 +160,7 @@ func (p *Pool) emit(e Event) {
 		attrs = append(attrs, slog.String("reason", e.Reason))
 	}
 	if e.Kind == EventConcurrencyLimited {
-		attrs = append(attrs, slog.Int("effective_concurrency", e.Concurrency), slog.Int("max_connections", p.cfg.maxConns),
+		attrs = append(attrs, slog.Int("effective_concurrency", e.Concurrency), slog.Int("max_connections", p.live.Load().maxConns),
 			slog.String("advice", "the Space runs this endpoint's calls at most this many at a time: sessions above it only wait in the Space's queue; lower max_connections, or raise the app's concurrency_limit (per event, default 1) and launch(max_threads=...) (Gradio's default 40 worker threads)"))
 	}
 	if e.Err != nil {

@@ -121,6 +121,8 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 	switch {
 	case r.closed:
 		return false, false, ErrClosed
+	case r.removed:
+		return false, false, errRemoved
 	case r.suspect:
 		return false, false, &suspectError{since: r.suspectAt, last: r.lastErr}
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
@@ -431,60 +433,76 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 			}
 			p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
 		case ok:
-			assigned = p.byName[name] // nil if the replica list changed
+			assigned = p.set.Load().byName[name] // nil if the replica list changed
 		default:
 			assigned = p.claim(ctx, key)
 		}
 	}
-	for _, r := range p.order(o.endpoint, key, assigned) {
-		if o.exclude[r] {
-			continue
+	// A replica removed by Reconfigure while its caller waited sends the
+	// caller back here: routed again over the new list, each replica
+	// tried once (the reroutes are bounded by the removals).
+	seen := map[*replica]bool{}
+	for reroute := true; reroute; {
+		reroute = false
+		if assigned != nil && assigned.isRemoved() {
+			assigned = nil
 		}
-		ok, probe, cause := r.admit(time.Now())
-		if !ok {
-			causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
-			continue
-		}
-		pending.flush(p)
-		if probe {
-			if err := r.probe(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
-				tried()
-				*pending, last = move{from: r, route: routeOf(ctx), err: err}, r
+		for _, r := range p.order(o.endpoint, key, assigned) {
+			if o.exclude[r] || seen[r] {
 				continue
 			}
-		}
-		var l *Lease
-		var err error
-		if o.plain {
-			l, err = p.plainLease(ctx, r, key)
-		} else {
-			l, err = p.acquireOn(ctx, r, key)
-		}
-		if err == nil {
-			if key != "" {
-				p.pin(ctx, key, r, assigned)
+			seen[r] = true
+			ok, probe, cause := r.admit(time.Now())
+			if !ok {
+				causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
+				continue
 			}
-			return l, nil
+			pending.flush(p)
+			if probe {
+				if err := r.probe(ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+					tried()
+					*pending, last = move{from: r, route: routeOf(ctx), err: err}, r
+					continue
+				}
+			}
+			var l *Lease
+			var err error
+			if o.plain {
+				l, err = p.plainLease(ctx, r, key)
+			} else {
+				l, err = p.acquireOn(ctx, r, key)
+			}
+			if err == nil {
+				if key != "" {
+					p.pin(ctx, key, r, assigned)
+				}
+				return l, nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, ErrQueueTimeout) {
+				r.errs.Add(1) // the call failed here
+				return nil, &ReplicaError{Replica: r.name, Err: err}
+			}
+			if errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
+				if !r.isRemoved() {
+					return nil, &ReplicaError{Replica: r.name, Err: err}
+				}
+				causes = append(causes, &ReplicaError{Replica: r.name, Err: errRemoved})
+				reroute = true
+				break
+			}
+			// Connect failure (already recorded as a replica failure) or a
+			// full waiter list: this replica cannot serve now, try the next.
+			causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
+			tried()
+			*pending, last = move{from: r, route: routeOf(ctx), err: err}, r
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if errors.Is(err, ErrQueueTimeout) {
-			r.errs.Add(1) // the call failed here
-			return nil, &ReplicaError{Replica: r.name, Err: err}
-		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, sessionpool.ErrPoolClosed) {
-			return nil, &ReplicaError{Replica: r.name, Err: err}
-		}
-		// Connect failure (already recorded as a replica failure) or a
-		// full waiter list: this replica cannot serve now, try the next.
-		causes = append(causes, &ReplicaError{Replica: r.name, Err: err})
-		tried()
-		*pending, last = move{from: r, route: routeOf(ctx), err: err}, r
 	}
 	if last != nil {
 		last.errs.Add(1) // the call failed: nowhere else to go

@@ -37,7 +37,7 @@ func (p *Pool) takePermit(ctx context.Context, r *replica) (Permit, error) {
 		return nil, nil
 	}
 	qctx := ctx
-	if qt := p.cfg.QueueTimeout; qt > 0 {
+	if qt := p.live.Load().queueTimeout; qt > 0 {
 		var cancel context.CancelFunc
 		qctx, cancel = context.WithTimeout(ctx, qt)
 		defer cancel()

@@ -30,7 +30,7 @@ func outlierPool(t *testing.T) (*Pool, *replica, *fakeClock) {
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	p.cfg.clock = clk.now
-	r := p.replicas[0]
+	r := p.set.Load().list[0]
 	if _, _, err := r.getApp(t.Context()); err != nil {
 		t.Fatal(err)
 	}

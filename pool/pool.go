@@ -17,9 +17,13 @@ import (
 // Pool routes calls of many users to several replicas of one Gradio app,
 // each with its own pool of warm sessions. It is safe for concurrent use.
 type Pool struct {
-	cfg      settings
-	replicas []*replica
-	byName   map[string]*replica
+	cfg settings
+	// set is the replica list; Reconfigure replaces it (never changes it
+	// in place), so a caller may keep using the one it loaded.
+	set atomic.Pointer[replicaSet]
+	// live holds the settings Reconfigure changes (see reload.go).
+	live     atomic.Pointer[liveSettings]
+	reconfMu sync.Mutex // one Reconfigure at a time, and none during Close
 	store    assign.Store
 	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
 	users    UserHasher     // e-mail -> user key, under Config.HashKey
@@ -46,30 +50,16 @@ type Pool struct {
 // New validates cfg and returns a Pool. It connects nothing: the first
 // Acquire (or Warm) initialises every replica in parallel.
 func New(cfg Config) (*Pool, error) {
-	if len(cfg.Replicas) == 0 {
-		return nil, errors.New("pool: Config.Replicas is empty")
-	}
-	seen := map[string]bool{}
-	for _, r := range cfg.Replicas {
-		r = strings.TrimSpace(r)
-		if r == "" {
-			return nil, errors.New("pool: empty replica in Config.Replicas")
-		}
-		k := strings.TrimRight(r, "/")
-		if seen[k] {
-			return nil, fmt.Errorf("pool: replica %q listed twice", publicSource(r))
-		}
-		seen[k] = true
-	}
-	if cfg.MaxConnections < 0 {
-		return nil, fmt.Errorf("pool: MaxConnections %d is negative", cfg.MaxConnections)
+	if err := checkReplicas(cfg); err != nil {
+		return nil, err
 	}
 	switch cfg.Routing {
 	case "", RouteExpectedTime, RouteLeastInUse:
 	default:
 		return nil, fmt.Errorf("pool: Routing %q, want %s or %s", cfg.Routing, RouteExpectedTime, RouteLeastInUse)
 	}
-	p := &Pool{cfg: cfg.withDefaults(), byName: map[string]*replica{}}
+	p := &Pool{cfg: cfg.withDefaults()}
+	p.live.Store(p.cfg.liveSettings())
 	p.users = NewUserHasher(cfg.HashKey)
 	p.store = cfg.Store
 	if p.store == nil {
@@ -81,11 +71,12 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	names := uniqueNames(cfg.Replicas)
+	set := &replicaSet{byName: map[string]*replica{}}
 	for i, src := range cfg.Replicas {
-		r, err := newReplica(p, i, strings.TrimSpace(src), names[i])
+		r, err := newReplica(p, strings.TrimSpace(src), names[i], p.live.Load())
 		if err != nil {
 			p.cancel()
-			for _, r := range p.replicas {
+			for _, r := range set.list {
 				_ = r.close(context.Background())
 			}
 			if p.ownStore != nil {
@@ -93,9 +84,9 @@ func New(cfg Config) (*Pool, error) {
 			}
 			return nil, fmt.Errorf("pool: replica %s: %w", names[i], err)
 		}
-		p.replicas = append(p.replicas, r)
-		p.byName[r.name] = r
+		set.add(r)
 	}
+	p.set.Store(set)
 	if p.sticky != nil {
 		p.goBackground(p.sticky.sweepLoop)
 	}
@@ -134,11 +125,15 @@ func (p *Pool) UserTag(user string) string { return p.users.Tag(user) }
 
 // Replicas returns the replica names in configuration order.
 func (p *Pool) Replicas() []string {
-	names := make([]string, len(p.replicas))
-	for i, r := range p.replicas {
-		names[i] = r.name
+	return names(p.set.Load().list)
+}
+
+func names(list []*replica) []string {
+	out := make([]string, len(list))
+	for i, r := range list {
+		out[i] = r.name
 	}
-	return names
+	return out
 }
 
 // Warm initialises the pool now instead of at the first Acquire: every
@@ -157,13 +152,8 @@ func (p *Pool) init() {
 	p.initOnce.Do(func() {
 		p.initialized.Store(true)
 		p.emit(Event{Kind: EventInitialized})
-		for _, r := range p.replicas {
-			p.goBackground(func() {
-				if _, _, err := r.getApp(p.ctx); err != nil {
-					return // recorded (ejected); retried on demand
-				}
-				r.sp.Warm()
-			})
+		for _, r := range p.set.Load().list {
+			p.warmReplica(r)
 		}
 	})
 }
@@ -176,7 +166,7 @@ func (p *Pool) Ready() bool {
 	if p.closed.Load() {
 		return false
 	}
-	for _, r := range p.replicas {
+	for _, r := range p.set.Load().list {
 		if r.ready() {
 			return true
 		}
@@ -355,25 +345,26 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 // to complete first (see Routing; endpoint "" weighs every endpoint). The
 // rest follow in round robin.
 func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
-	n := len(p.replicas)
-	first := 0
+	list := p.set.Load().list
+	n := len(list)
+	var first *replica
 	switch {
 	case assigned != nil:
-		first = p.rebalanced(endpoint, assigned).idx
+		first = p.rebalanced(list, endpoint, assigned)
 	case key != "":
-		first = int(p.rrNew.Add(1)-1) % n
+		first = list[int(p.rrNew.Add(1)-1)%n]
 	default:
-		first = p.anonymousFirst(endpoint)
+		first = p.anonymousFirst(list, endpoint)
 	}
-	out := make([]*replica, 0, n)
-	out = append(out, p.replicas[first])
+	out := make([]*replica, 0, n+1)
+	out = append(out, first)
 	// The others follow from a rotating start, so that the callers moved
 	// off a failed replica spread over the rest (round robin) instead of
 	// all landing on the one after it.
 	next := int(p.rrMove.Add(1)-1) % n
 	for i := range n {
-		if j := (next + i) % n; j != first {
-			out = append(out, p.replicas[j])
+		if r := list[(next+i)%n]; r != first {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -381,20 +372,20 @@ func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 
 // leastLoaded returns the index of the usable replica with the fewest calls
 // in use plus waiting (a full scan); ties go round robin.
-func (p *Pool) leastLoaded() int {
-	n := len(p.replicas)
+func (p *Pool) leastLoaded(list []*replica) *replica {
+	n := len(list)
 	start := int(p.rrAnon.Add(1)-1) % n
 	now := time.Now()
-	best, bestLoad := start, -1
+	best, bestLoad := list[start], -1
 	for i := range n {
-		r := p.replicas[(start+i)%n]
+		r := list[(start+i)%n]
 		if !r.usable(now) {
 			continue
 		}
 		st := r.sp.Stat()
 		load := st.InUse + st.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r)
 		if bestLoad < 0 || load < bestLoad {
-			best, bestLoad = r.idx, load
+			best, bestLoad = r, load
 		}
 	}
 	return best
@@ -405,12 +396,14 @@ func (p *Pool) leastLoaded() int {
 // background work. Calling it again returns the first result.
 func (p *Pool) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
+		p.reconfMu.Lock() // no Reconfigure adds replicas from here on
 		p.closed.Store(true)
-		p.cancel()
+		p.reconfMu.Unlock()
+		p.cancel() // replicas being drained after a Reconfigure close now
 		var errs []error
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		for _, r := range p.replicas {
+		for _, r := range p.set.Load().list {
 			wg.Go(func() {
 				if err := r.close(ctx); err != nil {
 					mu.Lock()

@@ -41,7 +41,7 @@ func (p *Pool) probeLoop() {
 // probeRound starts the probes due now; each replica has at most one
 // running (a hung one must not stall the others).
 func (p *Pool) probeRound(now time.Time) {
-	for _, r := range p.replicas {
+	for _, r := range p.set.Load().list {
 		kind := r.probeDue(now)
 		if kind == probeEndBackoff {
 			r.endBackoff(now)
@@ -171,7 +171,7 @@ func (p *Pool) CheckReplicas() {
 	if p.closed.Load() || !p.checkStarted.CompareAndSwap(false, true) {
 		return
 	}
-	for _, r := range p.replicas {
+	for _, r := range p.set.Load().list {
 		p.goBackground(func() { _, _, _ = r.getApp(p.ctx) })
 	}
 }

@@ -32,7 +32,6 @@ const (
 // fetched once and shared), its session pool and its health state.
 type replica struct {
 	p    *Pool
-	idx  int
 	name string
 	src  string // as configured: Space id or URL
 	sp   *sessionpool.Pool[*gradio.Client]
@@ -66,6 +65,10 @@ type replica struct {
 	suspectAt   time.Time
 	lastErr     error
 	closed      bool
+	// removed: Reconfigure took it out of the replica list; its calls in
+	// flight finish (its app stays connected for them), new ones go
+	// elsewhere, and drain closes it when the last one ended.
+	removed bool
 
 	calls, errs, failovers atomic.Uint64
 	appErrs                atomic.Uint64 // calls the app answered with an error (gr.Error): not the replica's failure
@@ -119,8 +122,8 @@ func uniqueNames(srcs []string) []string {
 	return names
 }
 
-func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
-	r := &replica{p: p, idx: idx, name: name, src: src}
+func newReplica(p *Pool, src, name string, live *liveSettings) (*replica, error) {
+	r := &replica{p: p, name: name, src: src}
 	c := p.cfg
 	sp, err := sessionpool.New(sessionpool.Config[*gradio.Client]{
 		Connect: func(ctx context.Context) (*gradio.Client, error) {
@@ -141,13 +144,13 @@ func newReplica(p *Pool, idx int, src, name string) (*replica, error) {
 		},
 		Close:               func(c *gradio.Client) { _ = c.Close() },
 		Check:               r.check,
-		MinSessions:         c.MinConnections, // zero: default; negative: none
-		MaxSessions:         c.maxConns,
-		MaxWaiters:          c.MaxWaiters,
-		QueueTimeout:        c.QueueTimeout,
+		MinSessions:         live.minConns, // zero: default; negative: none
+		MaxSessions:         live.maxConns,
+		MaxWaiters:          live.maxWaiters,
+		QueueTimeout:        live.queueTimeout,
 		PriorityMaxWait:     c.PriorityMaxWait,
 		DemandWindow:        c.DemandWindow,
-		IdleTimeout:         c.IdleTimeout,
+		IdleTimeout:         live.idleTimeout,
 		HealthCheckInterval: c.HealthCheckInterval,
 		HealthCheckMax:      c.HealthCheckMaxConnections,
 		UnhealthyAfter:      c.UnhealthyAfterFailures,

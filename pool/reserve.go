@@ -59,7 +59,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 	if opts.Replica == "" {
 		skip := map[*replica]bool{}
 		for _, n := range opts.Exclude {
-			if r := p.byName[n]; r != nil {
+			if r := p.set.Load().byName[n]; r != nil {
 				skip[r] = true
 			}
 		}
@@ -71,7 +71,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 		l.route = routeOf(ctx)
 		return &Slot{l: l, endpoint: opts.Endpoint}, nil
 	}
-	r := p.byName[opts.Replica]
+	r := p.set.Load().byName[opts.Replica]
 	if r == nil {
 		return nil, fmt.Errorf("%w %q", errUnknownReplica, opts.Replica)
 	}
@@ -147,7 +147,7 @@ func (p *Pool) App(ctx context.Context, replica string) (*gradio.Client, error) 
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	r := p.byName[replica]
+	r := p.set.Load().find(replica)
 	if r == nil {
 		return nil, fmt.Errorf("%w %q", errUnknownReplica, replica)
 	}
@@ -163,7 +163,7 @@ func (p *Pool) App(ctx context.Context, replica string) (*gradio.Client, error) 
 // else nil; unlike App it never connects (callers use it to re-check a
 // replica cheaply).
 func (p *Pool) ConnectedApp(replica string) *gradio.Client {
-	r := p.byName[replica]
+	r := p.set.Load().find(replica)
 	if r == nil {
 		return nil
 	}

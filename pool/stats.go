@@ -92,9 +92,10 @@ const statsStoreTimeout = 2 * time.Second
 // may make: counting the assignments of a shared Store (at most
 // statsStoreTimeout; on failure the count is left at zero).
 func (p *Pool) Stats(ctx context.Context) Stats {
+	list := p.set.Load().list
 	st := Stats{
-		Pools:       make(map[string]ReplicaStats, len(p.replicas)),
-		Replicas:    p.Replicas(),
+		Pools:       make(map[string]ReplicaStats, len(list)),
+		Replicas:    names(list),
 		Initialized: p.initialized.Load(),
 		Ready:       p.Ready(),
 	}
@@ -102,7 +103,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 	now := p.now()
 	fallback := p.processTimes()
 	var lastHealth time.Time
-	for _, r := range p.replicas {
+	for _, r := range list {
 		s := r.sp.Stat()
 		rs := ReplicaStats{
 			TotalConnections:     s.Total,

@@ -87,7 +87,7 @@ func closeReservation(res *reservation) {
 // runs), then takes a slot of r's pool for the call.
 func (t *stickyTable) acquire(ctx context.Context, r *replica, key string) (*Lease, error) {
 	qctx := ctx
-	if qt := t.p.cfg.QueueTimeout; qt > 0 {
+	if qt := t.p.live.Load().queueTimeout; qt > 0 {
 		var cancel context.CancelFunc
 		qctx, cancel = context.WithTimeout(ctx, qt)
 		defer cancel()

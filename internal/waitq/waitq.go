@@ -127,3 +127,15 @@ func (q *Queue[T]) PopAny() *Link[T] {
 
 // Heads are the class heads (nil for an empty class), low to high.
 func (q *Queue[T]) Heads() [Classes]*Link[T] { return q.heads }
+
+// All yields every queued link, class by class, oldest first within a
+// class. The queue must not change during the iteration.
+func (q *Queue[T]) All(yield func(*Link[T]) bool) {
+	for _, l := range q.heads {
+		for ; l != nil; l = l.next {
+			if !yield(l) {
+				return
+			}
+		}
+	}
+}

@@ -345,13 +345,16 @@ func (p *Pool[T]) release(it *item[T]) {
 	if it.renewing && p.retireAtLocked(it, p.renewLeadLocked()) > now+p.renewLeadLocked() {
 		it.renewing = false // used again: its idle deadline moved on
 	}
-	if p.closed || it.gen != p.resetGen || p.expiredLocked(it, now) {
+	// open > MaxSessions: SetLimits lowered the maximum while it was in use.
+	if p.closed || it.gen != p.resetGen || p.expiredLocked(it, now) || p.open > p.cfg.MaxSessions {
 		reason := ReasonLifetime
 		switch {
 		case p.closed:
 			reason = ReasonClosed
 		case it.gen != p.resetGen:
 			reason = ReasonReset
+		case p.open > p.cfg.MaxSessions:
+			reason = ReasonIdle
 		}
 		p.destroyLocked(it, reason)
 		p.growLocked()
