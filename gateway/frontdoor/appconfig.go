@@ -31,7 +31,7 @@ func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, erro
 		return nil, "", err
 	}
 	var errs []error
-	for _, n := range f.replicas {
+	for _, n := range f.replicaNames() {
 		app, err := f.p.App(ctx, n)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -51,7 +51,7 @@ func (f *FrontDoor) reference(ctx context.Context) (*gradio.Client, string, erro
 		f.fps.adoptMu.Lock()
 		f.adopt(cs, "no connected replica serves the old one any more")
 		f.fps.adoptMu.Unlock()
-		for _, n := range f.replicas {
+		for _, n := range f.replicaNames() {
 			if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
 				return app, n, nil
 			}

@@ -306,11 +306,12 @@ func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, 
 		if !ok {
 			return "", false, &badFileError{msg: "gradiopool: file not allowed: " + p}
 		}
-		if f.replicas[idx] == replica {
+		owner, _ := f.replicaAt(idx) // verifyFile checked idx
+		if owner == replica {
 			return orig, true, nil
 		}
 		// A file of another replica: copy it over.
-		src, err := f.appFor(ctx, f.replicas[idx])
+		src, err := f.appFor(ctx, owner)
 		if err != nil {
 			return "", false, err
 		}
@@ -364,7 +365,7 @@ func (f *FrontDoor) verifyFile(vp string) (int, string, bool) {
 	}
 	p = "/" + p
 	idx, err := strconv.Atoi(is)
-	if err != nil || idx < 0 || idx >= len(f.replicas) || strconv.Itoa(idx) != is {
+	if _, known := f.replicaAt(idx); err != nil || !known || strconv.Itoa(idx) != is {
 		return 0, "", false
 	}
 	if !hmac.Equal([]byte(sig), []byte(f.sign(idx, p))) {
@@ -391,7 +392,8 @@ func (f *FrontDoor) handleFile(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusForbidden, "File not allowed: "+vp)
 		return
 	}
-	app, err := f.appFor(r.Context(), f.replicas[idx])
+	owner, _ := f.replicaAt(idx) // verifyFile checked idx
+	app, err := f.appFor(r.Context(), owner)
 	if err != nil {
 		detail(w, http.StatusBadGateway, "gradiopool: "+err.Error())
 		return

@@ -275,8 +275,9 @@ func (f *FrontDoor) ensureReference(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the connects still waited for (the pool keeps connecting)
-	errc := make(chan error, len(f.replicas))
-	for _, n := range f.replicas {
+	names := f.replicaNames()
+	errc := make(chan error, len(names))
+	for _, n := range names {
 		go func() {
 			_, err := f.p.App(cctx, n)
 			errc <- err
@@ -286,7 +287,7 @@ func (f *FrontDoor) ensureReference(ctx context.Context) error {
 	var grace <-chan time.Time
 	ok := 0
 wait:
-	for range f.replicas {
+	for range names {
 		select {
 		case err := <-errc:
 			if err != nil {
@@ -316,7 +317,7 @@ wait:
 // order.
 func (f *FrontDoor) connected() []candidate {
 	var cs []candidate
-	for _, n := range f.replicas {
+	for _, n := range f.replicaNames() {
 		if app := f.p.ConnectedApp(n); app != nil {
 			cs = append(cs, candidate{n, app.Config()})
 		}
@@ -335,7 +336,7 @@ func (f *FrontDoor) checkAllLater() {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			for _, n := range f.replicas {
+			for _, n := range f.replicaNames() {
 				ctx, cancel := context.WithTimeout(f.ctx, 2*time.Minute)
 				app, err := f.p.App(ctx, n)
 				cancel()

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,13 +151,17 @@ type Route struct {
 // FrontDoor serves the Gradio protocol over a pool. It is safe for
 // concurrent use.
 type FrontDoor struct {
-	p        *pool.Pool
-	cfg      Config
-	log      *slog.Logger
-	store    Store
-	replicas []string // pool order: the index is the replica id in file URLs
-	appID    uint64
-	ups      *uploads
+	p     *pool.Pool
+	cfg   Config
+	log   *slog.Logger
+	store Store
+	// fileIDs numbers the replicas in file URLs (the index is signed into
+	// each URL): append-only, so that a URL handed out stays valid when a
+	// reload changes the pool's replicas (see replicaIndex).
+	fileMu  sync.Mutex
+	fileIDs []string
+	appID   uint64
+	ups     *uploads
 
 	mu       sync.Mutex // guards sessions; nothing slow runs under it
 	sessions map[string]*callerSession
@@ -216,7 +221,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 		f.store = NewMemoryStore(cfg.Now)
 	}
 	if p != nil {
-		f.replicas = p.Replicas()
+		f.fileIDs = p.Replicas()
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -349,7 +354,7 @@ type Stats struct {
 // Stats returns a snapshot.
 func (f *FrontDoor) Stats() Stats {
 	st := Stats{Pinned: map[string]int{}}
-	for _, n := range f.replicas {
+	for _, n := range f.replicaNames() {
 		st.Pinned[n] = 0
 	}
 	f.mu.Lock()
@@ -506,15 +511,35 @@ func (f *FrontDoor) appFor(ctx context.Context, replica string) (*gradio.Client,
 	return f.p.App(ctx, replica)
 }
 
-// replicaIndex is the position of name in the pool's replica list, -1 if
-// none.
-func (f *FrontDoor) replicaIndex(name string) int {
-	for i, n := range f.replicas {
-		if n == name {
-			return i
-		}
+// replicaNames are the pool's replicas now, in pool order.
+func (f *FrontDoor) replicaNames() []string {
+	if f.p == nil {
+		return nil
 	}
-	return -1
+	return f.p.Replicas()
+}
+
+// replicaIndex is name's number in file URLs, given to it now if it has
+// none (a replica added by a reload). Names come from the pool, so the
+// list is bounded by the replicas ever configured.
+func (f *FrontDoor) replicaIndex(name string) int {
+	f.fileMu.Lock()
+	defer f.fileMu.Unlock()
+	if i := slices.Index(f.fileIDs, name); i >= 0 {
+		return i
+	}
+	f.fileIDs = append(f.fileIDs, name)
+	return len(f.fileIDs) - 1
+}
+
+// replicaAt is the replica numbered idx in file URLs.
+func (f *FrontDoor) replicaAt(idx int) (string, bool) {
+	f.fileMu.Lock()
+	defer f.fileMu.Unlock()
+	if idx < 0 || idx >= len(f.fileIDs) {
+		return "", false
+	}
+	return f.fileIDs[idx], true
 }
 
 // foreignEnd reports a call (or, eventID "", every call) of front that

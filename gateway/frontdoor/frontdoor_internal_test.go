@@ -102,7 +102,7 @@ func TestSessionOwnedByItsCredentials(t *testing.T) {
 
 func TestFileURLsAreSignedCapabilities(t *testing.T) {
 	f := newTestDoor(t, Config{HashKey: []byte("k")})
-	f.replicas = []string{"a", "b"}
+	f.fileIDs = []string{"a", "b"}
 	rw := f.newRewriter([]string{"http://10.0.0.1:7860"}, 1, "https://gw.example", "/gradio_api")
 	in := `{"msg":"process_completed","event_id":"e","output":{"data":[{"path":"/tmp/gradio/x y/f.bin","url":"http://10.0.0.1:7860/gradio_api/file=/tmp/gradio/x y/f.bin","size":3,"orig_name":"f.bin","mime_type":null,"is_stream":false,"meta":{"_type":"gradio.FileData"}}]},"success":true}`
 	out := string(rw.rewrite([]byte(in)))
@@ -176,5 +176,26 @@ func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
 	}
 	if n := len(s.inFlight()); n != 0 {
 		t.Errorf("%d calls still in flight", n)
+	}
+}
+
+// TestFileIDsSurviveReload: a replica added by a reload gets the next file
+// number, the numbers handed out before keep their meaning, and a number
+// never given is refused.
+func TestFileIDsSurviveReload(t *testing.T) {
+	f := newTestDoor(t, Config{HashKey: []byte("k")})
+	f.fileIDs = []string{"a", "b"}
+	if i := f.replicaIndex("c"); i != 2 {
+		t.Fatalf("index of an added replica = %d, want 2", i)
+	}
+	if i := f.replicaIndex("a"); i != 0 {
+		t.Errorf("index of a = %d, want 0", i)
+	}
+	vp := f.virtualPath(2, "/tmp/gradio/f.bin")
+	if idx, _, ok := f.verifyFile(vp); !ok || idx != 2 {
+		t.Errorf("verify(%s) = %d %v", vp, idx, ok)
+	}
+	if _, _, ok := f.verifyFile(f.virtualPath(3, "/tmp/gradio/f.bin")); ok {
+		t.Error("a file number never given was accepted")
 	}
 }

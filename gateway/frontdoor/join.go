@@ -74,7 +74,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	f.annotate(r, slog.String("endpoint", endpoint))
 	var tried []string
 	var last *refusal
-	for range len(f.replicas) + 1 {
+	for range len(f.replicaNames()) + 1 {
 		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint)
 		if err != nil {
 			if last != nil {
@@ -173,7 +173,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		}
 	}
 	var l *pool.Slot
-	for range len(f.replicas) {
+	for range len(f.replicaNames()) {
 		var err error
 		l, err = f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint})
 		if err != nil {
