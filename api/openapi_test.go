@@ -71,7 +71,9 @@ func contractGateway(t *testing.T) *httptest.Server {
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
 	metrics.Register(b)
-	srv := httptest.NewServer(gateway.New(cfg, b, nil, metrics))
+	g := gateway.New(cfg, b, nil, metrics)
+	g.SetConfigLoader(func() (gateway.Config, error) { return cfg, nil })
+	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -121,6 +123,8 @@ func TestContract(t *testing.T) {
 		{"pool-stats", "GET", "/api/admin/pool-stats", "", admin, 200, ""},
 		{"history", "GET", "/api/admin/history", "", admin, 200, ""},
 		{"history since start", "GET", "/api/admin/history?window=life", "", admin, 200, ""},
+		{"reload", "POST", "/api/admin/reload", "", admin, 200, ""},
+		{"reload without the admin token", "POST", "/api/admin/reload", "", nil, 401, "unauthorized"},
 		{"metrics", "GET", "/metrics", "", admin, 200, ""},
 		{"dashboard", "GET", "/admin", "", admin, 200, ""},
 		{"dashboard login form", "GET", "/admin", "", nil, 401, ""},

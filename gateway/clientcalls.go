@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // clientCalls bounds the calls one client has in flight (waiting for a
@@ -13,13 +14,20 @@ import (
 // new call is answered 429. A client is its API key when keys are
 // configured, else its address.
 type clientCalls struct {
-	max int // <= 0: no limit
+	max atomic.Int64 // <= 0: no limit; a reload may change it
 
 	mu sync.Mutex // guards n
 	n  map[string]int
 }
 
-func newClientCalls(max int) *clientCalls { return &clientCalls{max: max, n: map[string]int{}} }
+func newClientCalls(max int) *clientCalls {
+	c := &clientCalls{n: map[string]int{}}
+	c.setMax(max)
+	return c
+}
+
+// setMax changes the limit; calls already counted stay counted.
+func (c *clientCalls) setMax(max int) { c.max.Store(int64(max)) }
 
 // clientID names r's client: a hash of its API key (never the key), else
 // its address.
@@ -36,12 +44,13 @@ func (g *Gateway) clientID(r *http.Request) string {
 // begin counts a call of client; release (safe to call more than once)
 // ends it. ok is false past the limit (nothing counted).
 func (c *clientCalls) begin(client string) (release func(), ok bool) {
-	if c.max <= 0 {
+	limit := int(c.max.Load())
+	if limit <= 0 {
 		return func() {}, true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n[client] >= c.max {
+	if c.n[client] >= limit {
 		return nil, false
 	}
 	c.n[client]++

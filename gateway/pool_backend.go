@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -17,12 +18,14 @@ import (
 // PoolBackend adapts a *pool.Pool to [Backend]. maxConnections is the
 // per-replica maximum reported by the gradiopool_sessions_max metric.
 func PoolBackend(p *pool.Pool, maxConnections int) Backend {
-	return &poolBackend{p: p, max: maxConnections}
+	b := &poolBackend{p: p}
+	b.max.Store(int64(maxConnections))
+	return b
 }
 
 type poolBackend struct {
 	p   *pool.Pool
-	max int
+	max atomic.Int64 // a reload may change it
 }
 
 // Predict is pool.Predict spelled as Submit + Wait, so that the time the
@@ -67,7 +70,7 @@ func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
 		r := st.Pools[n]
 		out = append(out, ReplicaGauges{
 			Name: n, State: displayState(r), Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
-			Max: b.max, Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
+			Max: int(b.max.Load()), Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
 			QueueTimeouts: r.QueueTimeouts, SpaceQueue: r.SpaceQueue, SpaceETA: r.SpaceETA,
 			EjectedSecondsLeft: r.EjectedSecondsLeft, PermanentFailure: r.PermanentFailure,
 		})

@@ -68,6 +68,7 @@ type Gateway struct {
 	clusterStats func(ctx context.Context) any // nil without a cluster
 	logins       revokedLogins                 // admin login cookies logged out
 	clientCalls  *clientCalls                  // calls in flight per client
+	reload       reloader                      // live reloads (reload.go)
 }
 
 // New returns a gateway serving b with the normalized cfg (replicas are not
@@ -95,6 +96,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName),
 		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
 		pool: own.pool, closers: own.closers, member: own.member}
+	g.reload.running = cfg
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
@@ -122,6 +124,7 @@ func (g *Gateway) routes() {
 		api("GET "+prefix+"/call/{api_name}/{event_id}", g.handleCallGet)
 	}
 	admin("GET /api/admin/pool-stats", g.handleStats)
+	admin("POST /api/admin/reload", g.handleReload)
 	admin("GET /metrics", g.metrics.handler().ServeHTTP)
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

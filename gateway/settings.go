@@ -53,6 +53,9 @@ type setting struct {
 	// public returns what logs show of the value (credentials removed);
 	// nil: the value itself.
 	public func(v any) any
+	// live: a reload (SIGHUP, POST /api/admin/reload) applies a new value
+	// in place; the other keys keep their value until a restart.
+	live bool
 }
 
 // settings is every key, in the order of the usage text, the README and
@@ -61,19 +64,19 @@ var settings = []setting{
 	{key: "listen", env: "GRADIOPOOL_LISTEN", flag: "listen", help: "TCP address to listen on",
 		def: DefaultListen, field: func(c *Config) any { return &c.Listen }},
 	{key: "replicas", env: "GRADIOPOOL_REPLICAS", flag: "replicas", help: "comma-separated Space ids or URLs",
-		example: "[owner/app, https://app-2.example]", field: func(c *Config) any { return &c.Pool.Replicas },
+		example: "[owner/app, https://app-2.example]", live: true, field: func(c *Config) any { return &c.Pool.Replicas },
 		public: func(v any) any { return publicReplicas(v.([]string)) }},
 	{key: "hub_url", env: "GRADIOPOOL_HUB_URL", flag: "hub-url", help: "Hugging Face Hub API base URL",
 		defNote: "the client's", field: func(c *Config) any { return &c.HubURL }},
 
 	{key: "pool.min_connections", env: "GRADIOPOOL_POOL_MIN_CONNECTIONS", flag: "min-connections", help: "warm sessions per replica; -1 none",
-		def: pool.DefaultMinConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.MinConnections }},
+		def: pool.DefaultMinConnections, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MinConnections }},
 	{key: "pool.max_connections", env: "GRADIOPOOL_POOL_MAX_CONNECTIONS", flag: "max-connections", help: "max sessions (calls in flight) per replica",
-		def: pool.DefaultMaxConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.MaxConnections }},
+		def: pool.DefaultMaxConnections, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxConnections }},
 	{key: "pool.idle_timeout", env: "GRADIOPOOL_POOL_IDLE_TIMEOUT", flag: "idle-timeout", help: "idle session removed after; negative never",
-		def: pool.DefaultIdleTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.IdleTimeout }},
+		def: pool.DefaultIdleTimeout, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.IdleTimeout }},
 	{key: "pool.queue_timeout", env: "GRADIOPOOL_POOL_QUEUE_TIMEOUT", flag: "queue-timeout", help: "max wait for a free session; negative: the caller's deadline",
-		def: pool.DefaultQueueTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.QueueTimeout }},
+		def: pool.DefaultQueueTimeout, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.QueueTimeout }},
 	{key: "pool.health_check_interval", env: "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", flag: "health-check-interval", help: "health check period; negative none",
 		def: pool.DefaultHealthCheckInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckInterval }},
 	{key: "pool.health_check_max_connections", env: "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", flag: "health-check-max-connections", help: "idle sessions checked per round",
@@ -87,7 +90,7 @@ var settings = []setting{
 	{key: "pool.user_assignment_ttl", env: "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", flag: "user-assignment-ttl", help: "user -> replica assignment kept after the last call; negative forever",
 		def: pool.DefaultUserAssignmentTTL, owner: "pool", field: func(c *Config) any { return &c.Pool.UserAssignmentTTL }},
 	{key: "pool.max_waiters", env: "GRADIOPOOL_POOL_MAX_WAITERS", flag: "max-waiters", help: "max callers waiting per replica",
-		def: pool.DefaultMaxWaiters, owner: "pool", field: func(c *Config) any { return &c.Pool.MaxWaiters }},
+		def: pool.DefaultMaxWaiters, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxWaiters }},
 	{key: "pool.sticky_sessions", env: "GRADIOPOOL_POOL_STICKY_SESSIONS", flag: "sticky-sessions", help: "keep a user on one session (gr.State)",
 		def: false, field: func(c *Config) any { return &c.Pool.StickySessions }},
 	{key: "pool.priority_max_wait", env: "GRADIOPOOL_POOL_PRIORITY_MAX_WAIT", flag: "priority-max-wait", help: "a waiter of a lower priority class is served after waiting this long; negative strict priority",
@@ -498,6 +501,9 @@ func Settings() []Setting {
 		}
 		if s.def != nil {
 			out[i].Example = formatValue(s.def)
+		}
+		if s.live {
+			out[i].Usage += " (a reload applies it live)"
 		}
 	}
 	return out

@@ -19,7 +19,8 @@ import (
 // runServe is `gradiopool serve [--config FILE] [flags]`: the HTTP gateway.
 // Configuration: the YAML file (--config, or $GRADIOPOOL_CONFIG), then the
 // environment, then flags; secrets only from the environment. On SIGTERM or
-// SIGINT it drains (see gateway.Gateway.Serve) and returns nil.
+// SIGINT it drains (see gateway.Gateway.Serve) and returns nil; SIGHUP
+// reloads the configuration (see gateway.Gateway.Reload).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,6 +34,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "validates the configuration, connects once to every replica, prints a table")
 		fmt.Fprintln(stderr, "(replica, protocol, Gradio version, endpoints, time to connect, error) and exits")
 		fmt.Fprintln(stderr, "non-zero if anything failed: a CI step before a deploy.")
+		fmt.Fprintln(stderr, "\nSIGHUP (or POST /api/admin/reload) reloads the configuration without cutting a")
+		fmt.Fprintln(stderr, "call: replicas added serve, replicas removed are drained, pool sizes and")
+		fmt.Fprintln(stderr, "time-outs change in place; other changed keys are refused until a restart.")
 		fmt.Fprintln(stderr, "\nFlags win over environment variables, which win over the file.")
 		fmt.Fprintln(stderr, "Secrets come only from the environment: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,")
 		fmt.Fprintln(stderr, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY, GRADIOPOOL_REDIS_URL")
@@ -49,7 +53,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
 	}
-	cfg, err := loadServeConfig(*configPath, os.LookupEnv, apply)
+	load := func() (gateway.Config, error) { return loadServeConfig(*configPath, os.LookupEnv, apply) }
+	cfg, err := load()
 	if err != nil {
 		return err
 	}
@@ -80,25 +85,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(cfg.Secrets.APIKeys) == 0 {
 		logger.Warn("GRADIOPOOL_API_KEYS is not set: the call endpoints are open")
 	}
-	// SIGHUP's default action kills the process at once, cutting every
-	// call in flight; `systemctl reload` (ExecReload) and `kill -HUP`
-	// send it. Live reload is not implemented yet, so it is caught and
-	// refused with a log line: the gateway goes on with its configuration.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	defer func() { signal.Stop(hup); close(done) }()
-	go func() {
-		for {
-			select {
-			case <-hup:
-				logger.Warn("SIGHUP: reloading the configuration is not supported yet; nothing changed, restart to apply a new configuration (calls in flight go on)")
-			case <-done:
-				return
-			}
-		}
-	}()
-	return serveOn(ctx, cfg, ln, logger)
+	return serveOn(ctx, cfg, ln, logger, load)
 }
 
 // loadServeConfig reads file (or $GRADIOPOOL_CONFIG), then the environment,
@@ -129,13 +116,34 @@ func loadServeConfig(path string, lookup func(string) (string, bool), flags func
 }
 
 // serveOn opens the gateway for cfg (gateway.Open) and serves on ln until
-// ctx ends, then closes what it opened.
-func serveOn(ctx context.Context, cfg gateway.Config, ln net.Listener, logger *slog.Logger) error {
+// ctx ends, then closes what it opened. SIGHUP, and POST
+// /api/admin/reload, reload the configuration through load (see
+// gateway.Gateway.Reload).
+func serveOn(ctx context.Context, cfg gateway.Config, ln net.Listener, logger *slog.Logger, load func() (gateway.Config, error)) error {
 	g, err := gateway.Open(ctx, cfg, logger)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	g.SetConfigLoader(load)
+	// SIGHUP's default action kills the process at once, cutting every
+	// call in flight; `systemctl reload` (ExecReload) and `kill -HUP` send
+	// it. It reloads instead; Reload logs what it applied and refused.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	defer func() { signal.Stop(hup); close(done) }()
+	go func() {
+		for {
+			select {
+			case <-hup:
+				logger.Info("SIGHUP: reloading the configuration")
+				_, _ = g.Reload() // logged by Reload
+			case <-done:
+				return
+			}
+		}
+	}()
 	serveErr := g.Serve(ctx, ln)
 	cctx, cancel := context.WithTimeout(context.Background(), poolCloseTimeout)
 	defer cancel()
