@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/pool"
@@ -197,5 +199,42 @@ func TestReconfigureBadInput(t *testing.T) {
 	}
 	if err := p.Reconfigure(pool.Config{Replicas: urls(srvs)}); !errors.Is(err, pool.ErrClosed) {
 		t.Errorf("Reconfigure after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestReconfigureUnderLoad: calls running and waiting while the replica
+// list changes again and again all succeed (none is cut, none is lost in
+// the queue of a removed replica), with registered and anonymous users.
+func TestReconfigureUnderLoad(t *testing.T) {
+	srvs := replicas(t, 3)
+	u := urls(srvs)
+	lists := [][]string{{u[0], u[1]}, {u[1], u[2]}, {u[2]}, {u[0], u[2]}, {u[0], u[1], u[2]}, {u[0]}}
+	p := newPool(t, pool.Config{Replicas: lists[0], MinConnections: -1, MaxConnections: 2, StickySessions: true})
+	const callers, calls = 8, 15
+	errs := make(chan error, callers*calls)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			who := ""
+			if i%2 == 0 {
+				who = user(i)
+			}
+			for range calls {
+				if _, err := p.Predict(ctxT(t), who, "upper", "x"); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range 12 {
+		if err := p.Reconfigure(pool.Config{Replicas: lists[(i+1)%len(lists)], MinConnections: -1, MaxConnections: 1 + i%3}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // let calls land between reloads (not a timed assertion)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("call during reloads: %v", err)
 	}
 }
