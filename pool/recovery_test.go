@@ -2,10 +2,12 @@ package pool_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -103,6 +105,14 @@ func TestMovedUsersSpread(t *testing.T) {
 	moved := map[string]int{}
 	for _, u := range on0 {
 		res, err := p.Predict(ctx, u, "upper", "x")
+		var lost *gradio.ConnectionLostError
+		if errors.As(err, &lost) && lost.MaybeAccepted && !lost.Accepted {
+			// The join went out on a kept-alive connection whose close the
+			// client had not noticed yet: the pool cannot know that the
+			// closed replica never ran it, so it does not fail over (never
+			// twice). The test knows: the caller tries again.
+			res, err = p.Predict(ctx, u, "upper", "x")
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
