@@ -36,6 +36,10 @@ type FrontDoorConfig struct {
 	// tracebacks) and replica names in error texts on to front-door
 	// callers. Default false: they go to the log only.
 	ShowReplicaErrors bool
+	// ReadGrace is how long an accepted call waits for its caller's
+	// queue/data stream before it is cancelled and its slot freed. Zero
+	// means frontdoor.DefaultReadGrace (5 s); negative: never.
+	ReadGrace time.Duration
 }
 
 // Pool returns the pool behind the backend (the front door needs it).
@@ -57,10 +61,14 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		ShowReplicaErrors:  g.cfg.FrontDoor.ShowReplicaErrors,
 		CallerAuthIsKey:    len(g.cfg.Secrets.APIKeys) > 0,
 		MaxBodyBytes:       g.cfg.MaxBodyBytes,
-		HashKey:            []byte(g.cfg.Secrets.HashKey), // empty: random per process
-		HashUser:           g.backend.UserTag,
-		Logger:             g.log,
-		Annotate:           addLog,
+		ReadGrace:          g.cfg.FrontDoor.ReadGrace,
+		BeginCall: func(r *http.Request) (func(), bool) {
+			return g.clientCalls.begin(g.clientID(r))
+		},
+		HashKey:  []byte(g.cfg.Secrets.HashKey), // empty: random per process
+		HashUser: g.backend.UserTag,
+		Logger:   g.log,
+		Annotate: addLog,
 		OnCall: func(c frontdoor.CallEnd) {
 			g.metrics.ObserveCall(CallRecord{Route: RouteFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
 				Wait: c.Wait, Total: c.Duration, Code: c.Code})

@@ -150,6 +150,8 @@ var settings = []setting{
 		def: false, field: func(c *Config) any { return &c.FrontDoor.ForwardCallerToken }},
 	{key: "frontdoor.show_replica_errors", env: "GRADIOPOOL_FRONTDOOR_SHOW_REPLICA_ERRORS", flag: "frontdoor-show-replica-errors", help: "show callers the replicas' error answers (tracebacks) and names",
 		def: false, field: func(c *Config) any { return &c.FrontDoor.ShowReplicaErrors }},
+	{key: "frontdoor.read_grace", env: "GRADIOPOOL_FRONTDOOR_READ_GRACE", flag: "frontdoor-read-grace", help: "an accepted call whose caller opens no queue/data stream within this is cancelled and its slot freed; negative never",
+		def: frontdoor.DefaultReadGrace, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.ReadGrace }},
 
 	// cluster.redis_url has no flag (a password on a command line is seen
 	// by every local user) and GRADIOPOOL_REDIS_URL, a secret, wins over it.

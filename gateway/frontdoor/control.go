@@ -4,8 +4,11 @@ package frontdoor
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -90,4 +93,32 @@ func (f *FrontDoor) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+}
+
+// cancelAtReplica asks b's replica to cancel call eventID of the backend
+// session (Gradio's POST cancel), best effort: the slot is already free,
+// and a replica that does not answer loses nothing but the call's work.
+func (f *FrontDoor) cancelAtReplica(b Binding, eventID, fnIndex string) {
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	app, err := f.appFor(ctx, b.Replica)
+	if err != nil {
+		return
+	}
+	body := map[string]any{"session_hash": b.Backend, "event_id": eventID}
+	if n, err := strconv.Atoi(fnIndex); err == nil {
+		body["fn_index"] = n
+	}
+	out, _ := json.Marshal(body)
+	req, err := app.NewRequest(ctx, http.MethodPost, app.URL("cancel"), bytes.NewReader(out))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := app.Do(req, true)
+	if err != nil {
+		f.log.Debug("front door: cancel at the replica failed", slog.String("replica", b.Replica), slog.Any("error", err))
+		return
+	}
+	_, _ = readSmall(resp)
 }

@@ -50,6 +50,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.stream()()
+	defer s.reading()()
 	b := s.binding()
 	// The replica's stream also ends at StopCalls (a drain's time-out);
 	// the caller's stream then gets its calls' errors (failPending).

@@ -25,6 +25,10 @@ const (
 	DefaultUploadTTL  = time.Hour
 	// DefaultMaxBodyBytes is also the gateway's max_body_bytes default.
 	DefaultMaxBodyBytes = 10 << 20
+	// DefaultReadGrace is long enough for a client to open its data
+	// stream after the join's answer (the official clients do at once),
+	// short enough that joins nobody reads cannot hold the pool's slots.
+	DefaultReadGrace = 5 * time.Second
 )
 
 // UserHeader names the caller's user (an e-mail); absent means anonymous.
@@ -45,6 +49,17 @@ type Config struct {
 	// MaxBodyBytes bounds a join, cancel or reset body. Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadGrace is how long an accepted call may wait for its caller to
+	// open the session's queue/data stream: past it, with no stream open,
+	// the call is cancelled at the replica and its slot freed (a join
+	// nobody reads would hold a slot for ever). Zero means
+	// DefaultReadGrace; negative: never. Not applied with OnForeignEnd
+	// set (a cluster), where the stream may be open at another gateway.
+	ReadGrace time.Duration
+	// BeginCall, if set, counts a join against its client's limit (the
+	// gateway's max_calls_per_client) until the call ends; ok false: the
+	// join is answered 429. Nil: no limit.
+	BeginCall func(r *http.Request) (release func(), ok bool)
 	// UploadDir holds uploads until their join. Empty means a fresh
 	// temporary directory, removed by Close.
 	UploadDir string
@@ -105,7 +120,7 @@ type CallEnd struct {
 	// Code is "" for a completed call, CodeAppError when the app answered
 	// with an error (process_completed with success false: gr.Error), else
 	// why the call failed: CodeNoReplica, CodeRefused, CodeReplicaLost,
-	// CodeBadInput, CodeClientClosed, CodeExpired, CodeShutdown.
+	// CodeBadInput, CodeClientClosed, CodeExpired, CodeShutdown, CodeNotRead.
 	Code string
 }
 
@@ -119,6 +134,7 @@ const (
 	CodeClientClosed = "client_closed" // the caller's stream went away with the call in flight
 	CodeExpired      = "expired"       // the session expired with the call in flight
 	CodeShutdown     = "shutdown"      // the front door closed with the call in flight
+	CodeNotRead      = "not_read"      // no data stream was opened within ReadGrace: cancelled
 	// codeElsewhere: the call's end was relayed by another gateway, which
 	// knows how it ended; not reported here.
 	codeElsewhere = "-"
@@ -133,6 +149,9 @@ func (f *FrontDoor) annotate(r *http.Request, attrs ...slog.Attr) {
 
 // reportCall tells Config.OnCall about a call that ended with code.
 func (f *FrontDoor) reportCall(m callMeta, code string) {
+	if m.release != nil {
+		m.release()
+	}
 	if f.cfg.OnCall == nil || code == codeElsewhere {
 		return
 	}
@@ -185,7 +204,7 @@ type FrontDoor struct {
 }
 
 type counters struct {
-	created, expired, moved, stateLost, lost, joins, refused, callerFaults atomic.Uint64
+	created, expired, moved, stateLost, lost, joins, refused, callerFaults, notRead atomic.Uint64
 }
 
 // New returns the front door of p. From its first session on it runs a
@@ -202,6 +221,9 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ReadGrace == 0 {
+		cfg.ReadGrace = DefaultReadGrace
 	}
 	if len(cfg.HashKey) == 0 {
 		cfg.HashKey = make([]byte, 32)
@@ -345,7 +367,10 @@ type Stats struct {
 	Moved        uint64 `json:"sessionsMoved"`
 	StateLost    uint64 `json:"stateLost"`
 	Lost         uint64 `json:"callsLost"`
-	Uploads      int    `json:"uploadsKept"`
+	// NotRead counts calls cancelled because no data stream was opened
+	// for them within Config.ReadGrace.
+	NotRead uint64 `json:"callsNotRead"`
+	Uploads int    `json:"uploadsKept"`
 	// Mismatched maps each replica whose app differs from the reference
 	// replica's (it gets no front-door session) to how it differs.
 	Mismatched map[string]string `json:"configMismatch,omitempty"`
@@ -380,6 +405,7 @@ func (f *FrontDoor) Stats() Stats {
 	st.Moved = f.stats.moved.Load()
 	st.StateLost = f.stats.stateLost.Load()
 	st.Lost = f.stats.lost.Load()
+	st.NotRead = f.stats.notRead.Load()
 	st.Uploads = f.ups.count()
 	for n, me := range f.mismatched() {
 		if st.Mismatched == nil {

@@ -66,7 +66,21 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
-	meta := callMeta{endpoint: endpoint, start: f.cfg.Now()}
+	meta := callMeta{endpoint: endpoint, start: f.cfg.Now(), kept: new(atomic.Bool)}
+	if f.cfg.BeginCall != nil {
+		release, ok := f.cfg.BeginCall(r)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			detail(w, http.StatusTooManyRequests, tooManyCallsDetail)
+			return
+		}
+		meta.release = release
+		defer func() {
+			if !meta.kept.Load() {
+				release()
+			}
+		}()
+	}
 	if u != "" {
 		meta.user = f.cfg.HashUser(u)
 		f.annotate(r, slog.String("user", meta.user))
@@ -118,6 +132,9 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err)
 }
+
+// tooManyCallsDetail answers a join past the client's call limit.
+const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client calls in flight already; retry when one ends"
 
 // errDetail answers msg in Gradio's shape, followed by err's text only when
 // Config.ShowReplicaErrors is set: pool errors name the replicas (their

@@ -2,7 +2,10 @@ package frontdoor
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/pool"
@@ -105,10 +108,12 @@ type callerSession struct {
 	// early holds the event ids whose process_completed passed before their
 	// join's answer was handled (the replica ran the call at once and its
 	// stream was open): addPending then frees the slot at once.
-	early    map[string]string   // event id -> its end's code (see CallEnd)
-	calls    map[string]callMeta // calls in flight: what OnCall reports at their end
-	accepted int                 // calls the current replica accepted (state may exist there)
-	streams  int                 // open data and heartbeat streams
+	early    map[string]string      // event id -> its end's code (see CallEnd)
+	calls    map[string]callMeta    // calls in flight: what OnCall reports at their end
+	accepted int                    // calls the current replica accepted (state may exist there)
+	streams  int                    // open data and heartbeat streams
+	readers  int                    // open data streams (ReadGrace)
+	graces   map[string]*time.Timer // calls in flight -> their ReadGrace timer
 	lastSeen time.Time
 }
 
@@ -172,6 +177,12 @@ type callMeta struct {
 	replica, endpoint, user string
 	start                   time.Time // the join's arrival
 	wait                    time.Duration
+	// release ends the call's count against its client's limit
+	// (Config.BeginCall); idempotent; nil: not counted.
+	release func()
+	// kept is set once a call's slot is kept past its join (accepted):
+	// the join's handler then leaves release to the call's end.
+	kept *atomic.Bool
 }
 
 // addPending records an accepted call holding l (or frees l at once when
@@ -186,12 +197,73 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 		s.f.reportCall(meta, code)
 		return
 	}
+	if meta.kept != nil {
+		meta.kept.Store(true)
+	}
 	s.pending[eventID] = l
 	if s.calls == nil {
 		s.calls = map[string]callMeta{}
 	}
 	s.calls[eventID] = meta
+	if g := s.f.cfg.ReadGrace; g > 0 && s.f.cfg.OnForeignEnd == nil {
+		if s.graces == nil {
+			s.graces = map[string]*time.Timer{}
+		}
+		s.graces[eventID] = time.AfterFunc(g, func() { s.graceOver(eventID) })
+	}
 	s.mu.Unlock()
+}
+
+// graceOver ends a call whose ReadGrace passed when no data stream of its
+// session is open: nobody reads its messages, so it would hold its slot
+// for as long as the session lives (a heartbeat stream keeps a session
+// alive for ever). It is cancelled at the replica and its slot freed.
+func (s *callerSession) graceOver(eventID string) {
+	s.mu.Lock()
+	delete(s.graces, eventID)
+	_, pending := s.pending[eventID]
+	meta := s.calls[eventID]
+	unread := pending && s.readers == 0
+	b := s.bind
+	s.mu.Unlock()
+	if !unread || s.f.ctx.Err() != nil {
+		return
+	}
+	if !s.complete(eventID, CodeNotRead) {
+		return // ended meanwhile
+	}
+	s.f.stats.notRead.Add(1)
+	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
+		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
+		slog.String("endpoint", meta.endpoint), slog.Duration("grace", s.f.cfg.ReadGrace))
+	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
+}
+
+// reading counts an open data stream until the returned func runs.
+func (s *callerSession) reading() func() {
+	s.mu.Lock()
+	s.readers++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.readers--
+		s.mu.Unlock()
+	}
+}
+
+// stopGrace stops the ReadGrace timer of eventID ("" all); s.mu is held.
+func (s *callerSession) stopGrace(eventID string) {
+	if eventID == "" {
+		for id, t := range s.graces {
+			t.Stop()
+			delete(s.graces, id)
+		}
+		return
+	}
+	if t := s.graces[eventID]; t != nil {
+		t.Stop()
+		delete(s.graces, eventID)
+	}
 }
 
 // complete releases the slot of a call that ended; false when this
@@ -206,6 +278,7 @@ func (s *callerSession) complete(eventID, code string) bool {
 	meta, known := s.calls[eventID]
 	delete(s.pending, eventID)
 	delete(s.calls, eventID)
+	s.stopGrace(eventID)
 	if !ok {
 		if s.early == nil || len(s.early) >= maxEarly {
 			s.early = map[string]string{}
@@ -241,6 +314,7 @@ func (s *callerSession) releaseAll(code string) int {
 	s.mu.Lock()
 	ls, calls := s.pending, s.calls
 	s.pending, s.calls = map[string]*pool.Slot{}, nil
+	s.stopGrace("")
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.Release()

@@ -1,0 +1,133 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+// openHeartbeat opens session's heartbeat stream and reads its first
+// ALIVE; the stream stays open until the test ends.
+func openHeartbeat(t *testing.T, base, session string) *http.Response {
+	t.Helper()
+	resp, err := http.Get(base + "/gradio_api/heartbeat/" + session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("heartbeat: %d %s", resp.StatusCode, b)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestFrontDoorUnreadJoinsFreeTheirSlots: joins whose caller never opens
+// queue/data (while it keeps a heartbeat stream, which keeps its session)
+// take every slot of the replica; past frontdoor.read_grace they are
+// cancelled at the replica and their slots freed, so that /v1 is served
+// again. A call whose stream is open is not touched by the grace.
+// (issue 20 "Why" 3)
+func TestFrontDoorUnreadJoinsFreeTheirSlots(t *testing.T) {
+	const maxConn = 3
+	gate := make(chan struct{})
+	srv, g, sims, p, _ := frontGatewayApps(t, []*gradiotest.App{holdApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = maxConn
+		c.FrontDoor.ReadGrace = 100 * time.Millisecond
+	})
+	name := replicaName(sims[0])
+	fn := fnIndexOf(t, srv.URL, "hold")
+	openHeartbeat(t, srv.URL, "idle-reader")
+	for i := range maxConn {
+		if _, err := fdJoin(srv.URL, "idle-reader", fn, "x"+string(rune('0'+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inUse := func() int { return p.Stats(context.Background()).Pools[name].InUseConnections }
+	waitFor(t, "the unread calls cancelled and their slots free", func() bool {
+		return g.FrontDoor().Stats().NotRead == maxConn && inUse() == 0 && sims[0].Snapshot().Running == 0
+	})
+	if n := sims[0].Requests("cancel"); n != maxConn {
+		t.Errorf("the replica got %d cancels, want %d", n, maxConn)
+	}
+
+	// A read call outlives the grace: its stream is open.
+	id, err := fdJoin(srv.URL, "reader", fn, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan map[string]map[string]any, 1)
+	go func() {
+		done, _ := fdStream(srv.URL, "reader")
+		res <- done
+	}()
+	waitFor(t, "the read call running", func() bool { return sims[0].Snapshot().Running == 1 })
+	time.Sleep(4 * 100 * time.Millisecond) // past the grace
+	close(gate)
+	done := <-res
+	if m := done[id]; m == nil || m["success"] != true {
+		t.Fatalf("the read call past the grace: %v, want success", m)
+	}
+	if n := g.FrontDoor().Stats().NotRead; n != maxConn {
+		t.Errorf("%d calls cancelled as unread, want %d (the read one is not)", n, maxConn)
+	}
+}
+
+// TestFrontDoorCallsCountPerClient: front-door joins count toward
+// max_calls_per_client with /v1's calls: past it a join is answered 429
+// in Gradio's shape with Retry-After, and the count is given back when
+// the call ends. (issue 20 item 3)
+func TestFrontDoorCallsCountPerClient(t *testing.T) {
+	gate := make(chan struct{})
+	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{holdApp(gate)}, func(c *gateway.Config) {
+		c.MaxCallsPerClient = 2
+	})
+	fn := fnIndexOf(t, srv.URL, "hold")
+	ids := map[string]bool{}
+	for _, in := range []string{"a", "b"} {
+		id, err := fdJoin(srv.URL, "one-client", fn, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	body, _ := json.Marshal(map[string]any{"data": []any{"c"}, "fn_index": fn, "session_hash": "other-session"})
+	resp, err := http.Post(srv.URL+"/gradio_api/queue/join", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var d struct {
+		Detail string `json:"detail"`
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || json.Unmarshal(b, &d) != nil || d.Detail == "" {
+		t.Fatalf("third join of one client: %d Retry-After %q %s, want 429 with Retry-After and {\"detail\": ...}",
+			resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	close(gate)
+	done, err := fdStream(srv.URL, "one-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range ids {
+		if done[id] == nil {
+			t.Fatalf("call %s did not complete: %v", id, done)
+		}
+	}
+	waitFor(t, "no call in flight", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
+	if got := fdCall(t, srv.URL, "other-session", fn, "c"); got != "released" {
+		t.Fatalf("join after the calls ended: %q", got)
+	}
+}
