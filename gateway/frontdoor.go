@@ -40,6 +40,11 @@ type FrontDoorConfig struct {
 	// queue/data stream before it is cancelled and its slot freed. Zero
 	// means frontdoor.DefaultReadGrace (5 s); negative: never.
 	ReadGrace time.Duration
+	// MaxSessions and MaxSessionsPerClient bound the caller sessions kept,
+	// in total (past it 503) and per client: its API key, else its address
+	// (past it 429). Zero means frontdoor's defaults; negative: no limit.
+	MaxSessions          int
+	MaxSessionsPerClient int
 }
 
 // Pool returns the pool behind the backend (the front door needs it).
@@ -54,14 +59,17 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	}
 	store, onForeignEnd := g.frontDoorCluster()
 	fd, err := frontdoor.New(p, frontdoor.Config{
-		SessionTTL:         g.cfg.FrontDoor.SessionTTL,
-		UploadDir:          g.cfg.FrontDoor.UploadDir,
-		TrustForwarded:     g.cfg.FrontDoor.TrustForwardedHeaders,
-		ForwardCallerToken: g.cfg.FrontDoor.ForwardCallerToken,
-		ShowReplicaErrors:  g.cfg.FrontDoor.ShowReplicaErrors,
-		CallerAuthIsKey:    len(g.cfg.Secrets.APIKeys) > 0,
-		MaxBodyBytes:       g.cfg.MaxBodyBytes,
-		ReadGrace:          g.cfg.FrontDoor.ReadGrace,
+		SessionTTL:           g.cfg.FrontDoor.SessionTTL,
+		UploadDir:            g.cfg.FrontDoor.UploadDir,
+		TrustForwarded:       g.cfg.FrontDoor.TrustForwardedHeaders,
+		ForwardCallerToken:   g.cfg.FrontDoor.ForwardCallerToken,
+		ShowReplicaErrors:    g.cfg.FrontDoor.ShowReplicaErrors,
+		CallerAuthIsKey:      len(g.cfg.Secrets.APIKeys) > 0,
+		MaxBodyBytes:         g.cfg.MaxBodyBytes,
+		ReadGrace:            g.cfg.FrontDoor.ReadGrace,
+		MaxSessions:          g.cfg.FrontDoor.MaxSessions,
+		MaxSessionsPerClient: g.cfg.FrontDoor.MaxSessionsPerClient,
+		ClientID:             g.clientID,
 		BeginCall: func(r *http.Request) (func(), bool) {
 			return g.clientCalls.begin(g.clientID(r))
 		},

@@ -152,6 +152,10 @@ var settings = []setting{
 		def: false, field: func(c *Config) any { return &c.FrontDoor.ShowReplicaErrors }},
 	{key: "frontdoor.read_grace", env: "GRADIOPOOL_FRONTDOOR_READ_GRACE", flag: "frontdoor-read-grace", help: "an accepted call whose caller opens no queue/data stream within this is cancelled and its slot freed; negative never",
 		def: frontdoor.DefaultReadGrace, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.ReadGrace }},
+	{key: "frontdoor.max_sessions", env: "GRADIOPOOL_FRONTDOOR_MAX_SESSIONS", flag: "frontdoor-max-sessions", help: "front-door sessions kept in total; a new one past it is answered 503; negative: no limit",
+		def: frontdoor.DefaultMaxSessions, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxSessions }},
+	{key: "frontdoor.max_sessions_per_client", env: "GRADIOPOOL_FRONTDOOR_MAX_SESSIONS_PER_CLIENT", flag: "frontdoor-max-sessions-per-client", help: "front-door sessions of one client (API key, else address); a new one past it is answered 429; negative: no limit",
+		def: frontdoor.DefaultMaxSessionsPerClient, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxSessionsPerClient }},
 
 	// cluster.redis_url has no flag (a password on a command line is seen
 	// by every local user) and GRADIOPOOL_REDIS_URL, a secret, wins over it.

@@ -21,7 +21,11 @@ func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	s := f.session(r.Context(), front, f.owner(r), true)
+	s, err := f.sessionFor(r.Context(), front, f.owner(r), f.clientID(r), true)
+	if err != nil {
+		sessionRefused(w, err)
+		return
+	}
 	if s == nil {
 		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
 		return

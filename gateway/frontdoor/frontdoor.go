@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -29,6 +30,12 @@ const (
 	// stream after the join's answer (the official clients do at once),
 	// short enough that joins nobody reads cannot hold the pool's slots.
 	DefaultReadGrace = 5 * time.Second
+	// DefaultMaxSessions bounds the caller sessions kept (about 1 KiB
+	// each): 20 MiB at most.
+	DefaultMaxSessions = 20000
+	// DefaultMaxSessionsPerClient leaves room for many browser tabs (or
+	// users behind one address) while one client cannot fill the table.
+	DefaultMaxSessionsPerClient = 500
 )
 
 // UserHeader names the caller's user (an e-mail); absent means anonymous.
@@ -56,6 +63,18 @@ type Config struct {
 	// DefaultReadGrace; negative: never. Not applied with OnForeignEnd
 	// set (a cluster), where the stream may be open at another gateway.
 	ReadGrace time.Duration
+	// MaxSessions bounds the caller sessions this front door keeps; a new
+	// one past it is answered 503. Zero means DefaultMaxSessions;
+	// negative: no limit.
+	MaxSessions int
+	// MaxSessionsPerClient bounds the caller sessions of one client
+	// (ClientID); a new one past it is answered 429. Zero means
+	// DefaultMaxSessionsPerClient; negative: no limit.
+	MaxSessionsPerClient int
+	// ClientID names a request's client for MaxSessionsPerClient (the
+	// gateway: its API key's hash, else its address). Nil: the keyed
+	// hash of Authorization, else the remote address's host.
+	ClientID func(r *http.Request) string
 	// BeginCall, if set, counts a join against its client's limit (the
 	// gateway's max_calls_per_client) until the call ends; ok false: the
 	// join is answered 429. Nil: no limit.
@@ -182,8 +201,9 @@ type FrontDoor struct {
 	appID   uint64
 	ups     *uploads
 
-	mu       sync.Mutex // guards sessions; nothing slow runs under it
-	sessions map[string]*callerSession
+	mu        sync.Mutex // guards sessions and perClient; nothing slow runs under it
+	sessions  map[string]*callerSession
+	perClient map[string]int // Config.ClientID -> its sessions
 
 	refMu sync.Mutex // guards ref
 	ref   refConfig
@@ -204,7 +224,7 @@ type FrontDoor struct {
 }
 
 type counters struct {
-	created, expired, moved, stateLost, lost, joins, refused, callerFaults, notRead atomic.Uint64
+	created, expired, moved, stateLost, lost, joins, refused, callerFaults, notRead, sessionsRefused atomic.Uint64
 }
 
 // New returns the front door of p. From its first session on it runs a
@@ -222,6 +242,12 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxSessionsPerClient == 0 {
+		cfg.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
 	if cfg.ReadGrace == 0 {
 		cfg.ReadGrace = DefaultReadGrace
 	}
@@ -235,7 +261,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.HashUser == nil {
 		cfg.HashUser = pool.NewUserHasher(cfg.HashKey).Tag
 	}
-	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}}
+	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -314,6 +340,7 @@ func (f *FrontDoor) Close() error {
 	f.mu.Lock()
 	all := f.sessions
 	f.sessions = map[string]*callerSession{}
+	f.perClient = map[string]int{}
 	f.mu.Unlock()
 	for _, s := range all {
 		s.releaseAll(CodeShutdown)
@@ -370,7 +397,10 @@ type Stats struct {
 	// NotRead counts calls cancelled because no data stream was opened
 	// for them within Config.ReadGrace.
 	NotRead uint64 `json:"callsNotRead"`
-	Uploads int    `json:"uploadsKept"`
+	// SessionsRefused counts new sessions refused by MaxSessions or
+	// MaxSessionsPerClient.
+	SessionsRefused uint64 `json:"sessionsRefused"`
+	Uploads         int    `json:"uploadsKept"`
 	// Mismatched maps each replica whose app differs from the reference
 	// replica's (it gets no front-door session) to how it differs.
 	Mismatched map[string]string `json:"configMismatch,omitempty"`
@@ -406,6 +436,7 @@ func (f *FrontDoor) Stats() Stats {
 	st.StateLost = f.stats.stateLost.Load()
 	st.Lost = f.stats.lost.Load()
 	st.NotRead = f.stats.notRead.Load()
+	st.SessionsRefused = f.stats.sessionsRefused.Load()
 	st.Uploads = f.ups.count()
 	for n, me := range f.mismatched() {
 		if st.Mismatched == nil {
@@ -443,7 +474,7 @@ func (f *FrontDoor) sweep() {
 		idle := s.streams == 0 && now.Sub(s.lastSeen) >= f.cfg.SessionTTL
 		s.mu.Unlock()
 		if idle {
-			delete(f.sessions, k)
+			f.forgetLocked(k, s)
 			dead = append(dead, s)
 		}
 	}
@@ -477,6 +508,21 @@ func (f *FrontDoor) owner(r *http.Request) string {
 	m := hmac.New(sha256.New, f.cfg.HashKey)
 	m.Write([]byte("owner\x00" + v))
 	return hex.EncodeToString(m.Sum(nil)[:12])
+}
+
+// clientID names r's client for the session limits (Config.ClientID).
+func (f *FrontDoor) clientID(r *http.Request) string {
+	if f.cfg.ClientID != nil {
+		return f.cfg.ClientID(r)
+	}
+	if o := f.owner(r); o != "" {
+		return "owner:" + o
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
 }
 
 // errBadUser is a malformed X-Gradiopool-User.

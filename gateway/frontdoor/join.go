@@ -59,7 +59,11 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	s := f.session(ctx, front, f.owner(r), true)
+	s, err := f.sessionFor(ctx, front, f.owner(r), f.clientID(r), true)
+	if err != nil {
+		sessionRefused(w, err)
+		return
+	}
 	if s == nil {
 		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
 		return

@@ -2,7 +2,10 @@ package frontdoor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,8 +97,9 @@ func (m *MemoryStore) Len() int {
 
 // callerSession is this instance's live view of a caller session.
 type callerSession struct {
-	front string
-	f     *FrontDoor
+	front  string
+	f      *FrontDoor
+	client string // Config.ClientID of its creator: its session limit
 
 	// bindMu serialises binding the session to a replica (its first join,
 	// or a move after a refusal): two joins racing must not pick two
@@ -119,8 +123,30 @@ type callerSession struct {
 
 // session returns the live session for front, creating it when create is
 // set; nil when unknown or when owner differs (another caller's session is
-// treated as unknown, never reached).
+// treated as unknown, never reached), or past a session limit.
 func (f *FrontDoor) session(ctx context.Context, front, owner string, create bool) *callerSession {
+	s, _ := f.sessionFor(ctx, front, owner, "", create)
+	return s
+}
+
+// SessionLimitError is a new caller session refused by a limit:
+// Config.MaxSessionsPerClient (PerClient) or Config.MaxSessions.
+type SessionLimitError struct {
+	PerClient bool
+	Max       int
+}
+
+func (e *SessionLimitError) Error() string {
+	if e.PerClient {
+		return fmt.Sprintf("gradiopool: this client has %d front-door sessions already (frontdoor.max_sessions_per_client); close one or wait for it to expire", e.Max)
+	}
+	return fmt.Sprintf("gradiopool: the gateway holds %d front-door sessions (frontdoor.max_sessions); retry later", e.Max)
+}
+
+// sessionFor is session for a caller that client names (Config.ClientID):
+// a new session counts toward the client's and the total limits, and past
+// either the answer is a *SessionLimitError.
+func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string, create bool) (*callerSession, error) {
 	now := f.cfg.Now()
 	f.mu.Lock()
 	s := f.sessions[front]
@@ -129,16 +155,27 @@ func (f *FrontDoor) session(ctx context.Context, front, owner string, create boo
 		b, ok, err := f.store.Get(ctx, front)
 		if err != nil || !ok {
 			if !create {
-				return nil
+				return nil, nil
 			}
 			b = Binding{Owner: owner}
 		}
-		ns := &callerSession{front: front, f: f, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now}
+		ns := &callerSession{front: front, f: f, client: client, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now}
 		f.start()
 		f.mu.Lock()
 		if s = f.sessions[front]; s == nil {
+			switch {
+			case f.cfg.MaxSessions > 0 && len(f.sessions) >= f.cfg.MaxSessions:
+				f.mu.Unlock()
+				f.stats.sessionsRefused.Add(1)
+				return nil, &SessionLimitError{Max: f.cfg.MaxSessions}
+			case f.cfg.MaxSessionsPerClient > 0 && f.perClient[client] >= f.cfg.MaxSessionsPerClient:
+				f.mu.Unlock()
+				f.stats.sessionsRefused.Add(1)
+				return nil, &SessionLimitError{PerClient: true, Max: f.cfg.MaxSessionsPerClient}
+			}
 			s = ns
 			f.sessions[front] = s
+			f.perClient[client]++
 			f.stats.created.Add(1)
 		}
 		f.mu.Unlock()
@@ -146,10 +183,34 @@ func (f *FrontDoor) session(ctx context.Context, front, owner string, create boo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bind.Owner != owner {
-		return nil
+		return nil, nil
 	}
 	s.lastSeen = now
-	return s
+	return s, nil
+}
+
+// forgetLocked removes session key from the maps; f.mu is held.
+func (f *FrontDoor) forgetLocked(key string, s *callerSession) {
+	delete(f.sessions, key)
+	if f.perClient[s.client]--; f.perClient[s.client] <= 0 {
+		delete(f.perClient, s.client)
+	}
+}
+
+// sessionRefused answers a session limit in Gradio's shape: 429 past the
+// client's own limit, 503 past the total, both with Retry-After.
+func sessionRefused(w http.ResponseWriter, err error) {
+	var le *SessionLimitError
+	if !errors.As(err, &le) {
+		detail(w, http.StatusInternalServerError, "gradiopool: "+err.Error())
+		return
+	}
+	status := http.StatusServiceUnavailable
+	if le.PerClient {
+		status = http.StatusTooManyRequests
+	}
+	w.Header().Set("Retry-After", "60")
+	detail(w, status, le.Error())
 }
 
 // binding returns the current binding.
