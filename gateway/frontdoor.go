@@ -45,6 +45,15 @@ type FrontDoorConfig struct {
 	// (past it 429). Zero means frontdoor's defaults; negative: no limit.
 	MaxSessions          int
 	MaxSessionsPerClient int
+	// Upload bounds (see frontdoor.Config): bytes per file (0: the app's
+	// max_file_size, else max_body_bytes), parts per request, bytes on disk
+	// per client and in total, and how long an upload is kept. Zero means
+	// frontdoor's defaults; negative: no limit.
+	MaxFileBytes            int64
+	MaxFilesPerUpload       int
+	MaxUploadBytesPerClient int64
+	MaxUploadBytes          int64
+	UploadTTL               time.Duration
 }
 
 // Pool returns the pool behind the backend (the front door needs it).
@@ -59,17 +68,22 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	}
 	store, onForeignEnd := g.frontDoorCluster()
 	fd, err := frontdoor.New(p, frontdoor.Config{
-		SessionTTL:           g.cfg.FrontDoor.SessionTTL,
-		UploadDir:            g.cfg.FrontDoor.UploadDir,
-		TrustForwarded:       g.cfg.FrontDoor.TrustForwardedHeaders,
-		ForwardCallerToken:   g.cfg.FrontDoor.ForwardCallerToken,
-		ShowReplicaErrors:    g.cfg.FrontDoor.ShowReplicaErrors,
-		CallerAuthIsKey:      len(g.cfg.Secrets.APIKeys) > 0,
-		MaxBodyBytes:         g.cfg.MaxBodyBytes,
-		ReadGrace:            g.cfg.FrontDoor.ReadGrace,
-		MaxSessions:          g.cfg.FrontDoor.MaxSessions,
-		MaxSessionsPerClient: g.cfg.FrontDoor.MaxSessionsPerClient,
-		ClientID:             g.clientID,
+		SessionTTL:              g.cfg.FrontDoor.SessionTTL,
+		UploadDir:               g.cfg.FrontDoor.UploadDir,
+		TrustForwarded:          g.cfg.FrontDoor.TrustForwardedHeaders,
+		ForwardCallerToken:      g.cfg.FrontDoor.ForwardCallerToken,
+		ShowReplicaErrors:       g.cfg.FrontDoor.ShowReplicaErrors,
+		CallerAuthIsKey:         len(g.cfg.Secrets.APIKeys) > 0,
+		MaxBodyBytes:            g.cfg.MaxBodyBytes,
+		ReadGrace:               g.cfg.FrontDoor.ReadGrace,
+		MaxSessions:             g.cfg.FrontDoor.MaxSessions,
+		MaxSessionsPerClient:    g.cfg.FrontDoor.MaxSessionsPerClient,
+		ClientID:                g.clientID,
+		MaxFileBytes:            g.cfg.FrontDoor.MaxFileBytes,
+		MaxFilesPerUpload:       g.cfg.FrontDoor.MaxFilesPerUpload,
+		MaxUploadBytesPerClient: g.cfg.FrontDoor.MaxUploadBytesPerClient,
+		MaxUploadBytes:          g.cfg.FrontDoor.MaxUploadBytes,
+		UploadTTL:               g.cfg.FrontDoor.UploadTTL,
 		BeginCall: func(r *http.Request) (func(), bool) {
 			return g.clientCalls.begin(g.clientID(r))
 		},

@@ -156,6 +156,16 @@ var settings = []setting{
 		def: frontdoor.DefaultMaxSessions, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxSessions }},
 	{key: "frontdoor.max_sessions_per_client", env: "GRADIOPOOL_FRONTDOOR_MAX_SESSIONS_PER_CLIENT", flag: "frontdoor-max-sessions-per-client", help: "front-door sessions of one client (API key, else address); a new one past it is answered 429; negative: no limit",
 		def: frontdoor.DefaultMaxSessionsPerClient, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxSessionsPerClient }},
+	{key: "frontdoor.max_file_bytes", env: "GRADIOPOOL_FRONTDOOR_MAX_FILE_BYTES", flag: "frontdoor-max-file-bytes", help: "bytes of one uploaded file; more are answered 413; negative: no limit", unit: "bytes",
+		defNote: "the app's max_file_size, else max_body_bytes", owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxFileBytes }},
+	{key: "frontdoor.max_files_per_upload", env: "GRADIOPOOL_FRONTDOOR_MAX_FILES_PER_UPLOAD", flag: "frontdoor-max-files-per-upload", help: "parts of one upload request; more are answered 413; negative: no limit",
+		def: frontdoor.DefaultMaxFilesPerUpload, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxFilesPerUpload }},
+	{key: "frontdoor.max_upload_bytes_per_client", env: "GRADIOPOOL_FRONTDOOR_MAX_UPLOAD_BYTES_PER_CLIENT", flag: "frontdoor-max-upload-bytes-per-client", help: "upload bytes one client (API key, else address) keeps on disk; more are answered 429; negative: no limit", unit: "bytes",
+		def: int64(frontdoor.DefaultMaxUploadBytesPerClient), owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxUploadBytesPerClient }},
+	{key: "frontdoor.max_upload_bytes", env: "GRADIOPOOL_FRONTDOOR_MAX_UPLOAD_BYTES", flag: "frontdoor-max-upload-bytes", help: "upload bytes kept on disk in total; more are answered 503; negative: no limit", unit: "bytes",
+		def: int64(frontdoor.DefaultMaxUploadBytes), owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxUploadBytes }},
+	{key: "frontdoor.upload_ttl", env: "GRADIOPOOL_FRONTDOOR_UPLOAD_TTL", flag: "frontdoor-upload-ttl", help: "an upload is removed this long after it arrived",
+		def: frontdoor.DefaultUploadTTL, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.UploadTTL }},
 
 	// cluster.redis_url has no flag (a password on a command line is seen
 	// by every local user) and GRADIOPOOL_REDIS_URL, a secret, wins over it.

@@ -46,19 +46,87 @@ type uploads struct {
 	own     bool // dir is ours to remove
 	dirErr  error
 
-	mu sync.Mutex // guards m
-	m  map[string]*held
+	// maxClient and maxTotal bound the bytes kept on disk per client and
+	// in total (<= 0: no limit).
+	maxClient, maxTotal int64
+
+	mu    sync.Mutex // guards m, used and total
+	m     map[string]*held
+	used  map[string]int64 // client -> bytes kept (and being written)
+	total int64
 }
 
 type held struct {
 	id, name, file string
+	client         string // who uploaded it: its bytes count there
+	size           int64
 	created        time.Time
 	mu             sync.Mutex        // guards sent; held while a copy is sent to a replica
 	sent           map[string]string // replica -> its path of the file
 }
 
-func newUploads(dir string, now func() time.Time) *uploads {
-	return &uploads{cfgDir: dir, now: now, m: map[string]*held{}}
+func newUploads(dir string, now func() time.Time, maxClient, maxTotal int64) *uploads {
+	return &uploads{cfgDir: dir, now: now, maxClient: maxClient, maxTotal: maxTotal, m: map[string]*held{}, used: map[string]int64{}}
+}
+
+// Upload quota errors: the client's own bytes on disk, or everyone's.
+var (
+	errClientQuota = errors.New("client upload quota")
+	errTotalQuota  = errors.New("total upload quota")
+)
+
+// take counts n more bytes of client, or reports which quota they exceed
+// (nothing counted then).
+func (u *uploads) take(client string, n int64) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.maxClient > 0 && u.used[client]+n > u.maxClient {
+		return errClientQuota
+	}
+	if u.maxTotal > 0 && u.total+n > u.maxTotal {
+		return errTotalQuota
+	}
+	u.used[client] += n
+	u.total += n
+	return nil
+}
+
+// give returns n bytes of client's quota.
+func (u *uploads) give(client string, n int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.giveLocked(client, n)
+}
+
+func (u *uploads) giveLocked(client string, n int64) {
+	if u.used[client] -= n; u.used[client] <= 0 {
+		delete(u.used, client)
+	}
+	u.total -= n
+}
+
+// quotaWriter counts what it writes against a client's quota as it goes,
+// so that an upload stops at the quota, not after it.
+type quotaWriter struct {
+	w      io.Writer
+	u      *uploads
+	client string
+	n      int64 // bytes taken
+}
+
+func (q *quotaWriter) Write(p []byte) (int, error) {
+	if err := q.u.take(q.client, int64(len(p))); err != nil {
+		return 0, err
+	}
+	q.n += int64(len(p))
+	return q.w.Write(p)
+}
+
+// bytes is what is kept on disk now, in total.
+func (u *uploads) bytes() int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.total
 }
 
 func (u *uploads) ensureDir() (string, error) {
@@ -79,15 +147,31 @@ func (u *uploads) count() int {
 	return len(u.m)
 }
 
+// remove drops the upload at gateway path p (a refused request's).
+func (u *uploads) remove(p string) {
+	id, _, _ := strings.Cut(strings.TrimPrefix(p, heldPrefix), "/")
+	u.mu.Lock()
+	h := u.m[id]
+	if h != nil {
+		delete(u.m, id)
+		u.giveLocked(h.client, h.size)
+	}
+	u.mu.Unlock()
+	if h != nil {
+		_ = os.Remove(h.file)
+	}
+}
+
 func (u *uploads) get(id string) *held {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.m[id]
 }
 
-// put stores r as a new upload named name, at most limit bytes (0: no
-// limit); it returns the gateway path.
-func (u *uploads) put(name string, r io.Reader, limit int64) (string, error) {
+// put stores r as a new upload of client named name, at most limit bytes
+// (0: no limit) and within the client's and the total quota (the error
+// is then errClientQuota or errTotalQuota); it returns the gateway path.
+func (u *uploads) put(client, name string, r io.Reader, limit int64) (string, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
@@ -103,7 +187,8 @@ func (u *uploads) put(name string, r io.Reader, limit int64) (string, error) {
 	if limit > 0 {
 		src = io.LimitReader(r, limit+1)
 	}
-	n, err := io.Copy(f, src)
+	qw := &quotaWriter{w: f, u: u, client: client}
+	n, err := io.Copy(qw, src)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -112,9 +197,10 @@ func (u *uploads) put(name string, r io.Reader, limit int64) (string, error) {
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
+		u.give(client, qw.n)
 		return "", err
 	}
-	h := &held{id: id, name: name, file: f.Name(), created: u.now(), sent: map[string]string{}}
+	h := &held{id: id, name: name, file: f.Name(), client: client, size: n, created: u.now(), sent: map[string]string{}}
 	u.mu.Lock()
 	u.m[id] = h
 	u.mu.Unlock()
@@ -129,6 +215,7 @@ func (u *uploads) sweep(before time.Time) {
 	for id, h := range u.m {
 		if h.created.Before(before) {
 			delete(u.m, id)
+			u.giveLocked(h.client, h.size)
 			old = append(old, h)
 		}
 	}
@@ -142,6 +229,7 @@ func (u *uploads) close() error {
 	u.mu.Lock()
 	all := u.m
 	u.m = map[string]*held{}
+	u.used, u.total = map[string]int64{}, 0
 	u.mu.Unlock()
 	for _, h := range all {
 		_ = os.Remove(h.file)
@@ -180,13 +268,26 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.start()
-	var limit int64
-	if app, _, err := f.reference(r.Context()); err == nil {
-		limit = app.Config().MaxFileSize
+	limit := f.cfg.MaxFileBytes
+	if limit == 0 {
+		// Gradio's own bound for the app, else the gateway's body bound.
+		limit = f.cfg.MaxBodyBytes
+		if app, _, err := f.reference(r.Context()); err == nil && app.Config().MaxFileSize > 0 {
+			limit = app.Config().MaxFileSize
+		}
 	}
+	client := f.clientID(r)
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	var paths []string
-	for {
+	ok := false
+	defer func() {
+		if !ok { // all or nothing: a refused request keeps no file
+			for _, p := range paths {
+				f.ups.remove(p)
+			}
+		}
+	}()
+	for parts := 0; ; parts++ {
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			break
@@ -195,24 +296,37 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 			detail(w, http.StatusBadRequest, "malformed multipart body: "+err.Error())
 			return
 		}
+		if f.cfg.MaxFilesPerUpload > 0 && parts >= f.cfg.MaxFilesPerUpload {
+			_ = part.Close()
+			detail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("gradiopool: at most %d files per upload request (frontdoor.max_files_per_upload)", f.cfg.MaxFilesPerUpload))
+			return
+		}
 		if part.FormName() != "files" {
 			_ = part.Close()
 			continue
 		}
-		p, err := f.ups.put(cleanName(part.FileName()), part, limit)
+		p, err := f.ups.put(client, cleanName(part.FileName()), part, limit)
 		_ = part.Close()
-		if errors.Is(err, errTooLarge) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusRequestEntityTooLarge)
 			_, _ = fmt.Fprintf(w, "File size exceeded maximum allowed size of %d bytes.", limit)
 			return
-		}
-		if err != nil {
+		case errors.Is(err, errClientQuota):
+			w.Header().Set("Retry-After", strconv.Itoa(int(f.cfg.UploadTTL/time.Second)))
+			detail(w, http.StatusTooManyRequests, fmt.Sprintf("gradiopool: this client's uploads kept take %d bytes already (frontdoor.max_upload_bytes_per_client); they expire %s after their upload", f.cfg.MaxUploadBytesPerClient, f.cfg.UploadTTL))
+			return
+		case errors.Is(err, errTotalQuota):
+			detail(w, http.StatusServiceUnavailable, "gradiopool: the gateway's upload space is full (frontdoor.max_upload_bytes); retry later")
+			return
+		case err != nil:
 			detail(w, http.StatusInternalServerError, "storing the upload: "+err.Error())
 			return
 		}
 		paths = append(paths, p)
 	}
+	ok = true
 	b, _ := json.Marshal(paths)
 	relay(w, http.StatusOK, "application/json", b)
 }

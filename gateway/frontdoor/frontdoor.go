@@ -36,6 +36,13 @@ const (
 	// DefaultMaxSessionsPerClient leaves room for many browser tabs (or
 	// users behind one address) while one client cannot fill the table.
 	DefaultMaxSessionsPerClient = 500
+	// DefaultMaxFilesPerUpload bounds the parts of one upload request: a
+	// browser sends one part per file the user picked.
+	DefaultMaxFilesPerUpload = 100
+	// DefaultMaxUploadBytesPerClient and DefaultMaxUploadBytes bound the
+	// disk the uploads waiting for their joins take.
+	DefaultMaxUploadBytesPerClient = 1 << 30
+	DefaultMaxUploadBytes          = 8 << 30
 )
 
 // UserHeader names the caller's user (an e-mail); absent means anonymous.
@@ -79,6 +86,18 @@ type Config struct {
 	// gateway's max_calls_per_client) until the call ends; ok false: the
 	// join is answered 429. Nil: no limit.
 	BeginCall func(r *http.Request) (release func(), ok bool)
+	// MaxFileBytes bounds one uploaded file (413 past it). Zero means
+	// the app's max_file_size when its config has one, else MaxBodyBytes;
+	// negative: no limit.
+	MaxFileBytes int64
+	// MaxFilesPerUpload bounds the parts of one upload request (413 past
+	// it). Zero means DefaultMaxFilesPerUpload; negative: no limit.
+	MaxFilesPerUpload int
+	// MaxUploadBytesPerClient bounds the upload bytes one client
+	// (ClientID) has on disk (429 past it) and MaxUploadBytes everyone's
+	// (503). Zero means the defaults; negative: no limit.
+	MaxUploadBytesPerClient int64
+	MaxUploadBytes          int64
 	// UploadDir holds uploads until their join. Empty means a fresh
 	// temporary directory, removed by Close.
 	UploadDir string
@@ -242,6 +261,15 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxFilesPerUpload == 0 {
+		cfg.MaxFilesPerUpload = DefaultMaxFilesPerUpload
+	}
+	if cfg.MaxUploadBytesPerClient == 0 {
+		cfg.MaxUploadBytesPerClient = DefaultMaxUploadBytesPerClient
+	}
+	if cfg.MaxUploadBytes == 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
@@ -274,7 +302,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
-	f.ups = newUploads(cfg.UploadDir, cfg.Now)
+	f.ups = newUploads(cfg.UploadDir, cfg.Now, cfg.MaxUploadBytesPerClient, cfg.MaxUploadBytes)
 	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.drain = make(chan struct{})
@@ -401,6 +429,7 @@ type Stats struct {
 	// MaxSessionsPerClient.
 	SessionsRefused uint64 `json:"sessionsRefused"`
 	Uploads         int    `json:"uploadsKept"`
+	UploadBytes     int64  `json:"uploadBytesKept"`
 	// Mismatched maps each replica whose app differs from the reference
 	// replica's (it gets no front-door session) to how it differs.
 	Mismatched map[string]string `json:"configMismatch,omitempty"`
@@ -438,6 +467,7 @@ func (f *FrontDoor) Stats() Stats {
 	st.NotRead = f.stats.notRead.Load()
 	st.SessionsRefused = f.stats.sessionsRefused.Load()
 	st.Uploads = f.ups.count()
+	st.UploadBytes = f.ups.bytes()
 	for n, me := range f.mismatched() {
 		if st.Mismatched == nil {
 			st.Mismatched = map[string]string{}
