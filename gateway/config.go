@@ -17,14 +17,22 @@ import (
 // to package pool's constants (pool.DefaultMinConnections, ...), declared
 // there once. Durations are wall-clock; sizes are bytes.
 const (
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultMaxBodyBytes      = frontdoor.DefaultMaxBodyBytes // 10 MiB, for /v1 and the front door alike
-	DefaultDrainTimeout      = 30 * time.Second
-	DefaultKeepAlive         = 15 * time.Second
-	DefaultPendingCallTTL    = 10 * time.Minute
-	DefaultMaxPendingCalls   = 2000
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultBodyReadTimeout   = 30 * time.Second // reading one request body
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultMaxBodyBytes    = frontdoor.DefaultMaxBodyBytes // 10 MiB, for /v1 and the front door alike
+	DefaultDrainTimeout    = 30 * time.Second
+	DefaultKeepAlive       = 15 * time.Second
+	DefaultPendingCallTTL  = 10 * time.Minute
+	DefaultMaxPendingCalls = 2000
+	// DefaultMaxPendingCallsPerClient leaves the others room in
+	// max_pending_calls.
+	DefaultMaxPendingCallsPerClient = 100
+	// DefaultMaxPendingResultBytes is the replicas' own answer bound
+	// (16 MiB); DefaultMaxPendingBytes bounds the heap the unread
+	// results of everyone take.
+	DefaultMaxPendingResultBytes = 16 << 20
+	DefaultMaxPendingBytes       = 256 << 20
+	DefaultReadHeaderTimeout     = 10 * time.Second
+	DefaultBodyReadTimeout       = 30 * time.Second // reading one request body
 )
 
 // Config is the gateway's whole configuration: what `gradiopool serve` reads
@@ -68,6 +76,16 @@ type Config struct {
 	// MaxPendingCalls bounds the calls kept for /gradio_api/call GETs; when
 	// full, new POSTs get 503. Zero means DefaultMaxPendingCalls (2000).
 	MaxPendingCalls int
+	// MaxPendingCallsPerClient bounds the calls one client (its API key,
+	// else its address) has kept for GETs; past it new POSTs get 429.
+	// Negative: no limit.
+	MaxPendingCallsPerClient int
+	// MaxPendingResultBytes bounds the output one call keeps unread (a
+	// generator's outputs until they are read); MaxPendingBytes everyone's.
+	// Past either the call is stopped with result_too_large. Negative: no
+	// limit.
+	MaxPendingResultBytes int64
+	MaxPendingBytes       int64
 	// MaxClientConnections bounds the client connections open at once;
 	// past it, new connections wait to be accepted (slowloris, floods of
 	// idle connections). Zero means DefaultMaxClientConnections (10000);

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -12,14 +13,20 @@ import (
 )
 
 // pendingCalls keeps the calls started by POST /gradio_api/call/{api} for
-// their GET, like Gradio's session message buffer: bounded in number, and
-// each kept for a TTL after it finished.
+// their GET, like Gradio's session message buffer: bounded in number (per
+// client and in total) and in bytes (per call and in total), freed once
+// read to their end, and kept unread for a TTL after they finished.
 type pendingCalls struct {
-	max int
-	ttl time.Duration
+	max          int
+	maxPerClient int   // <= 0: no limit
+	maxResult    int64 // bytes one call buffers unread; <= 0: no limit
+	maxBytes     int64 // bytes every call buffers unread; <= 0: no limit
+	ttl          time.Duration
 
-	mu    sync.Mutex // guards calls; nothing slow runs under it
-	calls map[string]*pendingCall
+	mu        sync.Mutex // guards calls, perClient and bytes; nothing slow runs under it
+	calls     map[string]*pendingCall
+	perClient map[string]int
+	bytes     int64
 }
 
 // record is one Gradio REST event: generating, complete or error.
@@ -30,34 +37,49 @@ type record struct {
 
 type pendingCall struct {
 	apiName string
+	client  string
 
 	mu       sync.Mutex // guards the fields below
-	records  []record
+	records  []record   // unread records; records[0] is number base
+	base     int
+	size     int64 // bytes of records
+	gone     bool  // removed: its bytes count no more
 	done     bool
 	finished time.Time
 	changed  chan struct{} // closed and replaced on every new record
 }
 
 func newPendingCalls(max int, ttl time.Duration) *pendingCalls {
-	return &pendingCalls{max: max, ttl: ttl, calls: map[string]*pendingCall{}}
+	return &pendingCalls{max: max, ttl: ttl, calls: map[string]*pendingCall{}, perClient: map[string]int{}}
 }
 
-// add registers a call unless the map is full after expiring old calls.
-func (p *pendingCalls) add(id string, c *pendingCall, now time.Time) bool {
+// Why add refused a call.
+var (
+	errPendingFull      = errors.New("max_pending_calls")
+	errPendingPerClient = errors.New("max_pending_calls_per_client")
+)
+
+// add registers a call unless the map, or the client's share of it, is
+// full after expiring old calls.
+func (p *pendingCalls) add(id string, c *pendingCall, now time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.calls) >= p.max {
+	if len(p.calls) >= p.max || (p.maxPerClient > 0 && p.perClient[c.client] >= p.maxPerClient) {
 		for k, v := range p.calls {
 			if v.expired(now, p.ttl) {
-				delete(p.calls, k)
+				p.removeLocked(k, v)
 			}
 		}
 	}
 	if len(p.calls) >= p.max {
-		return false
+		return errPendingFull
+	}
+	if p.maxPerClient > 0 && p.perClient[c.client] >= p.maxPerClient {
+		return errPendingPerClient
 	}
 	p.calls[id] = c
-	return true
+	p.perClient[c.client]++
+	return nil
 }
 
 func (p *pendingCalls) get(id string, now time.Time) *pendingCall {
@@ -65,7 +87,7 @@ func (p *pendingCalls) get(id string, now time.Time) *pendingCall {
 	defer p.mu.Unlock()
 	c := p.calls[id]
 	if c != nil && c.expired(now, p.ttl) {
-		delete(p.calls, id)
+		p.removeLocked(id, c)
 		return nil
 	}
 	return c
@@ -74,7 +96,30 @@ func (p *pendingCalls) get(id string, now time.Time) *pendingCall {
 func (p *pendingCalls) remove(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if c := p.calls[id]; c != nil {
+		p.removeLocked(id, c)
+	}
+}
+
+// removeLocked forgets call id and gives back its bytes; p.mu is held.
+func (p *pendingCalls) removeLocked(id string, c *pendingCall) {
 	delete(p.calls, id)
+	if p.perClient[c.client]--; p.perClient[c.client] <= 0 {
+		delete(p.perClient, c.client)
+	}
+	c.mu.Lock()
+	p.bytes -= c.size
+	c.size = 0
+	c.records = nil
+	c.gone = true
+	c.mu.Unlock()
+}
+
+// count is the calls kept and the bytes they buffer.
+func (p *pendingCalls) count() (int, int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls), p.bytes
 }
 
 func (c *pendingCall) expired(now time.Time, ttl time.Duration) bool {
@@ -83,9 +128,23 @@ func (c *pendingCall) expired(now time.Time, ttl time.Duration) bool {
 	return c.done && now.Sub(c.finished) > ttl
 }
 
-func (c *pendingCall) push(r record, final bool, now time.Time) {
+// push adds a record unless it would take the call's unread records past
+// maxResult bytes, or everyone's past maxBytes (then false: nothing
+// added); force adds it anyway (the error record that ends a cut call).
+func (p *pendingCalls) push(c *pendingCall, r record, final, force bool, now time.Time) bool {
+	n := int64(len(r.data)) + int64(len(r.name))
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !force && ((p.maxResult > 0 && c.size+n > p.maxResult) || (p.maxBytes > 0 && p.bytes+n > p.maxBytes)) {
+		return false
+	}
+	if c.gone {
+		return true // nobody can read it any more
+	}
+	c.size += n
+	p.bytes += n
 	c.records = append(c.records, r)
 	if final {
 		c.done = true
@@ -93,14 +152,37 @@ func (c *pendingCall) push(r record, final bool, now time.Time) {
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
+	return true
 }
 
-// from returns the records from index i, whether the call is done, and a
-// channel closed on the next change.
+// from returns the records from number i, whether the call is done, and
+// a channel closed on the next change.
 func (c *pendingCall) from(i int) ([]record, bool, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.records[i:], c.done, c.changed
+	i = max(i-c.base, 0)
+	return c.records[min(i, len(c.records)):], c.done, c.changed
+}
+
+// consumed drops the records before number i: they were sent, and a
+// generator's output would otherwise pile up for as long as it runs.
+func (p *pendingCalls) consumed(c *pendingCall, i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return
+	}
+	k := min(max(i-c.base, 0), len(c.records))
+	var n int64
+	for _, r := range c.records[:k] {
+		n += int64(len(r.data)) + int64(len(r.name))
+	}
+	c.records = append([]record(nil), c.records[k:]...)
+	c.base += k
+	c.size -= n
+	p.bytes -= n
 }
 
 // handleCallPost starts a call whose result is read by a later GET. The
@@ -130,11 +212,16 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 	ctx = pool.WithRoute(ctx, RouteCall)      // the door, on the pool's events of the call
 	cancel := func() { cancel0(); release() } // the call counts until it ends
 	id := newID()
-	pc := &pendingCall{apiName: endpoint, changed: make(chan struct{})}
-	if !g.pending.add(id, pc, g.now()) {
+	pc := &pendingCall{apiName: endpoint, client: g.clientID(r), changed: make(chan struct{})}
+	if err := g.pending.add(id, pc, g.now()); err != nil {
 		cancel()
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "too_many_pending_calls",
-			Message: "too many /gradio_api/call results are waiting to be read (max_pending_calls)", RetryAfter: 5})
+		ae := &apiError{Status: http.StatusServiceUnavailable, Code: "too_many_pending_calls",
+			Message: "too many /gradio_api/call results are waiting to be read (max_pending_calls)", RetryAfter: 5}
+		if errors.Is(err, errPendingPerClient) {
+			ae.Status = http.StatusTooManyRequests
+			ae.Message = "this client has too many /gradio_api/call results waiting to be read (max_pending_calls_per_client); read them first"
+		}
+		writeError(w, ae)
 		return
 	}
 	done := g.track()
@@ -152,12 +239,29 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer done()
 		defer cancel()
+		// Past max_pending_result_bytes unread (or everyone's
+		// max_pending_bytes) the call is stopped: its output would grow the
+		// gateway's heap for as long as nobody reads it.
+		cut := false
 		for ev := range call.Events() {
-			if ev.Kind == gradio.EventOutput {
-				pc.push(record{"generating", mustJSON(nonNil(ev.Data))}, false, g.now())
+			if ev.Kind == gradio.EventOutput && !cut &&
+				!g.pending.push(pc, record{"generating", mustJSON(nonNil(ev.Data))}, false, false, g.now()) {
+				cut = true
+				cancel0()
 			}
 		}
 		out, err := call.Wait(ctx)
+		if !cut && err == nil && !g.pending.push(pc, record{"complete", mustJSON(nonNil(out))}, true, false, g.now()) {
+			cut = true
+		}
+		if cut {
+			g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: codeResultTooLarge})
+			g.log.LogAttrs(ctx, slog.LevelWarn, "call stopped: its result is too large to keep", slog.String("event_id", id),
+				slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
+			g.pending.push(pc, record{"error", mustJSON(map[string]any{"code": codeResultTooLarge,
+				"error": "gradiopool: the call's output waiting to be read exceeds max_pending_result_bytes (or the gateway's max_pending_bytes); it was stopped"})}, true, true, g.now())
+			return
+		}
 		if err != nil {
 			e := callError(ctx, err)
 			g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: e.Code})
@@ -167,14 +271,17 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 			if e.Title != "" {
 				payload["title"] = e.Title
 			}
-			pc.push(record{"error", mustJSON(payload)}, true, g.now())
+			g.pending.push(pc, record{"error", mustJSON(payload)}, true, true, g.now())
 			return
 		}
 		g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start)})
-		pc.push(record{"complete", mustJSON(nonNil(out))}, true, g.now())
 	}()
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})
 }
+
+// codeResultTooLarge ends a /gradio_api/call call whose unread output
+// passed max_pending_result_bytes or max_pending_bytes.
+const codeResultTooLarge = "result_too_large"
 
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
@@ -208,8 +315,11 @@ func (g *Gateway) handleCallGet(w http.ResponseWriter, r *http.Request) {
 			next++
 		}
 		if done {
+			// Read to its end: freed now, not after pending_call_ttl.
+			g.pending.remove(id)
 			return
 		}
+		g.pending.consumed(pc, next)
 		select {
 		case <-changed:
 		case <-tick.C:

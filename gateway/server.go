@@ -100,6 +100,8 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
 	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
+	g.pending.maxPerClient = cfg.MaxPendingCallsPerClient
+	g.pending.maxResult, g.pending.maxBytes = cfg.MaxPendingResultBytes, cfg.MaxPendingBytes
 	g.initAdmin()
 	g.routes()
 	return g
