@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -227,6 +228,12 @@ func (c *Config) Validate() error {
 	} {
 		if n.v < 0 {
 			bad("%s: %d, must not be negative", n.key, n.v)
+		}
+	}
+	if u := c.FrontDoor.PublicURL; u != "" {
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil || pu.RawQuery != "" || pu.Fragment != "" {
+			bad("frontdoor.public_url: %q, want http(s)://host[:port][/path] without credentials or query", u)
 		}
 	}
 	if c.MaxBodyBytes < 0 {

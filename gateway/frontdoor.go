@@ -54,6 +54,10 @@ type FrontDoorConfig struct {
 	MaxUploadBytesPerClient int64
 	MaxUploadBytes          int64
 	UploadTTL               time.Duration
+	// PublicURL is the gateway's URL as callers reach it: the root
+	// /config announces. Empty: the Host header when it is the listen
+	// address or a loopback name, else the listen address.
+	PublicURL string
 }
 
 // Pool returns the pool behind the backend (the front door needs it).
@@ -84,6 +88,8 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		MaxUploadBytesPerClient: g.cfg.FrontDoor.MaxUploadBytesPerClient,
 		MaxUploadBytes:          g.cfg.FrontDoor.MaxUploadBytes,
 		UploadTTL:               g.cfg.FrontDoor.UploadTTL,
+		PublicURL:               g.cfg.FrontDoor.PublicURL,
+		ListenAddr:              g.cfg.Listen,
 		BeginCall: func(r *http.Request) (func(), bool) {
 			return g.clientCalls.begin(g.clientID(r))
 		},

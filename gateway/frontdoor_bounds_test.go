@@ -242,3 +242,54 @@ func TestFrontDoorUploadDefaultsToMaxBodyBytes(t *testing.T) {
 		t.Fatalf("kept %d uploads, %d bytes; want 1, 1000", st.Uploads, st.UploadBytes)
 	}
 }
+
+// configRoot reads the front door's /config with the Host header host
+// (and extra headers) and returns its root.
+func configRoot(t *testing.T, base, host string, hdr ...string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/config", nil)
+	req.Host = host
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Root string `json:"root"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &v) != nil {
+		t.Fatalf("GET /config (Host %s): %d %.200s", host, resp.StatusCode, b)
+	}
+	return v.Root
+}
+
+// TestFrontDoorHostCheck: the root /config announces is not taken from a
+// Host header naming another host (issue 20 "Why" 11): it is the listen
+// address, or frontdoor.public_url when set; a loopback Host is taken as
+// it is; X-Forwarded-Host counts only with trust_forwarded_headers.
+func TestFrontDoorHostCheck(t *testing.T) {
+	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{nil}, func(c *gateway.Config) { c.Listen = "0.0.0.0:8080" })
+	if got := configRoot(t, srv.URL, "evil.example"); strings.Contains(got, "evil") || got != "http://localhost:8080" {
+		t.Errorf("Host evil.example: root %q, want the listen address http://localhost:8080", got)
+	}
+	if got := configRoot(t, srv.URL, "evil.example", "X-Forwarded-Host", "evil.example"); strings.Contains(got, "evil") {
+		t.Errorf("X-Forwarded-Host without trust_forwarded_headers: root %q", got)
+	}
+	if got, want := configRoot(t, srv.URL, strings.TrimPrefix(srv.URL, "http://")), srv.URL; got != want {
+		t.Errorf("loopback Host: root %q, want %q", got, want)
+	}
+
+	pub, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{nil}, func(c *gateway.Config) { c.FrontDoor.PublicURL = "https://gradio.example.com/app/" })
+	if got := configRoot(t, pub.URL, "evil.example"); got != "https://gradio.example.com/app" {
+		t.Errorf("with public_url, Host evil.example: root %q, want https://gradio.example.com/app", got)
+	}
+
+	fwd, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{nil}, func(c *gateway.Config) { c.FrontDoor.TrustForwardedHeaders = true })
+	if got := configRoot(t, fwd.URL, "internal:8080", "X-Forwarded-Host", "gradio.example.com", "X-Forwarded-Proto", "https"); got != "https://gradio.example.com" {
+		t.Errorf("trusted forwarded headers: root %q, want https://gradio.example.com", got)
+	}
+}

@@ -152,6 +152,8 @@ var settings = []setting{
 		defNote: "a temporary directory", field: func(c *Config) any { return &c.FrontDoor.UploadDir }},
 	{key: "frontdoor.trust_forwarded_headers", env: "GRADIOPOOL_FRONTDOOR_TRUST_FORWARDED_HEADERS", flag: "frontdoor-trust-forwarded-headers", help: "front-door root URL from X-Forwarded-Proto/Host",
 		def: false, field: func(c *Config) any { return &c.FrontDoor.TrustForwardedHeaders }},
+	{key: "frontdoor.public_url", env: "GRADIOPOOL_FRONTDOOR_PUBLIC_URL", flag: "frontdoor-public-url", help: "the gateway's URL as callers reach it, announced as the app's root (a Host header is reflected only when it is the listen address or a loopback name)",
+		defNote: "the listen address", example: "https://gradio.example.com", field: func(c *Config) any { return &c.FrontDoor.PublicURL }},
 	{key: "frontdoor.forward_caller_token", env: "GRADIOPOOL_FRONTDOOR_FORWARD_CALLER_TOKEN", flag: "frontdoor-forward-caller-token", help: "send the caller's HF token and X-IP-Token to the Spaces",
 		def: false, field: func(c *Config) any { return &c.FrontDoor.ForwardCallerToken }},
 	{key: "frontdoor.show_replica_errors", env: "GRADIOPOOL_FRONTDOOR_SHOW_REPLICA_ERRORS", flag: "frontdoor-show-replica-errors", help: "show callers the replicas' error answers (tracebacks) and names",

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -130,19 +132,70 @@ func (f *FrontDoor) handleAppID(w http.ResponseWriter, r *http.Request) {
 
 // root is the gateway's root URL as the caller reached it.
 func (f *FrontDoor) root(r *http.Request) string {
-	scheme, host := "http", r.Host
+	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
 	if f.cfg.TrustForwarded {
+		host := r.Host
 		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
 			scheme = p
 		}
 		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/\\ \"'<>") {
 			host = h
 		}
+		return scheme + "://" + host
 	}
-	return scheme + "://" + host
+	if f.cfg.PublicURL != "" {
+		return strings.TrimRight(f.cfg.PublicURL, "/")
+	}
+	// The Host header is the caller's to choose: reflected, a name of the
+	// caller's would be announced as the app's root (and in its file URLs)
+	// to whoever gets this answer. Only the listen address and loopback
+	// names are taken from it.
+	if f.hostAllowed(r.Host) {
+		return scheme + "://" + r.Host
+	}
+	f.hostWarn.Do(func() {
+		f.log.Warn("front door: a request's Host is not the listen address: /config announces the listen address; set frontdoor.public_url to the address callers use",
+			slog.String("listen", f.cfg.ListenAddr))
+	})
+	return scheme + "://" + f.fallbackHost()
+}
+
+// hostAllowed reports whether host (a Host header) may be reflected: the
+// listen address itself, or a loopback name or address (any port: only
+// this machine reaches it).
+func (f *FrontDoor) hostAllowed(host string) bool {
+	if host == "" || strings.ContainsAny(host, "/\\ \"'<>@") {
+		return false
+	}
+	if f.cfg.ListenAddr != "" && strings.EqualFold(host, f.cfg.ListenAddr) {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.Trim(name, "[]")
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
+}
+
+// fallbackHost is the announced host when the Host header is not
+// allowed: the listen address, a wildcard one as localhost.
+func (f *FrontDoor) fallbackHost() string {
+	h, port, err := net.SplitHostPort(f.cfg.ListenAddr)
+	if err != nil {
+		return "localhost"
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		h = "localhost"
+	}
+	return net.JoinHostPort(h, port)
 }
 
 func firstValue(v string) string {

@@ -104,6 +104,15 @@ type Config struct {
 	// TrustForwarded makes the announced root honour X-Forwarded-Proto and
 	// X-Forwarded-Host (set it only behind a proxy that sets them).
 	TrustForwarded bool
+	// PublicURL is the gateway's URL as callers reach it
+	// ("https://gw.example.com"): the root /config announces and file URLs
+	// start with, whatever the Host header says. Empty: the Host header
+	// when it is ListenAddr or a loopback name, else ListenAddr.
+	// TrustForwarded wins over it.
+	PublicURL string
+	// ListenAddr is the gateway's listen address (host:port), for the
+	// Host check when PublicURL is not set.
+	ListenAddr string
 	// ForwardCallerToken sends the caller's own Hugging Face token (and
 	// X-IP-Token) to the replicas instead of the gateway's HF_TOKEN: taken
 	// from X-HF-Authorization, or from Authorization when CallerAuthIsKey
@@ -223,6 +232,8 @@ type FrontDoor struct {
 	mu        sync.Mutex // guards sessions and perClient; nothing slow runs under it
 	sessions  map[string]*callerSession
 	perClient map[string]int // Config.ClientID -> its sessions
+
+	hostWarn sync.Once // the Host check's warning is logged once
 
 	refMu sync.Mutex // guards ref
 	ref   refConfig
