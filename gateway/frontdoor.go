@@ -58,6 +58,9 @@ type FrontDoorConfig struct {
 	// /config announces. Empty: the Host header when it is the listen
 	// address or a loopback name, else the listen address.
 	PublicURL string
+	// FileURLTTL is how long a signed file URL can be used. Zero means
+	// frontdoor.DefaultFileURLTTL (1 h); negative: for ever.
+	FileURLTTL time.Duration
 }
 
 // Pool returns the pool behind the backend (the front door needs it).
@@ -89,6 +92,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		MaxUploadBytes:          g.cfg.FrontDoor.MaxUploadBytes,
 		UploadTTL:               g.cfg.FrontDoor.UploadTTL,
 		PublicURL:               g.cfg.FrontDoor.PublicURL,
+		FileURLTTL:              g.cfg.FrontDoor.FileURLTTL,
 		ListenAddr:              g.cfg.Listen,
 		BeginCall: func(r *http.Request) (func(), bool) {
 			return g.clientCalls.begin(g.clientID(r))

@@ -174,6 +174,8 @@ var settings = []setting{
 		def: int64(frontdoor.DefaultMaxUploadBytes), owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.MaxUploadBytes }},
 	{key: "frontdoor.upload_ttl", env: "GRADIOPOOL_FRONTDOOR_UPLOAD_TTL", flag: "frontdoor-upload-ttl", help: "an upload is removed this long after it arrived",
 		def: frontdoor.DefaultUploadTTL, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.UploadTTL }},
+	{key: "frontdoor.file_url_ttl", env: "GRADIOPOOL_FRONTDOOR_FILE_URL_TTL", flag: "frontdoor-file-url-ttl", help: "how long a signed file URL (an output file) can be used; negative for ever",
+		def: frontdoor.DefaultFileURLTTL, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.FileURLTTL }},
 
 	// cluster.redis_url has no flag (a password on a command line is seen
 	// by every local user) and GRADIOPOOL_REDIS_URL, a secret, wins over it.

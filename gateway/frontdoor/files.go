@@ -452,8 +452,20 @@ func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, 
 
 // sign is the capability of replica index idx's file p.
 func (f *FrontDoor) sign(idx int, p string) string {
+	exp := int64(0) // never
+	if ttl := f.cfg.FileURLTTL; ttl > 0 {
+		// Rounded up to the minute: the URLs of one file are the same
+		// for a minute (caches), and live between ttl and ttl + 1 min.
+		exp = (f.cfg.Now().Add(ttl).Unix() + 59) / 60 * 60
+	}
+	e := strconv.FormatInt(exp, 36)
+	return e + "." + f.mac(idx, e, p)
+}
+
+// mac is the signature of replica idx's file p until expiry e (base 36).
+func (f *FrontDoor) mac(idx int, e, p string) string {
 	m := hmac.New(sha256.New, f.cfg.HashKey)
-	m.Write([]byte("file\x00" + strconv.Itoa(idx) + "\x00" + p))
+	m.Write([]byte("file\x00" + strconv.Itoa(idx) + "\x00" + e + "\x00" + p))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
@@ -482,8 +494,13 @@ func (f *FrontDoor) verifyFile(vp string) (int, string, bool) {
 	if _, known := f.replicaAt(idx); err != nil || !known || strconv.Itoa(idx) != is {
 		return 0, "", false
 	}
-	if !hmac.Equal([]byte(sig), []byte(f.sign(idx, p))) {
+	e, mac, ok := strings.Cut(sig, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(f.mac(idx, e, p))) {
 		return 0, "", false
+	}
+	exp, err := strconv.ParseInt(e, 36, 64)
+	if err != nil || (exp != 0 && !f.cfg.Now().Before(time.Unix(exp, 0))) {
+		return 0, "", false // expired (Config.FileURLTTL)
 	}
 	return idx, p, true
 }

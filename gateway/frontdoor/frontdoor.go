@@ -24,6 +24,10 @@ import (
 const (
 	DefaultSessionTTL = time.Hour
 	DefaultUploadTTL  = time.Hour
+	// DefaultFileURLTTL: a page's output files stay downloadable for an
+	// hour, and a URL that leaks (a log, a shared link) is not a
+	// capability for ever.
+	DefaultFileURLTTL = time.Hour
 	// DefaultMaxBodyBytes is also the gateway's max_body_bytes default.
 	DefaultMaxBodyBytes = 10 << 20
 	// DefaultReadGrace is long enough for a client to open its data
@@ -104,6 +108,10 @@ type Config struct {
 	// TrustForwarded makes the announced root honour X-Forwarded-Proto and
 	// X-Forwarded-Host (set it only behind a proxy that sets them).
 	TrustForwarded bool
+	// FileURLTTL is how long a signed file URL handed out by the gateway
+	// (an output file of a replica) can be used. Zero means
+	// DefaultFileURLTTL; negative: for ever.
+	FileURLTTL time.Duration
 	// PublicURL is the gateway's URL as callers reach it
 	// ("https://gw.example.com"): the root /config announces and file URLs
 	// start with, whatever the Host header says. Empty: the Host header
@@ -280,6 +288,9 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	}
 	if cfg.MaxUploadBytes == 0 {
 		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.FileURLTTL == 0 {
+		cfg.FileURLTTL = DefaultFileURLTTL
 	}
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = DefaultMaxSessions

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,37 @@ func TestUploadBounds(t *testing.T) {
 	var paths []string
 	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &paths) != nil || len(paths) != 2 {
 		t.Fatalf("after the TTL, the quota is free again: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestFileURLsExpire: a signed file URL works until Config.FileURLTTL
+// (rounded up to the minute) has passed, then no more; a forged expiry
+// breaks the signature; a negative TTL never expires. (issue 20 item 4)
+func TestFileURLsExpire(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f := newTestDoor(t, Config{HashKey: []byte("k"), Now: clk.now, FileURLTTL: time.Hour})
+	f.fileIDs = []string{"a"}
+	vp := f.virtualPath(0, "/tmp/gradio/f.bin")
+	clk.add(59 * time.Minute)
+	if _, _, ok := f.verifyFile(vp); !ok {
+		t.Fatalf("refused before its TTL: %s", vp)
+	}
+	// Moving the expiry later breaks the signature.
+	exp, _, _ := strings.Cut(strings.TrimPrefix(vp, "/gradiopool/0/"), ".")
+	forged := strings.Replace(vp, "/"+exp+".", "/"+strconv.FormatInt(clk.now().Add(24*time.Hour).Unix(), 36)+".", 1)
+	if _, _, ok := f.verifyFile(forged); ok {
+		t.Fatalf("a forged expiry was accepted: %s", forged)
+	}
+	clk.add(2 * time.Minute)
+	if _, _, ok := f.verifyFile(vp); ok {
+		t.Fatalf("accepted past its TTL: %s", vp)
+	}
+
+	never := newTestDoor(t, Config{HashKey: []byte("k"), Now: clk.now, FileURLTTL: -1})
+	never.fileIDs = []string{"a"}
+	vp = never.virtualPath(0, "/tmp/gradio/f.bin")
+	clk.add(365 * 24 * time.Hour)
+	if _, _, ok := never.verifyFile(vp); !ok {
+		t.Fatalf("FileURLTTL < 0: refused after a year: %s", vp)
 	}
 }
