@@ -146,3 +146,43 @@ func TestExampleConfig(t *testing.T) {
 	}
 	t.Errorf("%s is out of date (rerun with GRADIOPOOL_UPDATE_README=1); want:\n%s", path, want)
 }
+
+// TestSecurityBoundsAreSettings: every setting docs/SECURITY.md lists as a
+// bound exists in the settings table with the default it states, so the
+// page cannot drift from the code.
+func TestSecurityBoundsAreSettings(t *testing.T) {
+	b, err := os.ReadFile("../docs/SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "<!-- security-bounds:")
+	end := strings.Index(doc, "<!-- /security-bounds -->")
+	if start < 0 || end < start {
+		t.Fatal("docs/SECURITY.md has no security-bounds table")
+	}
+	defaults := map[string]string{}
+	for _, s := range gateway.Settings() {
+		defaults[s.Key] = s.Default
+	}
+	rows := 0
+	for _, line := range strings.Split(doc[start:end], "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		rows++
+		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		def, ok := defaults[key]
+		if !ok {
+			t.Errorf("docs/SECURITY.md names %q, which is no setting", key)
+			continue
+		}
+		if got := strings.TrimSpace(cells[2]); got != def {
+			t.Errorf("docs/SECURITY.md: %s defaults to %q, the settings table says %q", key, got, def)
+		}
+	}
+	if rows < 10 {
+		t.Fatalf("docs/SECURITY.md lists %d bounds", rows)
+	}
+}
