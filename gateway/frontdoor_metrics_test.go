@@ -87,18 +87,23 @@ func TestFrontDoorAccessLines(t *testing.T) {
 	}
 	replica := replicaName(sims[0])
 	var join, data map[string]any
-	for _, line := range strings.Split(logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "http request" {
-			continue
+	// A stream's access line is written once its handler returned, which
+	// may be just after the caller read the stream's end.
+	waitFor(t, "the access lines of the join and the stream", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "http request" {
+				continue
+			}
+			switch m["path"] {
+			case "/gradio_api/queue/join":
+				join = m
+			case "/gradio_api/queue/data":
+				data = m
+			}
 		}
-		switch m["path"] {
-		case "/gradio_api/queue/join":
-			join = m
-		case "/gradio_api/queue/data":
-			data = m
-		}
-	}
+		return join != nil && data != nil
+	})
 	if join == nil || data == nil {
 		t.Fatalf("no access lines for the join and the stream:\n%s", logs)
 	}
