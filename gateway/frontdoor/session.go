@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/logattr"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -296,7 +297,7 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.stats.notRead.Add(1)
 	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
 		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
-		slog.String("endpoint", meta.endpoint), slog.Duration("grace", s.f.cfg.ReadGrace))
+		slog.String("endpoint", meta.endpoint), logattr.Ms("grace", s.f.cfg.ReadGrace))
 	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
 }
 
