@@ -107,7 +107,7 @@ func runFrontDoor(ctx context.Context, e *env, s *Section) error {
 		return err
 	}
 	defer p.Close(context.WithoutCancel(ctx))
-	gw, err := startGateway(p, pool.DefaultMaxConnections)
+	gw, err := startGateway(p, pool.Config{}.WithDefaults().MaxConnections)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func TestCapacityKeys(t *testing.T) {
 	var e gateway.Config
 	e.Pool.Replicas = []string{"a/b"}
 	e.Normalize()
-	if pc := e.PoolConfig(nil, nil); pc.PriorityMaxWait != pool.DefaultPriorityMaxWait || pc.Routing != pool.RouteExpectedTime || pc.RebalanceFactor != 0 || pc.WarmUp {
+	if pc := e.PoolConfig(nil, nil); pc.PriorityMaxWait != (pool.Config{}).WithDefaults().PriorityMaxWait || pc.Routing != pool.RouteExpectedTime || pc.RebalanceFactor != 0 || pc.WarmUp {
 		t.Errorf("defaults: %+v", pc)
 	}
 }

@@ -14,9 +14,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults of the gateway's own keys of [Config]. The pool's keys default
-// to package pool's constants (pool.DefaultMinConnections, ...), declared
-// there once. Durations are wall-clock; sizes are bytes.
+// Defaults of the gateway's own keys of [Config]. The pool's keys default to
+// what pool.Config.WithDefaults fills in, declared there once. Durations
+// are wall-clock; sizes are bytes.
 const (
 	DefaultListen          = "127.0.0.1:8080"
 	DefaultMaxBodyBytes    = frontdoor.DefaultMaxBodyBytes // 10 MiB, for /v1 and the front door alike

@@ -174,7 +174,7 @@ func TestPoolConfigMapping(t *testing.T) {
 		{"min none", pc.MinConnections, -1},
 		{"max", pc.MaxConnections, 7},
 		{"queue timeout", pc.QueueTimeout, 3 * time.Second},
-		{"default idle", pc.IdleTimeout, pool.DefaultIdleTimeout},
+		{"default idle", pc.IdleTimeout, pool.Config{}.WithDefaults().IdleTimeout},
 		{"retries", pc.ConnectRetries, 2},
 		{"waiters", pc.MaxWaiters, 9},
 		{"sticky", pc.StickySessions, true},

@@ -58,6 +58,10 @@ type setting struct {
 	live bool
 }
 
+// poolDefaults are the pool's effective defaults, read back from package
+// pool (which declares them once) rather than named here again.
+var poolDefaults = pool.Config{}.WithDefaults()
+
 // settings is every key, in the order of the usage text, the README and
 // the example file. Add a key by adding a row (and its field).
 var settings = []setting{
@@ -70,31 +74,31 @@ var settings = []setting{
 		defNote: "the client's", field: func(c *Config) any { return &c.HubURL }},
 
 	{key: "pool.min_connections", env: "GRADIOPOOL_POOL_MIN_CONNECTIONS", flag: "min-connections", help: "warm sessions per replica; -1 none",
-		def: pool.DefaultMinConnections, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MinConnections }},
+		def: poolDefaults.MinConnections, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MinConnections }},
 	{key: "pool.max_connections", env: "GRADIOPOOL_POOL_MAX_CONNECTIONS", flag: "max-connections", help: "max sessions (calls in flight) per replica",
-		def: pool.DefaultMaxConnections, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxConnections }},
+		def: poolDefaults.MaxConnections, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxConnections }},
 	{key: "pool.idle_timeout", env: "GRADIOPOOL_POOL_IDLE_TIMEOUT", flag: "idle-timeout", help: "idle session removed after; negative never",
-		def: pool.DefaultIdleTimeout, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.IdleTimeout }},
+		def: poolDefaults.IdleTimeout, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.IdleTimeout }},
 	{key: "pool.queue_timeout", env: "GRADIOPOOL_POOL_QUEUE_TIMEOUT", flag: "queue-timeout", help: "max wait for a free session; negative: the caller's deadline",
-		def: pool.DefaultQueueTimeout, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.QueueTimeout }},
+		def: poolDefaults.QueueTimeout, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.QueueTimeout }},
 	{key: "pool.health_check_interval", env: "GRADIOPOOL_POOL_HEALTH_CHECK_INTERVAL", flag: "health-check-interval", help: "health check period; negative none",
-		def: pool.DefaultHealthCheckInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckInterval }},
+		def: poolDefaults.HealthCheckInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckInterval }},
 	{key: "pool.health_check_max_connections", env: "GRADIOPOOL_POOL_HEALTH_CHECK_MAX_CONNECTIONS", flag: "health-check-max-connections", help: "idle sessions checked per round",
-		def: pool.DefaultHealthCheckMaxConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckMaxConnections }},
+		def: poolDefaults.HealthCheckMaxConnections, owner: "pool", field: func(c *Config) any { return &c.Pool.HealthCheckMaxConnections }},
 	{key: "pool.unhealthy_after_failures", env: "GRADIOPOOL_POOL_UNHEALTHY_AFTER_FAILURES", flag: "unhealthy-after-failures", help: "failed checks in a row before a session is destroyed",
-		def: pool.DefaultUnhealthyAfterFailures, owner: "pool", field: func(c *Config) any { return &c.Pool.UnhealthyAfterFailures }},
+		def: poolDefaults.UnhealthyAfterFailures, owner: "pool", field: func(c *Config) any { return &c.Pool.UnhealthyAfterFailures }},
 	{key: "pool.connect_retries", env: "GRADIOPOOL_POOL_CONNECT_RETRIES", flag: "connect-retries", help: "connect retries before the next replica; negative none",
-		def: pool.DefaultConnectRetries, owner: "pool", field: func(c *Config) any { return &c.Pool.ConnectRetries }},
+		def: poolDefaults.ConnectRetries, owner: "pool", field: func(c *Config) any { return &c.Pool.ConnectRetries }},
 	{key: "pool.eject_after_refusals", env: "GRADIOPOOL_POOL_EJECT_AFTER_REFUSALS", flag: "eject-after-refusals", help: "refused calls in a row before a replica is ejected; negative never",
-		def: pool.DefaultEjectAfterRefusals, owner: "pool", field: func(c *Config) any { return &c.Pool.EjectAfterRefusals }},
+		def: poolDefaults.EjectAfterRefusals, owner: "pool", field: func(c *Config) any { return &c.Pool.EjectAfterRefusals }},
 	{key: "pool.user_assignment_ttl", env: "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", flag: "user-assignment-ttl", help: "user -> replica assignment kept after the last call; negative forever",
-		def: pool.DefaultUserAssignmentTTL, owner: "pool", field: func(c *Config) any { return &c.Pool.UserAssignmentTTL }},
+		def: poolDefaults.UserAssignmentTTL, owner: "pool", field: func(c *Config) any { return &c.Pool.UserAssignmentTTL }},
 	{key: "pool.max_waiters", env: "GRADIOPOOL_POOL_MAX_WAITERS", flag: "max-waiters", help: "max callers waiting per replica",
-		def: pool.DefaultMaxWaiters, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxWaiters }},
+		def: poolDefaults.MaxWaiters, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxWaiters }},
 	{key: "pool.sticky_sessions", env: "GRADIOPOOL_POOL_STICKY_SESSIONS", flag: "sticky-sessions", help: "keep a user on one session (gr.State)",
 		def: false, field: func(c *Config) any { return &c.Pool.StickySessions }},
 	{key: "pool.priority_max_wait", env: "GRADIOPOOL_POOL_PRIORITY_MAX_WAIT", flag: "priority-max-wait", help: "a waiter of a lower priority class is served after waiting this long; negative strict priority",
-		def: pool.DefaultPriorityMaxWait, owner: "pool", field: func(c *Config) any { return &c.Pool.PriorityMaxWait }},
+		def: poolDefaults.PriorityMaxWait, owner: "pool", field: func(c *Config) any { return &c.Pool.PriorityMaxWait }},
 	{key: "pool.routing", env: "GRADIOPOOL_POOL_ROUTING", flag: "routing", help: "anonymous calls: expected_time (the Space's own queue) or least_in_use",
 		def: pool.RouteExpectedTime, owner: "pool", field: func(c *Config) any { return &c.Pool.Routing }},
 	{key: "pool.rebalance_factor", env: "GRADIOPOOL_POOL_REBALANCE_FACTOR", flag: "rebalance-factor", help: "move a user whose replica is expected this many times slower than the best; 0 never",
@@ -110,9 +114,9 @@ var settings = []setting{
 	{key: "pool.wake_sleeping", env: "GRADIOPOOL_POOL_WAKE_SLEEPING", flag: "wake-sleeping", help: "wake a Space found sleeping in the background (calls fail over meanwhile)",
 		def: false, field: func(c *Config) any { return &c.Pool.WakeSleeping }},
 	{key: "pool.probe_interval", env: "GRADIOPOOL_POOL_PROBE_INTERVAL", flag: "probe-interval", help: "probe unreachable replicas (and ping those with calls in flight) this often, whatever the traffic; negative off",
-		def: pool.DefaultProbeInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.ProbeInterval }},
+		def: poolDefaults.ProbeInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.ProbeInterval }},
 	{key: "pool.hang_timeout", env: "GRADIOPOOL_POOL_HANG_TIMEOUT", flag: "hang-timeout", help: "a replica leaving a join or a ping unanswered this long is suspect: new calls go elsewhere; negative off",
-		def: pool.DefaultHangTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.HangTimeout }},
+		def: poolDefaults.HangTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.HangTimeout }},
 	{key: "upstream_keep_alive", env: "GRADIOPOOL_UPSTREAM_KEEP_ALIVE", flag: "upstream-keep-alive", help: "close idle connections to a replica after this; below its server's keep-alive (uvicorn 5s); negative no reuse",
 		def: gradio.DefaultKeepAlive, owner: "gradio", field: func(c *Config) any { return &c.UpstreamKeepAlive }},
 

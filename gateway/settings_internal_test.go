@@ -16,7 +16,7 @@ func TestSettingsTable(t *testing.T) {
 	seen := map[string]bool{}
 	closed := map[string]bool{} // sections already left
 	section := ""
-	effective := pool.Config{}.WithDefaults()
+	effective := (pool.Config{}).WithDefaults()
 	for _, s := range settings {
 		t.Run(s.key, func(t *testing.T) {
 			if seen[s.key] {
@@ -66,7 +66,7 @@ func TestSettingsTable(t *testing.T) {
 func TestNormalizeOnce(t *testing.T) {
 	var c Config
 	c.Normalize()
-	if c.Listen != DefaultListen || c.Pool.MaxConnections != pool.DefaultMaxConnections || c.Log.Level != "info" || c.Cluster.Name != DefaultClusterName {
+	if c.Listen != DefaultListen || c.Pool.MaxConnections != (pool.Config{}).WithDefaults().MaxConnections || c.Log.Level != "info" || c.Cluster.Name != DefaultClusterName {
 		t.Fatalf("defaults not applied: %v", c)
 	}
 	c.Listen = "" // a normalized config is taken as it is

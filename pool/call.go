@@ -37,12 +37,6 @@ type Call struct {
 	load     *callLoad     // the call's share of its replica's capacity bookkeeping
 }
 
-// Job returns the underlying Gradio job.
-func (c *Call) Job() *gradio.Job { return c.job }
-
-// ID returns the app's event id.
-func (c *Call) ID() string { return c.job.ID() }
-
 // Replica returns the name of the replica running the call.
 func (c *Call) Replica() string { return c.replica }
 
@@ -106,7 +100,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 	}
 	p.init()
 	ctx, ct := p.startCall(ctx, endpoint)
-	key := p.users.Key(user)
+	key := p.users.hash(user)
 	start := time.Now()
 	exclude := map[*replica]bool{}
 	var causes []*ReplicaError

@@ -29,9 +29,9 @@ const (
 	RouteLeastInUse Routing = "least_in_use"
 )
 
-// DefaultProcessTime is the run time assumed for an endpoint before any
+// defaultProcessTime is the run time assumed for an endpoint before any
 // replica has reported or completed a call of it.
-const DefaultProcessTime = time.Second
+const defaultProcessTime = time.Second
 
 // processTimeWeight is the weight of a new measured run time in the moving
 // average: recent calls count most, a single outlier moves it by a fifth.
@@ -317,7 +317,7 @@ func (p *Pool) processTimes() func(string) time.Duration {
 		if ep == "" && alln > 0 {
 			return all / time.Duration(alln)
 		}
-		return DefaultProcessTime
+		return defaultProcessTime
 	}
 }
 

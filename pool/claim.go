@@ -27,12 +27,12 @@ func (p *Pool) claim(ctx context.Context, key string) *replica {
 	name, err := c.Claim(sctx, key, cand.name, ttl)
 	cancel()
 	if err != nil {
-		p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
+		p.emit(Event{Kind: eventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
 		return nil
 	}
 	r := p.set.Load().byName[name] // nil if the replica list changed
 	if r != nil {
-		p.emit(Event{Kind: EventAssigned, Replica: r.name, User: keyPrefix(key)})
+		p.emit(Event{Kind: eventAssigned, Replica: r.name, User: keyPrefix(key)})
 	}
 	return r
 }

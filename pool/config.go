@@ -13,8 +13,9 @@ import (
 )
 
 // Defaults for zero fields of [Config]: the seed design's numbers, the one
-// place they are declared for the pool, the gateway's configuration, its
-// usage text and the README. Where package sessionpool has the same knob,
+// place they are declared. Others read them back from
+// [Config.WithDefaults] (the gateway's settings table, its usage text and
+// the README do). Where package sessionpool has the same knob,
 // the number is its default, so the two cannot drift.
 //
 // Vocabulary: a "connection" (the seed's word, kept in the configuration)
@@ -25,24 +26,24 @@ import (
 // value turns the feature off where it can be turned off (documented per
 // field) and is passed on as it is, never mapped to zero.
 const (
-	DefaultMinConnections            = sessionpool.DefaultMinSessions
-	DefaultMaxConnections            = sessionpool.DefaultMaxSessions
-	DefaultIdleTimeout               = sessionpool.DefaultIdleTimeout
-	DefaultQueueTimeout              = sessionpool.DefaultQueueTimeout
-	DefaultMaxWaiters                = sessionpool.DefaultMaxWaiters
-	DefaultHealthCheckInterval       = sessionpool.DefaultHealthCheckInterval
-	DefaultHealthCheckMaxConnections = sessionpool.DefaultHealthCheckMax
-	DefaultUnhealthyAfterFailures    = sessionpool.DefaultUnhealthyAfter
-	DefaultConnectRetries            = 3
-	DefaultConnectRetryDelay         = 250 * time.Millisecond
-	DefaultEjectAfterRefusals        = 3
-	DefaultUserAssignmentTTL         = time.Hour
-	DefaultEjectBase                 = time.Second
-	DefaultEjectMax                  = time.Minute
-	DefaultProbeTimeout              = 10 * time.Second
-	DefaultPriorityMaxWait           = sessionpool.DefaultPriorityMaxWait
-	DefaultProbeInterval             = 2 * time.Second
-	DefaultHangTimeout               = 10 * time.Second
+	defaultMinConnections            = sessionpool.DefaultMinSessions
+	defaultMaxConnections            = sessionpool.DefaultMaxSessions
+	defaultIdleTimeout               = sessionpool.DefaultIdleTimeout
+	defaultQueueTimeout              = sessionpool.DefaultQueueTimeout
+	defaultMaxWaiters                = sessionpool.DefaultMaxWaiters
+	defaultHealthCheckInterval       = sessionpool.DefaultHealthCheckInterval
+	defaultHealthCheckMaxConnections = sessionpool.DefaultHealthCheckMax
+	defaultUnhealthyAfterFailures    = sessionpool.DefaultUnhealthyAfter
+	defaultConnectRetries            = 3
+	defaultConnectRetryDelay         = 250 * time.Millisecond
+	defaultEjectAfterRefusals        = 3
+	defaultUserAssignmentTTL         = time.Hour
+	defaultEjectBase                 = time.Second
+	defaultEjectMax                  = time.Minute
+	defaultProbeTimeout              = 10 * time.Second
+	defaultPriorityMaxWait           = sessionpool.DefaultPriorityMaxWait
+	defaultProbeInterval             = 2 * time.Second
+	defaultHangTimeout               = 10 * time.Second
 )
 
 // Config configures [New]. The zero value of every field but Replicas means
@@ -58,56 +59,55 @@ type Config struct {
 
 	// MinConnections is how many sessions each replica keeps warm once the
 	// pool is initialised (lazily, by the first Acquire). Zero means
-	// DefaultMinConnections (5); negative means none.
+	// 5; negative means none.
 	MinConnections int
 	// MaxConnections caps the sessions, hence the calls in flight, per
-	// replica. Zero means DefaultMaxConnections (50).
+	// replica. Zero means 50.
 	MaxConnections int
 	// IdleTimeout removes a session idle for that long (never below
-	// MinConnections). Zero means DefaultIdleTimeout (10 min); negative
+	// MinConnections). Zero means 10 min; negative
 	// disables.
 	IdleTimeout time.Duration
 	// QueueTimeout bounds the wait for a free session (FIFO per replica),
 	// including the connect of a replica's app that is not connected yet
 	// (the waiter keeps its place meanwhile); the waiter then gets
-	// ErrQueueTimeout. Zero means DefaultQueueTimeout
-	// (30 s); negative disables (wait as long as the context allows).
+	// ErrQueueTimeout. Zero means 30 s; negative disables (wait as long as the context allows).
 	QueueTimeout time.Duration
 	// PriorityMaxWait is the starvation bound of priority classes (see
 	// [WithPriority]): a waiter that has waited this long is served before
 	// younger waiters of higher classes. Zero means
-	// DefaultPriorityMaxWait (10 s); negative means strict
+	// 10 s; negative means strict
 	// priority (never promoted).
 	PriorityMaxWait time.Duration
 	// MaxWaiters bounds each replica's waiter list; a caller beyond it is
 	// routed to another replica, or gets ErrQueueFull when all are full.
-	// Zero means DefaultMaxWaiters (1000); negative means
+	// Zero means 1000; negative means
 	// unbounded.
 	MaxWaiters int
 	// HealthCheckInterval is how often each replica checks some of its idle
-	// sessions (Ping). Zero means DefaultHealthCheckInterval (5 min);
+	// sessions (Ping). Zero means 5 min;
 	// negative disables health checks.
 	HealthCheckInterval time.Duration
 	// HealthCheckMaxConnections is how many idle sessions one health check
 	// visits per replica, least recently used first. Zero means
-	// DefaultHealthCheckMaxConnections (5); negative means all idle sessions.
+	// 5; negative means all idle sessions.
 	HealthCheckMaxConnections int
 	// UnhealthyAfterFailures destroys a session after that many consecutive
-	// failed health checks. Zero means DefaultUnhealthyAfterFailures (3);
+	// failed health checks. Zero means 3;
 	// negative means never (failures are only counted as unhealthy).
 	UnhealthyAfterFailures int
 	// ConnectRetries is how many times a connect that failed in transport
 	// (*gradio.ConnectError: time-out, refused, reset) is retried on the same
-	// replica, with a growing delay from DefaultConnectRetryDelay, before the
+	// replica, with a growing delay from 250 ms, before the
 	// next replica is tried. Metadata errors (*gradio.MetadataError,
 	// *gradio.SpaceError) are never retried on the same replica. Zero means
-	// DefaultConnectRetries (3, so at most 4 attempts); negative means no
+	// 3, so at most 4 attempts; negative means no
 	// retry.
 	ConnectRetries int
 	// EjectAfterRefusals ejects a replica that refused that many calls in a
 	// row (a 5xx or a transport failure on queue/join); one refusal alone
 	// only moves that call, so a blip does not move every user of the
-	// replica. Zero means DefaultEjectAfterRefusals (3); negative means
+	// replica. Zero means 3; negative means
 	// refusals never eject (connect failures still do).
 	EjectAfterRefusals int
 	// ProbeInterval is how often replicas are probed in the background,
@@ -115,19 +115,19 @@ type Config struct {
 	// failure) is connected again, so its capacity returns within one
 	// interval of it serving again; a replica with calls in flight is
 	// pinged to notice it hanging (HangTimeout). Zero means
-	// DefaultProbeInterval (2 s); negative: no background probes (an
+	// 2 s; negative: no background probes (an
 	// ejected replica is probed by the first call after its back-off).
 	ProbeInterval time.Duration
 	// HangTimeout marks a replica suspect (hung) when a join or a ping
 	// stays unanswered that long: new calls go elsewhere, calls it
 	// accepted keep waiting (they are never run twice), and it takes calls
-	// again once it answers. Zero means DefaultHangTimeout (10 s, well
+	// again once it answers. Zero means 10 s (well
 	// under the 30 s queue time-out); negative: off.
 	HangTimeout time.Duration
 	// UserAssignmentTTL is how long a user stays pinned to a replica after
 	// their last call: every call refreshes it, so an active user never
-	// moves unless their replica fails. Zero means DefaultUserAssignmentTTL
-	// (1 h); negative means assignments never expire.
+	// moves unless their replica fails. Zero means
+	// 1 h; negative means assignments never expire.
 	UserAssignmentTTL time.Duration
 	// Routing chooses the replica of anonymous calls: RouteExpectedTime
 	// (zero, the default) weighs each Space's own queue and run time;
@@ -211,23 +211,23 @@ type Config struct {
 // too (New clamps it), so that a caller can report it. The defaults of the
 // pool's keys are applied here and nowhere else.
 func (c Config) WithDefaults() Config {
-	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	c.MaxConnections = cmp.Or(c.MaxConnections, defaultMaxConnections)
 	if c.MinConnections == 0 {
-		c.MinConnections = min(DefaultMinConnections, c.MaxConnections)
+		c.MinConnections = min(defaultMinConnections, c.MaxConnections)
 	}
-	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
-	c.QueueTimeout = cmp.Or(c.QueueTimeout, DefaultQueueTimeout)
-	c.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, DefaultPriorityMaxWait)
-	c.MaxWaiters = cmp.Or(c.MaxWaiters, DefaultMaxWaiters)
-	c.HealthCheckInterval = cmp.Or(c.HealthCheckInterval, DefaultHealthCheckInterval)
-	c.HealthCheckMaxConnections = cmp.Or(c.HealthCheckMaxConnections, DefaultHealthCheckMaxConnections)
-	c.UnhealthyAfterFailures = cmp.Or(c.UnhealthyAfterFailures, DefaultUnhealthyAfterFailures)
-	c.ConnectRetries = cmp.Or(c.ConnectRetries, DefaultConnectRetries)
-	c.EjectAfterRefusals = cmp.Or(c.EjectAfterRefusals, DefaultEjectAfterRefusals)
-	c.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, DefaultUserAssignmentTTL)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, defaultIdleTimeout)
+	c.QueueTimeout = cmp.Or(c.QueueTimeout, defaultQueueTimeout)
+	c.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, defaultPriorityMaxWait)
+	c.MaxWaiters = cmp.Or(c.MaxWaiters, defaultMaxWaiters)
+	c.HealthCheckInterval = cmp.Or(c.HealthCheckInterval, defaultHealthCheckInterval)
+	c.HealthCheckMaxConnections = cmp.Or(c.HealthCheckMaxConnections, defaultHealthCheckMaxConnections)
+	c.UnhealthyAfterFailures = cmp.Or(c.UnhealthyAfterFailures, defaultUnhealthyAfterFailures)
+	c.ConnectRetries = cmp.Or(c.ConnectRetries, defaultConnectRetries)
+	c.EjectAfterRefusals = cmp.Or(c.EjectAfterRefusals, defaultEjectAfterRefusals)
+	c.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, defaultUserAssignmentTTL)
 	c.Routing = cmp.Or(c.Routing, RouteExpectedTime)
-	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
-	c.HangTimeout = cmp.Or(c.HangTimeout, DefaultHangTimeout)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, defaultProbeInterval)
+	c.HangTimeout = cmp.Or(c.HangTimeout, defaultHangTimeout)
 	return c
 }
 
@@ -252,9 +252,9 @@ func (c Config) withDefaults() settings {
 	// Negative counts mean none.
 	s.ConnectRetries = max(s.ConnectRetries, 0)
 	s.EjectAfterRefusals = max(s.EjectAfterRefusals, 0)
-	s.ejectBase, s.ejectMax = DefaultEjectBase, DefaultEjectMax
-	s.connectRetryDelay = DefaultConnectRetryDelay
-	s.probeTimeout = DefaultProbeTimeout
+	s.ejectBase, s.ejectMax = defaultEjectBase, defaultEjectMax
+	s.connectRetryDelay = defaultConnectRetryDelay
+	s.probeTimeout = defaultProbeTimeout
 	s.trialWindow = 2 * s.ejectBase
 	s.clock = time.Now
 	s.tracer = tracerOf(c.TracerProvider)

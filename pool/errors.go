@@ -19,9 +19,9 @@ var (
 	ErrQueueTimeout = sessionpool.ErrQueueTimeout
 	// ErrQueueFull: the replica's waiter list (Config.MaxWaiters) was full.
 	ErrQueueFull = sessionpool.ErrQueueFull
-	// ErrEjected is wrapped by the cause of a replica skipped because it
+	// errEjected is wrapped by the cause of a replica skipped because it
 	// failed recently and its back-off has not passed (or it is being probed).
-	ErrEjected = errors.New("pool: replica ejected after failures")
+	errEjected = errors.New("pool: replica ejected after failures")
 )
 
 // ReplicaError is an error of one replica; Replica is its name.
@@ -107,14 +107,14 @@ func (e *suspectError) Error() string {
 
 func (e *suspectError) Unwrap() []error {
 	if e.last == nil {
-		return []error{ErrEjected}
+		return []error{errEjected}
 	}
-	return []error{ErrEjected, e.last}
+	return []error{errEjected, e.last}
 }
 
 func (e *ejectedError) Unwrap() []error {
 	if e.last == nil {
-		return []error{ErrEjected}
+		return []error{errEjected}
 	}
-	return []error{ErrEjected, e.last}
+	return []error{errEjected, e.last}
 }

@@ -22,7 +22,7 @@ const (
 	EventAppChanged                            // the app restarted: reconnecting, sessions reset
 	EventSessionCreated                        // a pooled session was created
 	EventSessionDestroyed                      // a pooled session was destroyed (Reason)
-	EventAssigned                              // a user was pinned to Replica (new, or re-pinned: Previous)
+	eventAssigned                              // a user was pinned to Replica (new, or re-pinned: Previous)
 	EventQueued                                // a caller waits for a session (Waiting = queue length)
 	EventQueueTimeout                          // a waiter gave up after QueueTimeout
 	EventHealthCheck                           // a health check of Replica ended (Err on failure)
@@ -47,7 +47,7 @@ const (
 var kindNames = map[EventKind]string{
 	EventInitialized: "initialized", EventConnected: "connected", EventConnectFailed: "connect_failed",
 	EventAppChanged: "app_changed", EventSessionCreated: "session_created",
-	EventSessionDestroyed: "session_destroyed", EventAssigned: "assigned", EventQueued: "queued",
+	EventSessionDestroyed: "session_destroyed", eventAssigned: "assigned", EventQueued: "queued",
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
 	EventQueueFull: "queue_full", EventConcurrencyLimited: "concurrency_limited",
@@ -66,7 +66,7 @@ type Event struct {
 	Kind     EventKind
 	Time     time.Time
 	Replica  string // replica name
-	Previous string // EventAssigned: the replica the user was pinned to before, if any
+	Previous string // eventAssigned: the replica the user was pinned to before, if any
 	User     string // first 8 hex digits of the user key; "" for anonymous (never the e-mail)
 	Endpoint string // EventCallDone, EventFailover: the api_name called
 	// Route is the label of the context the call was made under
@@ -116,7 +116,7 @@ func (p *Pool) emit(e Event) {
 	switch e.Kind {
 	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventQueueFull, EventEjected, EventFailover:
 		level = slog.LevelWarn
-	case EventQueued, EventSessionCreated, EventSessionDestroyed, EventAssigned:
+	case EventQueued, EventSessionCreated, EventSessionDestroyed, eventAssigned:
 		level = slog.LevelDebug
 	case EventHealthCheck, EventCallDone:
 		level = slog.LevelDebug

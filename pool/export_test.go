@@ -1,6 +1,11 @@
 package pool
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+)
 
 // SetDelays shortens the internal retry and ejection delays for tests. Call
 // it right after New, before the pool is used.
@@ -24,3 +29,21 @@ const (
 	SpanRun      = spanRun
 	SpanStream   = spanStream
 )
+
+// Names unexported from the API (no user outside the package) that the
+// external tests still check.
+const (
+	DefaultConnectRetries = defaultConnectRetries
+	EventAssigned         = eventAssigned
+	StateSuspect          = stateSuspect
+)
+
+var (
+	ErrBadUser = errBadUser
+	ErrEjected = errEjected
+)
+
+// AcquireFunc is Pool.acquireFunc for the external tests.
+func AcquireFunc(ctx context.Context, p *Pool, user string, f func(*gradio.Client) error) error {
+	return p.acquireFunc(ctx, user, f)
+}

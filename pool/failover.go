@@ -7,8 +7,8 @@ package pool
 //     is retried Config.ConnectRetries times with a growing delay; a metadata
 //     or Space error is not retried. The final failure ejects the replica.
 //   - Ejection: an ejected replica is skipped for a back-off that grows with
-//     each consecutive ejection (DefaultEjectBase doubling up to
-//     DefaultEjectMax); then a few trial calls decide (half-open). Only a
+//     each consecutive ejection (defaultEjectBase doubling up to
+//     defaultEjectMax); then a few trial calls decide (half-open). Only a
 //     served call resets the count; see "Outlier detection" below and the
 //     background prober (probe.go).
 //   - Refusals: a replica that refuses Config.EjectAfterRefusals calls in a
@@ -431,7 +431,7 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			p.emit(Event{Kind: EventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
+			p.emit(Event{Kind: eventAssigned, User: keyPrefix(key), Err: fmt.Errorf("assignment store: %w", err)})
 		case ok:
 			assigned = p.set.Load().byName[name] // nil if the replica list changed
 		default:

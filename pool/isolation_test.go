@@ -46,7 +46,7 @@ func TestNoStateCrossesCallers(t *testing.T) {
 			leased := func(u, item string) string {
 				t.Helper()
 				var got string
-				err := p.AcquireFunc(ctx, u, func(c *gradio.Client) error {
+				err := pool.AcquireFunc(ctx, p, u, func(c *gradio.Client) error {
 					out, err := c.Predict(ctx, "counter", item)
 					if err == nil {
 						got = str(t, out[0])

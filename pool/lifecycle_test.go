@@ -97,7 +97,7 @@ func TestAcquireFunc(t *testing.T) {
 	p := newPool(t, pool.Config{Replicas: urls(srvs)})
 	ctx := ctxT(t)
 	var got string
-	err := p.AcquireFunc(ctx, "a@example.com", func(c *gradio.Client) error {
+	err := pool.AcquireFunc(ctx, p, "a@example.com", func(c *gradio.Client) error {
 		out, err := c.Predict(ctx, "upper", "in func")
 		if err == nil {
 			got = str(t, out[0])

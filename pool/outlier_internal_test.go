@@ -83,11 +83,11 @@ func TestOutlierEjectionHolds(t *testing.T) {
 	// 3 refusals before the first ejection, then one trial per half-open
 	// round (its refusal ejects at once): ejections of 1, 2, 4, 8, 16, 32 s
 	// fit in the minute, 8 calls in all.
-	if want := DefaultEjectAfterRefusals + ejections - 1; admitted != want || ejections != 6 {
+	if want := defaultEjectAfterRefusals + ejections - 1; admitted != want || ejections != 6 {
 		t.Errorf("%d calls tried in %d ejections, want %d in 6", admitted, ejections, want)
 	}
 	for i, d := range durations {
-		want := min(DefaultEjectBase<<i, DefaultEjectMax)
+		want := min(defaultEjectBase<<i, defaultEjectMax)
 		if d != want {
 			t.Errorf("ejection %d lasted %s, want %s", i+1, d, want)
 		}
@@ -108,7 +108,7 @@ func TestOutlierServedCallResets(t *testing.T) {
 	p, r, clk := outlierPool(t)
 	refusal := &gradio.ProtocolError{Op: "queue/join", StatusCode: http.StatusInternalServerError}
 	before := clk.t
-	for range DefaultEjectAfterRefusals {
+	for range defaultEjectAfterRefusals {
 		r.refused(refusal)
 	}
 	if ok, _, _ := r.admit(clk.t); ok {
@@ -118,12 +118,12 @@ func TestOutlierServedCallResets(t *testing.T) {
 	if r.state() != StateEjected {
 		t.Fatalf("state %s after an old call finished, want ejected", r.state())
 	}
-	clk.t = clk.t.Add(DefaultEjectBase)
+	clk.t = clk.t.Add(defaultEjectBase)
 	if p.Ready() {
 		t.Error("Ready once the back-off ran out, before the prober or a call changed the state")
 	}
 	p.probeRound(clk.t)
-	if got := r.state(); got != StateHalfOpen || !p.Ready() {
+	if got := r.state(); got != stateHalfOpen || !p.Ready() {
 		t.Fatalf("after the back-off: state %s ready %v, want half-open and ready", got, p.Ready())
 	}
 	for i := range halfOpenTrials {
@@ -165,7 +165,7 @@ func TestOutlierUnreachableEndsOnConnect(t *testing.T) {
 	r.mu.Lock()
 	left := r.ejectUntil.Sub(clk.t)
 	r.mu.Unlock()
-	if left != DefaultEjectMax {
-		t.Fatalf("one refusal on probation: ejected for %s, want %s", left, DefaultEjectMax)
+	if left != defaultEjectMax {
+		t.Fatalf("one refusal on probation: ejected for %s, want %s", left, defaultEjectMax)
 	}
 }

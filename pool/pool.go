@@ -278,14 +278,14 @@ func (p *Pool) Acquire(ctx context.Context, user string) (*Lease, error) {
 		return nil, ErrClosed
 	}
 	p.init()
-	return p.acquire(ctx, acquireOpts{key: p.users.Key(user)})
+	return p.acquire(ctx, acquireOpts{key: p.users.hash(user)})
 }
 
-// AcquireFunc acquires a session for user, calls f with its client and
+// acquireFunc acquires a session for user, calls f with its client and
 // releases it whatever f returns; when f's error shows a lost connection
 // (*gradio.ConnectionLostError, gradio.ErrClosed) the session is destroyed
 // instead. It returns Acquire's error or f's.
-func (p *Pool) AcquireFunc(ctx context.Context, user string, f func(*gradio.Client) error) error {
+func (p *Pool) acquireFunc(ctx context.Context, user string, f func(*gradio.Client) error) error {
 	l, err := p.Acquire(ctx, user)
 	if err != nil {
 		return err
@@ -331,7 +331,7 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 	err := p.store.Set(sctx, key, r.name, ttl)
 	cancel()
 	if assigned != r || err != nil {
-		e := Event{Kind: EventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
+		e := Event{Kind: eventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
 		if assigned != nil {
 			e.Previous = assigned.name
 		}

@@ -18,14 +18,14 @@ import (
 
 // Replica states shown in Stats.
 const (
-	StateNew        = "new"        // not connected yet (lazy)
-	StateConnecting = "connecting" // first connect in flight
+	stateNew        = "new"        // not connected yet (lazy)
+	stateConnecting = "connecting" // first connect in flight
 	StateReady      = "ready"      // app connected, taking traffic
 	StateEjected    = "ejected"    // failed recently: skipped until its back-off ends (or, unreachable, until a probe connects)
-	StateProbing    = "probing"    // back-off over: a probe is checking it
-	StateHalfOpen   = "half-open"  // back-off over: a few trial calls pass; the first served one makes it ready
-	StateSuspect    = "suspect"    // hung: it left a join or a ping unanswered for HangTimeout; new calls go elsewhere
-	StateClosed     = "closed"
+	stateProbing    = "probing"    // back-off over: a probe is checking it
+	stateHalfOpen   = "half-open"  // back-off over: a few trial calls pass; the first served one makes it ready
+	stateSuspect    = "suspect"    // hung: it left a join or a ping unanswered for HangTimeout; new calls go elsewhere
+	stateClosed     = "closed"
 )
 
 // replica is one Gradio app: its connected app (the factory of sessions,
@@ -277,23 +277,23 @@ func (r *replica) state() string {
 func (r *replica) stateLocked(now time.Time) string {
 	switch {
 	case r.closed:
-		return StateClosed
+		return stateClosed
 	case r.suspect:
-		return StateSuspect
+		return stateSuspect
 	case !r.ejectUntil.IsZero() && (now.Before(r.ejectUntil) || r.unreachable):
 		return StateEjected // also while the prober checks it: its state changes only with the verdict
 	case r.probing:
-		return StateProbing
+		return stateProbing
 	case !r.ejectUntil.IsZero():
 		return StateEjected // back-off over: the next call (or the prober) makes it half-open
 	case r.halfOpen:
-		return StateHalfOpen
+		return stateHalfOpen
 	case r.app != nil:
 		return StateReady
 	case r.connecting:
-		return StateConnecting
+		return stateConnecting
 	}
-	return StateNew
+	return stateNew
 }
 
 // close shuts the replica down: its session pool, then its app.

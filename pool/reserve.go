@@ -55,7 +55,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 		return nil, ErrClosed
 	}
 	p.init()
-	key := p.users.Key(user)
+	key := p.users.hash(user)
 	if opts.Replica == "" {
 		skip := map[*replica]bool{}
 		for _, n := range opts.Exclude {

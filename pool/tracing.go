@@ -149,7 +149,7 @@ func (ct *callTrace) failover(replica string, err error) {
 	if ct == nil {
 		return
 	}
-	ct.span.AddEvent("failover", trace.WithAttributes(attrReplica.String(replica), attrErrorType.String(ErrorKind(err))))
+	ct.span.AddEvent("failover", trace.WithAttributes(attrReplica.String(replica), attrErrorType.String(errorKind(err))))
 }
 
 // end ends the call span (and a phase left open) with err's kind.
@@ -177,21 +177,21 @@ func endSpan(s trace.Span, err error) {
 		return
 	}
 	if err != nil {
-		kind := ErrorKind(err)
+		kind := errorKind(err)
 		s.SetAttributes(attrErrorType.String(kind))
 		s.SetStatus(codes.Error, kind)
 	}
 	s.End()
 }
 
-// ErrorKind names the kind of a call's failure without its message (which
+// errorKind names the kind of a call's failure without its message (which
 // may quote an app's output or a user's input): "canceled",
 // "deadline_exceeded", "queue_timeout", "queue_full", "closed",
 // "all_replicas_failed", "replica_ejected", "app_error", "connection_lost",
 // "connect_error", "space_not_running", "metadata_error", "protocol_error",
 // "bad_arguments", "unknown_endpoint", "upload_too_large", "app_changed" or
 // "error".
-func ErrorKind(err error) string {
+func errorKind(err error) string {
 	var (
 		all   *AllReplicasFailedError
 		ej    *ejectedError

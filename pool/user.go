@@ -18,26 +18,26 @@ const userKeyLen = 16
 // userTagLen is the number of hex digits of a user key that logs show.
 const userTagLen = 8
 
-// NormalizeUser is the one form of an e-mail that is hashed: trimmed and
+// normalizeUser is the one form of an e-mail that is hashed: trimmed and
 // lower-cased, so " Alice@Example.com" and "alice@example.com" are one user.
-func NormalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+func normalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 // maxUserLen bounds a user: an e-mail address is at most 254 characters;
 // the margin admits what mail servers accept in practice.
 const maxUserLen = 320
 
-// ErrBadUser is returned by [ParseUser] for a user that cannot be one
+// errBadUser is returned by [ParseUser] for a user that cannot be one
 // e-mail address.
-var ErrBadUser = errors.New("pool: a user must be one e-mail address")
+var errBadUser = errors.New("pool: a user must be one e-mail address")
 
 // ParseUser is the one check of a caller's user (the X-Gradiopool-User
-// header of the gateway and its front door): it returns the NormalizeUser
-// form, or ErrBadUser when the value is longer than 320 bytes or holds
+// header of the gateway and its front door): it returns the normalizeUser
+// form, or errBadUser when the value is longer than 320 bytes or holds
 // spaces or control characters. "" is the anonymous user.
 func ParseUser(s string) (string, error) {
-	u := NormalizeUser(s)
+	u := normalizeUser(s)
 	if len(u) > maxUserLen || strings.IndexFunc(u, unicode.IsControl) >= 0 || strings.ContainsAny(u, " \t") {
-		return "", ErrBadUser
+		return "", errBadUser
 	}
 	return u, nil
 }
@@ -60,10 +60,10 @@ func NewUserHasher(key []byte) UserHasher {
 	return UserHasher{key: key}
 }
 
-// Key is the user key of an e-mail: 32 hex digits of the keyed hash of its
+// hash is the user key of an e-mail: 32 hex digits of the keyed hash of its
 // normalised form. "" (anonymous) maps to "".
-func (h UserHasher) Key(user string) string {
-	u := NormalizeUser(user)
+func (h UserHasher) hash(user string) string {
+	u := normalizeUser(user)
 	if u == "" {
 		return ""
 	}
@@ -74,7 +74,7 @@ func (h UserHasher) Key(user string) string {
 
 // Tag is the part of the user key that logs show: its first 8 hex digits.
 // "" stays "".
-func (h UserHasher) Tag(user string) string { return keyPrefix(h.Key(user)) }
+func (h UserHasher) Tag(user string) string { return keyPrefix(h.hash(user)) }
 
 // keyPrefix is the part of a user key that may be logged.
 func keyPrefix(key string) string {

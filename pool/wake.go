@@ -9,9 +9,9 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// DefaultWakeTimeout bounds the background wake of a sleeping Space
+// defaultWakeTimeout bounds the background wake of a sleeping Space
 // (Config.WakeSleeping): a Hugging Face Space takes minutes to wake.
-const DefaultWakeTimeout = 5 * time.Minute
+const defaultWakeTimeout = 5 * time.Minute
 
 // asleep: err says the replica's Space sleeps or was stopped (it costs
 // nothing so; only WakeSleeping wakes it, never the prober).
@@ -39,7 +39,7 @@ func (r *replica) wakeIfSleeping(err error) {
 	}
 	p.goBackground(func() {
 		defer r.waking.Store(false)
-		opts := append(slices.Clone(p.cfg.ClientOptions), gradio.WithWakeTimeout(DefaultWakeTimeout))
+		opts := append(slices.Clone(p.cfg.ClientOptions), gradio.WithWakeTimeout(defaultWakeTimeout))
 		start := time.Now()
 		app, err := gradio.Connect(p.ctx, r.src, opts...)
 		if err != nil {

@@ -93,7 +93,7 @@ func TestSoak(t *testing.T) {
 	stop()
 	<-loaded
 	// A replica that failed again and again is ejected for up to
-	// pool.DefaultEjectMax (1 min) before its next probe: recovery may take
+	// the ejection back-off's cap (1 min) before its next probe: recovery may take
 	// that long.
 	healed := time.Now()
 	recovered := "not within 150s"
@@ -161,7 +161,7 @@ func TestSoak(t *testing.T) {
 		d, sc.workers, joinCounts(injected))
 	fmt.Fprintf(&b, "| calls sent | results | typed errors | callers left | untyped | late | run twice | in use after | goroutines before → after | recovery after the last fault |\n|--:|--:|---|--:|--:|--:|--:|--:|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %s | %d | %d | %d | %d of %d | %d | %d → %d | %s |\n\n", sent, results, tl.codeList(), left, untyped, late, twice, ran, inUse, base, after, recovered)
-	b.WriteString("Recovery after the soak is bounded by the ejection back-off: a replica that kept failing is skipped for up to `pool.DefaultEjectMax` (1 min) before it is probed again.\n\n")
+	b.WriteString("Recovery after the soak is bounded by the ejection back-off: a replica that kept failing is skipped for up to the ejection back-off's cap (1 min) before it is probed again.\n\n")
 	b.WriteString("Samples (after each healed fault, after a GC): time, goroutines, live heap (MB; it includes the test's own record of every call id):\n\n")
 	step := max(1, len(samples)/12)
 	for i := 0; i < len(samples); i += step {

@@ -61,7 +61,7 @@ type Config struct {
 	// PriorityMaxWait is the starvation bound of the priority classes of
 	// the local waiter lists (pool.WithPriority): a waiter of a lower class
 	// goes first once it has waited this long. Zero means
-	// pool.DefaultPriorityMaxWait; negative means strict classes.
+	// the pool's default (10 s); negative means strict classes.
 	PriorityMaxWait time.Duration
 	// LocalStats, if set, returns this gateway's sessions per replica for
 	// the published statistics (cluster scope). Called from the
@@ -183,7 +183,7 @@ func (c Config) withDefaults() (settings, error) {
 		errs = append(errs, fmt.Errorf("cluster: unknown OnRedisLoss %d", c.OnRedisLoss))
 	}
 	s.MaxWaiters = cmp.Or(c.MaxWaiters, DefaultMaxWaiters)
-	s.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, pool.DefaultPriorityMaxWait)
+	s.PriorityMaxWait = cmp.Or(c.PriorityMaxWait, pool.Config{}.WithDefaults().PriorityMaxWait)
 	s.tick = s.LeaseTTL / 3
 	s.pollInterval = min(cmp.Or(c.PollInterval, DefaultPollInterval), s.tick)
 	// A waiting gateway asks again every pollInterval: a place not asked
