@@ -90,16 +90,6 @@ func (g *Gateway) readCall(w http.ResponseWriter, r *http.Request) (user string,
 	return user, args, apiName, nil
 }
 
-// callContext applies the caller's priority class and own deadline, if
-// any, to the request's context.
-func callContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
-	base, perr := priorityContext(r)
-	if perr != nil {
-		return nil, nil, perr
-	}
-	return deadlineContext(base, r)
-}
-
 // deadlineContext derives the call's context from parent with the
 // caller's own deadline (TimeoutHeader), if any.
 func deadlineContext(parent context.Context, r *http.Request) (context.Context, context.CancelFunc, *apiError) {
@@ -179,10 +169,18 @@ func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, route, endpoi
 	writeError(w, e)
 }
 
+// v1Call is what a /v1/predict or /v1/submit request asks for.
+type v1Call struct {
+	user     string
+	endpoint string
+	args     []any
+	opts     pool.CallOptions // the caller's priority class
+}
+
 // beginCall is the common start of /v1/predict and /v1/submit: refuse while
-// draining, read the body and the caller's deadline. When ok is false the
-// error answer has been written.
-func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string, args []any, endpoint string, ctx context.Context, cancel context.CancelFunc, ok bool) {
+// draining, read the body, the caller's priority class and deadline. When
+// ok is false the error answer has been written.
+func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (c v1Call, ctx context.Context, cancel context.CancelFunc, ok bool) {
 	if g.rejectDraining(w) {
 		return
 	}
@@ -191,11 +189,17 @@ func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string
 		writeError(w, aerr)
 		return
 	}
+	c = v1Call{user: user, endpoint: endpoint, args: args}
 	release, counted := g.beginClientCall(w, r)
 	if !counted {
 		return
 	}
-	ctx, cancel0, aerr := callContext(r)
+	if c.opts.Priority, aerr = callPriority(r); aerr != nil {
+		release()
+		writeError(w, aerr)
+		return
+	}
+	ctx, cancel0, aerr := deadlineContext(r.Context(), r)
 	if aerr != nil {
 		release()
 		writeError(w, aerr)
@@ -203,18 +207,19 @@ func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (user string
 	}
 	// The pool's events of this call (failovers) carry its door.
 	ctx = pool.WithRoute(ctx, RouteV1)
-	return user, args, endpoint, ctx, func() { cancel0(); release() }, true
+	return c, ctx, func() { cancel0(); release() }, true
 }
 
 func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
-	user, args, endpoint, ctx, cancel, ok := g.beginCall(w, r)
+	c, ctx, cancel, ok := g.beginCall(w, r)
 	if !ok {
 		return
 	}
+	endpoint := c.endpoint
 	defer cancel()
 	defer g.track()()
 	start := g.now()
-	res, err := g.backend.Predict(ctx, user, endpoint, args)
+	res, err := g.backend.Predict(ctx, c.user, c.opts, endpoint, c.args)
 	d := g.now().Sub(start)
 	if err != nil {
 		g.failCall(w, r, RouteV1, endpoint, d, err)
@@ -252,14 +257,15 @@ func sendEvent(s *sse.Writer, name string, v any) error {
 }
 
 func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	user, args, endpoint, ctx, cancel, ok := g.beginCall(w, r)
+	c, ctx, cancel, ok := g.beginCall(w, r)
 	if !ok {
 		return
 	}
+	endpoint := c.endpoint
 	defer cancel()
 	defer g.track()()
 	start := g.now()
-	call, err := g.backend.Submit(ctx, user, endpoint, args)
+	call, err := g.backend.Submit(ctx, c.user, c.opts, endpoint, c.args)
 	if err != nil {
 		g.failCall(w, r, RouteV1, endpoint, g.now().Sub(start), err)
 		return

@@ -16,11 +16,12 @@ import (
 // without the leading slash; args are the call's inputs as raw JSON.
 type Backend interface {
 	// Predict runs one call to completion.
-	Predict(ctx context.Context, user, endpoint string, args []any) (*Result, error)
+	// opts are the call's own options (its priority class).
+	Predict(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (*Result, error)
 	// Submit starts one call and returns once the app accepted it. ctx
 	// governs the whole call: when it ends first, the call is cancelled at
 	// the app and its session goes back to the pool.
-	Submit(ctx context.Context, user, endpoint string, args []any) (Call, error)
+	Submit(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (Call, error)
 	// Stats is the pool-stats document (the seed's fields); ctx bounds the
 	// network I/O a shared assignment store may need.
 	Stats(ctx context.Context) pool.Stats

@@ -34,7 +34,7 @@
 // anonymous callers. X-Gradiopool-Timeout ("90s" or "90") sets the caller's
 // own deadline for the call; past it the answer is 504.
 // X-Gradiopool-Priority (high, normal, low) is the class the call waits in
-// when its replica has no free session (see pool.WithPriority).
+// when its replica has no free session (see pool.CallOptions).
 //
 // POST /v1/submit answers these events, each "event: NAME\ndata: JSON":
 //

@@ -95,7 +95,7 @@ func mustMarshal(v any) json.RawMessage {
 	return b
 }
 
-func (f *fake) Predict(ctx context.Context, user, endpoint string, args []any) (*gateway.Result, error) {
+func (f *fake) Predict(ctx context.Context, user string, _ pool.CallOptions, endpoint string, args []any) (*gateway.Result, error) {
 	out, err := f.run(ctx, user, endpoint, args, func(gradio.Event) {})
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (c *fakeCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	}
 }
 
-func (f *fake) Submit(ctx context.Context, user, endpoint string, args []any) (gateway.Call, error) {
+func (f *fake) Submit(ctx context.Context, user string, _ pool.CallOptions, endpoint string, args []any) (gateway.Call, error) {
 	switch endpoint {
 	case "upper", "count", "slow", "fail":
 	default:

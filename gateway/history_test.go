@@ -38,10 +38,10 @@ func (b *statsBackend) Stats(context.Context) pool.Stats {
 	}
 	return st
 }
-func (b *statsBackend) Predict(context.Context, string, string, []any) (*Result, error) {
+func (b *statsBackend) Predict(context.Context, string, pool.CallOptions, string, []any) (*Result, error) {
 	return nil, errors.New("not here")
 }
-func (b *statsBackend) Submit(context.Context, string, string, []any) (Call, error) {
+func (b *statsBackend) Submit(context.Context, string, pool.CallOptions, string, []any) (Call, error) {
 	return nil, errors.New("not here")
 }
 func (b *statsBackend) Gauges(context.Context) []ReplicaGauges { return nil }

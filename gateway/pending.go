@@ -226,7 +226,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 	}
 	done := g.track()
 	start := g.now()
-	call, err := g.backend.Submit(ctx, user, endpoint, args)
+	call, err := g.backend.Submit(ctx, user, pool.CallOptions{}, endpoint, args)
 	if err != nil {
 		cancel()
 		done()

@@ -30,8 +30,8 @@ type poolBackend struct {
 
 // Predict is pool.Predict spelled as Submit + Wait, so that the time the
 // call waited for a session is known (Result.Wait).
-func (b *poolBackend) Predict(ctx context.Context, user, endpoint string, args []any) (*Result, error) {
-	c, err := b.p.Submit(ctx, user, endpoint, args...)
+func (b *poolBackend) Predict(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (*Result, error) {
+	c, err := b.p.SubmitWith(ctx, user, opts, endpoint, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -44,8 +44,8 @@ func (b *poolBackend) Predict(ctx context.Context, user, endpoint string, args [
 	return &Result{Data: data, Replica: c.Replica(), Wait: wait, Failovers: max(c.Attempts()-1, 0)}, nil
 }
 
-func (b *poolBackend) Submit(ctx context.Context, user, endpoint string, args []any) (Call, error) {
-	c, err := b.p.Submit(ctx, user, endpoint, args...)
+func (b *poolBackend) Submit(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (Call, error) {
+	c, err := b.p.SubmitWith(ctx, user, opts, endpoint, args...)
 	if err != nil {
 		return nil, err
 	}

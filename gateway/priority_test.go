@@ -11,19 +11,19 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// prioBackend is the fake backend recording the priority class each call's
-// context carries.
+// prioBackend is the fake backend recording the priority class each call
+// is given.
 type prioBackend struct {
 	*fake
 	mu   sync.Mutex
 	seen []pool.Priority
 }
 
-func (b *prioBackend) Predict(ctx context.Context, user, endpoint string, args []any) (*gateway.Result, error) {
+func (b *prioBackend) Predict(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (*gateway.Result, error) {
 	b.mu.Lock()
-	b.seen = append(b.seen, pool.PriorityFrom(ctx))
+	b.seen = append(b.seen, opts.Priority)
 	b.mu.Unlock()
-	return b.fake.Predict(ctx, user, endpoint, args)
+	return b.fake.Predict(ctx, user, opts, endpoint, args)
 }
 
 func TestPriorityHeader(t *testing.T) {

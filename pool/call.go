@@ -95,6 +95,21 @@ func (p *Pool) Predict(ctx context.Context, user, endpoint string, args ...any) 
 // released when the job ends. ctx governs the whole job: when it ends first
 // the app's job is cancelled.
 func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (*Call, error) {
+	return p.SubmitWith(ctx, user, CallOptions{}, endpoint, args...)
+}
+
+// CallOptions are the per-call options of [Pool.SubmitWith]. The zero
+// value is Submit's behaviour.
+type CallOptions struct {
+	// Priority is the class the call waits in when its replica has no
+	// free session (and for a Config.Limiter's permit).
+	Priority Priority
+}
+
+// SubmitWith is Submit with per-call options. They are a parameter rather
+// than context values so that they apply to this call only, not to
+// whatever else runs under the same context.
+func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, endpoint string, args ...any) (*Call, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -118,7 +133,7 @@ func (p *Pool) Submit(ctx context.Context, user, endpoint string, args ...any) (
 			actx = trace.ContextWithSpan(ctx, span) // the connect span's parent
 		}
 		l, err := p.acquire(actx, acquireOpts{key: key, endpoint: normEndpoint(endpoint), exclude: exclude,
-			causes: causes, failed: &failed, pending: &pending})
+			causes: causes, failed: &failed, pending: &pending, prio: opts.Priority})
 		waited += time.Since(t0)
 		if err != nil {
 			endSpan(span, err)

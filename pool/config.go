@@ -74,7 +74,7 @@ type Config struct {
 	// ErrQueueTimeout. Zero means 30 s; negative disables (wait as long as the context allows).
 	QueueTimeout time.Duration
 	// PriorityMaxWait is the starvation bound of priority classes (see
-	// [WithPriority]): a waiter that has waited this long is served before
+	// [CallOptions].Priority): a waiter that has waited this long is served before
 	// younger waiters of higher classes. Zero means
 	// 10 s; negative means strict
 	// priority (never promoted).

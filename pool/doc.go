@@ -32,7 +32,7 @@
 // Each replica has its own session pool (package sessionpool): most recently
 // used idle session first, new sessions on demand up to the maximum, then a
 // FIFO queue whose waiters give up after QueueTimeout (ErrQueueTimeout);
-// [WithPriority] puts a call in a higher or lower class of that queue.
+// [CallOptions].Priority puts a call in a higher or lower class of that queue.
 // Idle sessions above the minimum close after IdleTimeout; a few idle
 // sessions are pinged every HealthCheckInterval and destroyed after
 // UnhealthyAfterFailures failed pings. When a ping reports that the app

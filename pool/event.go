@@ -91,6 +91,11 @@ type routeKey struct{}
 // "call", "frontdoor"). The pool copies it into Event.Route of those
 // calls' failovers and ends, so that metrics fed by events can tell the
 // doors apart; the pool itself does nothing else with it.
+//
+// It stays a context value, unlike CallOptions, because it only labels:
+// it changes no decision of the pool, and it is request-scoped data that
+// the gateway sets once per door (the front door's requests reach Reserve
+// several frames down) rather than an option of one call.
 func WithRoute(ctx context.Context, route string) context.Context {
 	return context.WithValue(ctx, routeKey{}, route)
 }

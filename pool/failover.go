@@ -406,6 +406,8 @@ type acquireOpts struct {
 	// plain takes a plain slot even with StickySessions: the caller (the
 	// front door) binds its callers' sessions itself.
 	plain bool
+	// prio is the class the call waits in for a session or a permit.
+	prio Priority
 }
 
 // acquire routes o.key to a replica not in o.exclude. A call that fails
@@ -472,9 +474,9 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 			var l *Lease
 			var err error
 			if o.plain {
-				l, err = p.plainLease(ctx, r, key)
+				l, err = p.plainLease(ctx, r, key, o.prio)
 			} else {
-				l, err = p.acquireOn(ctx, r, key)
+				l, err = p.acquireOn(ctx, r, key, o.prio)
 			}
 			if err == nil {
 				if key != "" {

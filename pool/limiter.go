@@ -16,8 +16,10 @@ type Limiter interface {
 	// Pool.Replicas), first come first served among this Pool's callers.
 	// It returns ctx's error when ctx ends first (the Pool bounds the wait
 	// by Config.QueueTimeout), and an error wrapping ErrQueueFull when its
-	// waiter list is full (the Pool then tries the next replica).
-	Acquire(ctx context.Context, replica string) (Permit, error)
+	// waiter list is full (the Pool then tries the next replica). prio is
+	// the call's class (CallOptions.Priority), for limiters that serve
+	// higher classes first.
+	Acquire(ctx context.Context, replica string, prio Priority) (Permit, error)
 	// Waiting reports how many callers wait for a permit of replica, for
 	// Stats and the least-loaded routing of anonymous users.
 	Waiting(replica string) int
@@ -31,7 +33,7 @@ type Permit interface {
 
 // takePermit takes r's permit from Config.Limiter (nil without one),
 // waiting at most Config.QueueTimeout like the session queue does.
-func (p *Pool) takePermit(ctx context.Context, r *replica) (Permit, error) {
+func (p *Pool) takePermit(ctx context.Context, r *replica, prio Priority) (Permit, error) {
 	lim := p.cfg.Limiter
 	if lim == nil {
 		return nil, nil
@@ -42,7 +44,7 @@ func (p *Pool) takePermit(ctx context.Context, r *replica) (Permit, error) {
 		qctx, cancel = context.WithTimeout(ctx, qt)
 		defer cancel()
 	}
-	pm, err := lim.Acquire(qctx, r.name)
+	pm, err := lim.Acquire(qctx, r.name, prio)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -66,12 +68,12 @@ func (p *Pool) limiterWaiting(r *replica) int {
 
 // plainLease takes a permit of Config.Limiter (if any), then a pooled
 // session of r: a lease that is only the slot (no sticky reservation).
-func (p *Pool) plainLease(ctx context.Context, r *replica, key string) (*Lease, error) {
-	permit, err := p.takePermit(ctx, r)
+func (p *Pool) plainLease(ctx context.Context, r *replica, key string, prio Priority) (*Lease, error) {
+	permit, err := p.takePermit(ctx, r, prio)
 	if err != nil {
 		return nil, err
 	}
-	s, err := r.acquireSession(ctx)
+	s, err := r.acquireSession(ctx, prio)
 	if err != nil {
 		if permit != nil {
 			permit.Release()

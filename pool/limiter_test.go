@@ -27,7 +27,7 @@ func newCapLimiter(n int) *capLimiter {
 	return &capLimiter{n: n, held: map[string]int{}, wake: make(chan struct{}, 1)}
 }
 
-func (c *capLimiter) Acquire(ctx context.Context, replica string) (pool.Permit, error) {
+func (c *capLimiter) Acquire(ctx context.Context, replica string, _ pool.Priority) (pool.Permit, error) {
 	for {
 		c.mu.Lock()
 		if c.held[replica] < c.n {

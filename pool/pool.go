@@ -302,15 +302,15 @@ func (p *Pool) acquireFunc(ctx context.Context, user string, f func(*gradio.Clie
 
 // acquireOn takes a permit of Config.Limiter (if any), then a session of
 // r for key.
-func (p *Pool) acquireOn(ctx context.Context, r *replica, key string) (*Lease, error) {
+func (p *Pool) acquireOn(ctx context.Context, r *replica, key string, prio Priority) (*Lease, error) {
 	if p.sticky == nil || key == "" {
-		return p.plainLease(ctx, r, key)
+		return p.plainLease(ctx, r, key, prio)
 	}
-	permit, err := p.takePermit(ctx, r)
+	permit, err := p.takePermit(ctx, r, prio)
 	if err != nil {
 		return nil, err
 	}
-	l, err := p.sticky.acquire(ctx, r, key)
+	l, err := p.sticky.acquire(ctx, r, key, prio)
 	if err != nil {
 		if permit != nil {
 			permit.Release()

@@ -1,16 +1,13 @@
 package pool
 
-import (
-	"context"
-
-	"github.com/gradiopool/gradiopool/pool/sessionpool"
-)
+import "github.com/gradiopool/gradiopool/pool/sessionpool"
 
 // Priority is the class of a call waiting for a session of a full replica:
 // higher classes are served first, FIFO within a class, and a waiter is
 // promoted once it has waited Config.PriorityMaxWait, so that low-priority
 // calls are delayed but never starved. Config.QueueTimeout applies to every
-// class. The gateway sets it from the X-Gradiopool-Priority header.
+// class. Pass it in CallOptions; the gateway sets it from the
+// X-Gradiopool-Priority header.
 type Priority = sessionpool.Priority
 
 // Priority classes; the zero value is PriorityNormal.
@@ -20,16 +17,6 @@ const (
 	PriorityHigh   = sessionpool.PriorityHigh
 )
 
-// WithPriority returns a context whose calls (Acquire, Submit, Predict)
-// wait in class p when their replica has no free session.
-func WithPriority(ctx context.Context, p Priority) context.Context {
-	return sessionpool.WithPriority(ctx, p)
-}
-
 // ParsePriority parses "high", "normal" or "low" (any case); "" is
 // PriorityNormal.
 func ParsePriority(s string) (Priority, error) { return sessionpool.ParsePriority(s) }
-
-// PriorityFrom returns the class WithPriority set on ctx (PriorityNormal
-// if none).
-func PriorityFrom(ctx context.Context) Priority { return sessionpool.PriorityFrom(ctx) }

@@ -27,8 +27,12 @@ func TestPriorityFullPool(t *testing.T) {
 			got := make(chan done, 64)
 			call := func(name string, prio pool.Priority) {
 				go func() {
-					ctx := pool.WithPriority(context.Background(), prio)
-					if _, err := p.Predict(ctx, "", "slow", 1); err != nil {
+					c, err := p.SubmitWith(context.Background(), "", pool.CallOptions{Priority: prio}, "slow", 1)
+					if err == nil {
+						_, err = c.Wait(context.Background())
+						<-c.Done() // as Predict: served once the session is back
+					}
+					if err != nil {
 						t.Errorf("%s: %v", name, err)
 					}
 					got <- done{name, time.Since(start)}

@@ -253,8 +253,8 @@ func (r *replica) appChanged(s *gradio.Client) {
 // the app, and the sessions it makes serve the waiters in arrival order.
 // (Waiting for the app first would wake every caller together and let them
 // enter the queue in any order.)
-func (r *replica) acquireSession(ctx context.Context) (*sessionpool.Session[*gradio.Client], error) {
-	s, err := r.sp.Acquire(ctx)
+func (r *replica) acquireSession(ctx context.Context, prio Priority) (*sessionpool.Session[*gradio.Client], error) {
+	s, err := r.sp.AcquirePriority(ctx, prio)
 	if err != nil {
 		return nil, err
 	}

@@ -82,7 +82,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 			return nil, &ReplicaError{Replica: r.name, Err: err}
 		}
 	}
-	l, err := p.plainLease(ctx, r, key)
+	l, err := p.plainLease(ctx, r, key, PriorityNormal)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

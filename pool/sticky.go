@@ -85,7 +85,7 @@ func closeReservation(res *reservation) {
 
 // acquire waits for key's own session on r (while the user's previous call
 // runs), then takes a slot of r's pool for the call.
-func (t *stickyTable) acquire(ctx context.Context, r *replica, key string) (*Lease, error) {
+func (t *stickyTable) acquire(ctx context.Context, r *replica, key string, prio Priority) (*Lease, error) {
 	qctx := ctx
 	if qt := t.p.live.Load().queueTimeout; qt > 0 {
 		var cancel context.CancelFunc
@@ -114,7 +114,7 @@ func (t *stickyTable) acquire(ctx context.Context, r *replica, key string) (*Lea
 			res.token <- struct{}{} // let the closer have it
 			continue
 		}
-		s, err := r.acquireSession(ctx)
+		s, err := r.acquireSession(ctx, prio)
 		if err != nil {
 			res.token <- struct{}{}
 			return nil, err

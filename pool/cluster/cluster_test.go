@@ -112,7 +112,7 @@ func load(c *cluster.Coordinator, gw string, n int, hold time.Duration, f *infli
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				p, err := c.Acquire(ctx, replica)
+				p, err := c.Acquire(ctx, replica, pool.PriorityNormal)
 				cancel()
 				if err != nil {
 					errs.Add(1)
@@ -189,7 +189,7 @@ func TestFairAcrossGateways(t *testing.T) {
 					before := len(order)
 					mu.Unlock()
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					p, err := c.Acquire(ctx, replica)
+					p, err := c.Acquire(ctx, replica, pool.PriorityNormal)
 					cancel()
 					if err != nil {
 						t.Error(err)
@@ -246,7 +246,7 @@ func TestDeadGatewayLeasesExpire(t *testing.T) {
 	dead := gateway(t, addr, "dead", 2, ttl)
 	live := gateway(t, addr, "live", 2, ttl)
 	for range 2 {
-		if _, err := dead.Acquire(context.Background(), replica); err != nil {
+		if _, err := dead.Acquire(context.Background(), replica, pool.PriorityNormal); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,7 +258,7 @@ func TestDeadGatewayLeasesExpire(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	p, err := live.Acquire(ctx, replica)
+	p, err := live.Acquire(ctx, replica, pool.PriorityNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,29 +274,29 @@ func TestAcquireErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := c.Acquire(context.Background(), replica)
+	held, err := c.Acquire(context.Background(), replica, pool.PriorityNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitCtx, cancelWait := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
-	go func() { _, err := c.Acquire(waitCtx, replica); waited <- err }()
+	go func() { _, err := c.Acquire(waitCtx, replica, pool.PriorityNormal); waited <- err }()
 	waitUntil(t, "one waiter", func() bool { return c.Waiting(replica) == 1 })
-	if _, err := c.Acquire(context.Background(), replica); !errors.Is(err, pool.ErrQueueFull) {
+	if _, err := c.Acquire(context.Background(), replica, pool.PriorityNormal); !errors.Is(err, pool.ErrQueueFull) {
 		t.Errorf("second waiter: %v, want ErrQueueFull", err)
 	}
 	cancelWait()
 	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled waiter: %v", err)
 	}
-	go func() { _, err := c.Acquire(context.Background(), replica); waited <- err }()
+	go func() { _, err := c.Acquire(context.Background(), replica, pool.PriorityNormal); waited <- err }()
 	waitUntil(t, "one waiter", func() bool { return c.Waiting(replica) == 1 })
 	held.Release()
 	held.Release() // harmless
 	if err := <-waited; err != nil {
 		t.Errorf("waiter after a release: %v", err)
 	}
-	go func() { _, err := c.Acquire(context.Background(), replica); waited <- err }()
+	go func() { _, err := c.Acquire(context.Background(), replica, pool.PriorityNormal); waited <- err }()
 	waitUntil(t, "one waiter", func() bool { return c.Waiting(replica) == 1 })
 	c.Close(context.Background())
 	if err := <-waited; !errors.Is(err, cluster.ErrClosed) {
@@ -337,7 +337,7 @@ func TestPriorityClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	held, err := c.Acquire(context.Background(), replica)
+	held, err := c.Acquire(context.Background(), replica, pool.PriorityNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestPriorityClasses(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, p := range []pool.Priority{pool.PriorityLow, pool.PriorityNormal, pool.PriorityHigh, pool.PriorityNormal} {
 		wg.Go(func() {
-			pm, err := c.Acquire(pool.WithPriority(context.Background(), p), replica)
+			pm, err := c.Acquire(context.Background(), replica, p)
 			if err != nil {
 				t.Error(err)
 				return
@@ -376,7 +376,7 @@ func TestDeadGatewayFirstInQueue(t *testing.T) {
 	live := gateway(t, addr, "live", 1, ttl)
 	dead := gateway(t, addr, "dead", 1, ttl)
 	other := gateway(t, addr, "other", 1, ttl)
-	held, err := live.Acquire(context.Background(), replica)
+	held, err := live.Acquire(context.Background(), replica, pool.PriorityNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,13 +385,13 @@ func TestDeadGatewayFirstInQueue(t *testing.T) {
 		return admin.ZRange(context.Background(), "{test}:sem:"+replica+":q", 0, -1).Val()
 	}
 	deadErr := make(chan error, 1)
-	go func() { _, err := dead.Acquire(context.Background(), replica); deadErr <- err }()
+	go func() { _, err := dead.Acquire(context.Background(), replica, pool.PriorityNormal); deadErr <- err }()
 	waitUntil(t, "dead in the queue", func() bool { return len(queue()) == 1 })
 	got := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/2)
 		defer cancel()
-		p, err := other.Acquire(ctx, replica)
+		p, err := other.Acquire(ctx, replica, pool.PriorityNormal)
 		if err == nil {
 			p.Release()
 		}

@@ -59,7 +59,7 @@ type Config struct {
 	// capped at a third of LeaseTTL.
 	PollInterval time.Duration
 	// PriorityMaxWait is the starvation bound of the priority classes of
-	// the local waiter lists (pool.WithPriority): a waiter of a lower class
+	// the local waiter lists (pool.CallOptions.Priority): a waiter of a lower class
 	// goes first once it has waited this long. Zero means
 	// the pool's default (10 s); negative means strict classes.
 	PriorityMaxWait time.Duration

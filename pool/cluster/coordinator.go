@@ -351,9 +351,10 @@ func (c *Coordinator) pokeAll() {
 }
 
 // Acquire implements [pool.Limiter]: a lease on replica's global limit,
-// first come first served among this gateway's callers.
-func (c *Coordinator) Acquire(ctx context.Context, replica string) (pool.Permit, error) {
-	return c.limiter(replica).acquire(ctx)
+// first come first served among this gateway's callers of one class,
+// higher classes (prio) first.
+func (c *Coordinator) Acquire(ctx context.Context, replica string, prio pool.Priority) (pool.Permit, error) {
+	return c.limiter(replica).acquire(ctx, prio)
 }
 
 // Waiting implements [pool.Limiter].

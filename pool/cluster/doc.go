@@ -27,7 +27,7 @@
 // # Fairness
 //
 // Within a gateway, callers wait in one list per replica, FIFO within
-// pool.WithPriority's classes, served as the session pool serves its own
+// pool.CallOptions.Priority classes, served as the session pool serves its own
 // (highest class first, a lower one promoted after PriorityMaxWait); one
 // goroutine per replica, alive only while callers wait, asks Redis for
 // leases on behalf of the oldest. Across gateways, a gateway that cannot

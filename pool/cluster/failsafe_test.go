@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool"
 	"github.com/gradiopool/gradiopool/pool/cluster"
 )
 
@@ -189,24 +190,24 @@ func TestStartWithoutRedis(t *testing.T) {
 	// fail_open: the share of 3 gateways, 6/3, and not one more.
 	var held []func()
 	for range 2 {
-		p, err := open.Acquire(context.Background(), replica)
+		p, err := open.Acquire(context.Background(), replica, pool.PriorityNormal)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, p.Release)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	if _, err := open.Acquire(ctx, replica); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := open.Acquire(ctx, replica, pool.PriorityNormal); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("third acquire over a share of 2: %v, want to wait", err)
 	}
 	cancel()
 	// fail_closed: refused at once.
-	if _, err := closed.Acquire(context.Background(), replica); !errors.Is(err, cluster.ErrRedisDown) {
+	if _, err := closed.Acquire(context.Background(), replica, pool.PriorityNormal); !errors.Is(err, cluster.ErrRedisDown) {
 		t.Errorf("fail_closed without Redis: %v, want ErrRedisDown", err)
 	}
 	srv.Start()
 	waitUntil(t, "both to join", func() bool { return open.RedisUp() && closed.RedisUp() })
-	p, err := closed.Acquire(context.Background(), replica)
+	p, err := closed.Acquire(context.Background(), replica, pool.PriorityNormal)
 	if err != nil {
 		t.Fatalf("fail_closed after Redis returned: %v", err)
 	}
@@ -249,7 +250,7 @@ func TestShareCountsLastMembership(t *testing.T) {
 	srv.Stop()
 	var held []func()
 	for range limit / 2 {
-		p, err := g0.Acquire(context.Background(), replica)
+		p, err := g0.Acquire(context.Background(), replica, pool.PriorityNormal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +261,7 @@ func TestShareCountsLastMembership(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := g0.Acquire(ctx, replica); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := g0.Acquire(ctx, replica, pool.PriorityNormal); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("acquire over the share of %d: %v, want to wait", limit/2, err)
 	}
 	for _, r := range held {

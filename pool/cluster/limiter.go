@@ -81,7 +81,7 @@ func (l *limiter) leaseID(n uint64) string {
 	return l.c.id + ":" + strconv.FormatUint(n, 10)
 }
 
-func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
+func (l *limiter) acquire(ctx context.Context, prio pool.Priority) (pool.Permit, error) {
 	if l.c.isClosed() {
 		return nil, ErrClosed
 	}
@@ -107,7 +107,7 @@ func (l *limiter) acquire(ctx context.Context) (pool.Permit, error) {
 	}
 	w := &waiter{ch: make(chan *permit, 1)}
 	w.link.Value = w
-	l.waiters.Push(&w.link, waitq.ClassOf(int(pool.PriorityFrom(ctx))), l.c.clock())
+	l.waiters.Push(&w.link, waitq.ClassOf(int(prio)), l.c.clock())
 	start := !l.pumping
 	l.pumping = true
 	l.mu.Unlock()

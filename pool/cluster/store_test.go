@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool"
 	"github.com/gradiopool/gradiopool/pool/assign"
 	"github.com/gradiopool/gradiopool/pool/cluster"
 )
@@ -82,7 +83,7 @@ func (m member) call(t *testing.T, user string) {
 			return
 		}
 	}
-	p, err := m.c.Acquire(ctx, r)
+	p, err := m.c.Acquire(ctx, r, pool.PriorityNormal)
 	if err != nil {
 		t.Error(err)
 		return
@@ -189,7 +190,7 @@ func TestHungRedis(t *testing.T) {
 	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := m.c.Acquire(actx, replica)
+	p, err := m.c.Acquire(actx, replica, pool.PriorityNormal)
 	if err != nil {
 		t.Fatalf("acquire on the local share: %v", err)
 	}

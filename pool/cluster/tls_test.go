@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool"
 	"github.com/gradiopool/gradiopool/pool/cluster"
 )
 
@@ -94,7 +95,7 @@ func TestTLS(t *testing.T) {
 			return err
 		}
 		defer c.Close(context.Background())
-		pm, err := c.Acquire(ctx, replica)
+		pm, err := c.Acquire(ctx, replica, pool.PriorityNormal)
 		if err != nil {
 			return err
 		}

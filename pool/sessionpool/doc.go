@@ -43,8 +43,7 @@
 // with its context's error when that ends first, and at once with
 // [ErrQueueFull] when MaxWaiters (1000) callers are already waiting.
 //
-// An Acquire whose context carries a [Priority] ([WithPriority]) waits in
-// that class: higher classes are served first, FIFO within a class, and a
+// [Pool.AcquirePriority] waits in the [Priority] class it is given: higher classes are served first, FIFO within a class, and a
 // waiter that has waited PriorityMaxWait (10 s) goes before younger waiters
 // of higher classes. With one class (the default) the queue is the strict
 // FIFO above; QueueTimeout is the same for every class.

@@ -114,7 +114,17 @@ func (p *Pool[T]) now() int64 { return int64(time.Since(p.epoch)) }
 //
 // The first Acquire initialises the pool: it starts MinSessions connects in
 // parallel and is served by whichever is ready first.
+//
+// Acquire waits in class PriorityNormal; see AcquirePriority.
 func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
+	return p.AcquirePriority(ctx, PriorityNormal)
+}
+
+// AcquirePriority is Acquire waiting in class prio when no session is free
+// (values outside PriorityLow..PriorityHigh are clamped). The class is a
+// parameter, not a context value, so that it cannot leak into calls made
+// further down with the same context.
+func (p *Pool[T]) AcquirePriority(ctx context.Context, prio Priority) (*Session[T], error) {
 	if err := ctx.Err(); err != nil {
 		p.canceledAcquires.Add(1)
 		return nil, err
@@ -158,13 +168,13 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Session[T], error) {
 		p.mu.Unlock()
 		return s, nil
 	}
-	return p.acquireSlow(ctx, entered)
+	return p.acquireSlow(ctx, entered, clampPriority(prio))
 }
 
 // acquireSlow is Acquire beyond the common case: MaxLifetime checks,
 // growth and waiting.
 // WARNING: caller must hold p.mu; acquireSlow releases it.
-func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], error) {
+func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64, prio Priority) (*Session[T], error) {
 	now := p.now()
 	retired := false
 	for n := len(p.idle); n > 0; n = len(p.idle) {
@@ -202,7 +212,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64) (*Session[T], 
 
 	w := p.waiters.Get().(*waiter[T])
 	w.start = entered
-	w.prio = PriorityFrom(ctx)
+	w.prio = prio
 	w.deadline = 0
 	if p.cfg.QueueTimeout > 0 {
 		w.deadline = entered + int64(p.cfg.QueueTimeout)

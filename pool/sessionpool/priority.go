@@ -1,7 +1,6 @@
 package sessionpool
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -11,8 +10,8 @@ import (
 // Priority is the class of a waiting Acquire: when no session is free,
 // higher classes are served first, FIFO within a class, and a waiter of a
 // lower class is promoted once it has waited Config.PriorityMaxWait (the
-// starvation bound). Attach it to the Acquire's context with
-// [WithPriority]; the zero value is PriorityNormal. QueueTimeout applies to
+// starvation bound). Pass it to
+// [Pool.AcquirePriority]; the zero value is PriorityNormal. QueueTimeout applies to
 // every class alike.
 type Priority int8
 
@@ -52,19 +51,10 @@ func ParsePriority(s string) (Priority, error) {
 	return PriorityNormal, fmt.Errorf("sessionpool: unknown priority %q (want high, normal or low)", s)
 }
 
-type priorityKey struct{}
-
-// WithPriority returns a context whose Acquires wait in class p. Values
-// outside PriorityLow..PriorityHigh are clamped.
-func WithPriority(ctx context.Context, p Priority) context.Context {
-	return context.WithValue(ctx, priorityKey{}, min(max(p, PriorityLow), PriorityHigh))
-}
-
-// PriorityFrom returns the class set by WithPriority (PriorityNormal if none).
-func PriorityFrom(ctx context.Context) Priority {
-	p, _ := ctx.Value(priorityKey{}).(Priority)
-	return p
-}
+// clampPriority maps a class outside PriorityLow..PriorityHigh to the
+// nearest one, so that a caller's out-of-range value cannot index past
+// the wait queue's classes.
+func clampPriority(p Priority) Priority { return min(max(p, PriorityLow), PriorityHigh) }
 
 // waitQueue is the wait list of a pool: the shared priority FIFO
 // (internal/waitq) of its waiters, counted in n. With a single class in

@@ -15,7 +15,7 @@ import (
 func queueWaiter(t *testing.T, p *sessionpool.Pool[*fakeConn], prio sessionpool.Priority, name string, got chan<- string) {
 	t.Helper()
 	go func() {
-		s, err := p.Acquire(sessionpool.WithPriority(context.Background(), prio))
+		s, err := p.AcquirePriority(context.Background(), prio)
 		if err != nil {
 			got <- name + ": " + err.Error()
 			return
@@ -95,7 +95,7 @@ func TestPriorityStarvationBound(t *testing.T) {
 				lowCtx, cancelLow := context.WithCancel(context.Background())
 				low := make(chan time.Duration, 1)
 				go func() {
-					s, err := p.Acquire(sessionpool.WithPriority(lowCtx, sessionpool.PriorityLow))
+					s, err := p.AcquirePriority(lowCtx, sessionpool.PriorityLow)
 					if err != nil {
 						low <- -1
 						return
@@ -112,7 +112,7 @@ func TestPriorityStarvationBound(t *testing.T) {
 				for range 20 {
 					hi = make(chan *sessionpool.Session[*fakeConn], 1)
 					go func() {
-						s, err := p.Acquire(sessionpool.WithPriority(context.Background(), sessionpool.PriorityHigh))
+						s, err := p.AcquirePriority(context.Background(), sessionpool.PriorityHigh)
 						if err != nil {
 							t.Errorf("high: %v", err)
 							close(hi)
@@ -177,7 +177,7 @@ func TestPriorityQueueTimeoutEveryClass(t *testing.T) {
 		for i, prio := range []sessionpool.Priority{sessionpool.PriorityHigh, sessionpool.PriorityLow, sessionpool.PriorityNormal} {
 			time.Sleep(time.Duration(i) * time.Second / 2)
 			go func() {
-				_, err := p.Acquire(sessionpool.WithPriority(context.Background(), prio))
+				_, err := p.AcquirePriority(context.Background(), prio)
 				got <- res{prio, err, time.Since(start)}
 			}()
 			synctest.Wait()
@@ -220,10 +220,10 @@ func TestParsePriority(t *testing.T) {
 			t.Errorf("ParsePriority(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
-	if p := sessionpool.PriorityFrom(sessionpool.WithPriority(context.Background(), 7)); p != sessionpool.PriorityHigh {
-		t.Errorf("WithPriority(7) = %v, want clamped to high", p)
+	if p := sessionpool.ClampPriority(7); p != sessionpool.PriorityHigh {
+		t.Errorf("AcquirePriority(ctx, 7) waits in %v, want clamped to high", p)
 	}
-	if p := sessionpool.PriorityFrom(context.Background()); p != sessionpool.PriorityNormal {
-		t.Errorf("no priority = %v, want normal", p)
+	if p := sessionpool.ClampPriority(-9); p != sessionpool.PriorityLow {
+		t.Errorf("AcquirePriority(ctx, -9) waits in %v, want clamped to low", p)
 	}
 }

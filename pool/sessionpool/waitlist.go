@@ -9,7 +9,7 @@ import (
 // waiter is one Acquire in the FIFO queue.
 type waiter[T any] struct {
 	link     waitq.Link[*waiter[T]] // its place in the wait queue; link.Value is the waiter
-	prio     Priority               // class of the Acquire (see WithPriority)
+	prio     Priority               // class of the Acquire (see AcquirePriority)
 	start    int64                  // pool clock when it joined
 	served   int64                  // pool clock when it was handed a session
 	deadline int64                  // pool clock when it times out; 0: never

@@ -1,0 +1,4 @@
+package sessionpool
+
+// ClampPriority is clampPriority for the external tests.
+var ClampPriority = clampPriority
