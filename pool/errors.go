@@ -65,15 +65,27 @@ func (e *AllReplicasFailedError) Unwrap() []error {
 	return errs
 }
 
-// ejectedError is the cause recorded for a replica skipped while ejected.
+// ejectedError is the cause recorded for a replica skipped while ejected,
+// or (suspectSince set) skipped as hung. One type for both: each wraps
+// errEjected and the replica's last error alike.
 type ejectedError struct {
-	until     time.Time
-	last      error
-	trial     bool // half-open: its trial calls are out, waiting for their verdict
-	permanent bool
+	until        time.Time
+	last         error
+	trial        bool // half-open: its trial calls are out, waiting for their verdict
+	permanent    bool
+	suspectSince time.Time // when it was found hung; zero when ejected
 }
 
+func (e *ejectedError) suspect() bool { return !e.suspectSince.IsZero() }
+
 func (e *ejectedError) Error() string {
+	if e.suspect() {
+		s := fmt.Sprintf("suspect (hung) since %s", e.suspectSince.UTC().Format(time.RFC3339))
+		if e.last != nil {
+			s += ": " + e.last.Error()
+		}
+		return s
+	}
 	s := "ejected"
 	switch {
 	case e.trial:
@@ -89,27 +101,6 @@ func (e *ejectedError) Error() string {
 		s += " after: " + e.last.Error()
 	}
 	return s
-}
-
-// suspectError is the cause recorded for a replica skipped as hung.
-type suspectError struct {
-	since time.Time
-	last  error
-}
-
-func (e *suspectError) Error() string {
-	s := fmt.Sprintf("suspect (hung) since %s", e.since.UTC().Format(time.RFC3339))
-	if e.last != nil {
-		s += ": " + e.last.Error()
-	}
-	return s
-}
-
-func (e *suspectError) Unwrap() []error {
-	if e.last == nil {
-		return []error{errEjected}
-	}
-	return []error{errEjected, e.last}
 }
 
 func (e *ejectedError) Unwrap() []error {

@@ -124,7 +124,7 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 	case r.removed:
 		return false, false, errRemoved
 	case r.suspect:
-		return false, false, &suspectError{since: r.suspectAt, last: r.lastErr}
+		return false, false, &ejectedError{suspectSince: r.suspectAt, last: r.lastErr}
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
 		return false, false, r.ejectedLocked()
 	case !r.ejectUntil.IsZero():

@@ -219,7 +219,7 @@ func errorKind(err error) string {
 		return "queue_full"
 	case errors.Is(err, ErrClosed), errors.Is(err, gradio.ErrClosed):
 		return "closed"
-	case errors.As(err, &ej):
+	case errors.As(err, &ej) && !ej.suspect(): // a hung replica's cause is its last error's kind
 		return "replica_ejected"
 	case errors.As(err, &app):
 		return "app_error"
