@@ -54,7 +54,7 @@ func queueUnreachable(err error) bool {
 }
 
 // submitCall runs a call through /call.
-func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
+func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint string, data []any, jo jobOpts) (*Job, error) {
 	a := s.app
 	if !callCapable(a.cfg, dep) {
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: fmt.Sprintf("the /call transport needs Gradio 4.20+ and an endpoint with an api_name (Gradio %s, protocol %q)", a.cfg.Version, a.cfg.Protocol)}
@@ -97,8 +97,8 @@ func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint s
 		return nil, &ProtocolError{Op: route, Body: excerpt(rb), Err: errors.New("no event_id")}
 	}
 	jctx, jcancel := context.WithCancel(s.ctx)
-	j := newJob(s, ctx, dep, endpoint)
-	j.id, j.quiet = v.EventID, quiet
+	j := newJob(s, ctx, dep, endpoint, jo.hook)
+	j.id, j.quiet = v.EventID, jo.quiet
 	j.onFinish = func(error) { jcancel() }
 	return s.startLocalJob(ctx, j, jcancel, func() { s.readCall(jctx, j, route+"/"+url.PathEscape(v.EventID)) })
 }

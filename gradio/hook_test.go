@@ -34,7 +34,7 @@ func TestEventHook(t *testing.T) {
 	c := connect(t, srv.URL)
 	t.Run("submit generator", func(t *testing.T) {
 		var rec kindRecorder
-		j, err := c.Submit(gradio.WithEventHook(testCtx(t), rec.hook), "count", 3)
+		j, err := c.SubmitWith(testCtx(t), gradio.SubmitOptions{Hook: rec.hook}, "count", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestEventHook(t *testing.T) {
 	})
 	t.Run("predict keeps no events but calls the hook", func(t *testing.T) {
 		var rec kindRecorder
-		if _, err := c.Predict(gradio.WithEventHook(testCtx(t), rec.hook), "upper", "x"); err != nil {
+		if _, err := gradio.PredictWithHook(testCtx(t), c, rec.hook, "upper", "x"); err != nil {
 			t.Fatal(err)
 		}
 		got := rec.get()
@@ -67,7 +67,7 @@ func TestEventHook(t *testing.T) {
 	})
 	t.Run("app error", func(t *testing.T) {
 		var rec kindRecorder
-		_, err := c.Predict(gradio.WithEventHook(testCtx(t), rec.hook), "fail", "x")
+		_, err := gradio.PredictWithHook(testCtx(t), c, rec.hook, "fail", "x")
 		var appErr *gradio.AppError
 		if !errors.As(err, &appErr) {
 			t.Fatalf("err = %v, want *AppError", err)

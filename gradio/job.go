@@ -113,15 +113,15 @@ type Job struct {
 	v0key    string              // key in s.pending for v0 jobs (set before publication)
 	onFinish func(err error)     // releases a job's own stream or socket (set before publication)
 	after    []*afterDone        // AfterDone callbacks not run yet
-	hook     EventHook           // from the Submit ctx (WithEventHook); nil if none
+	hook     EventHook           // SubmitOptions.Hook; nil if none
 	started  bool                // the app sent process_starts
 }
 
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
 type afterDone struct{ f func() }
 
-func newJob(s *appSession, ctx context.Context, dep *Dependency, endpoint string) *Job {
-	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{}), hook: eventHookFrom(ctx)}
+func newJob(s *appSession, ctx context.Context, dep *Dependency, endpoint string, hook EventHook) *Job {
+	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{}), hook: hook}
 }
 
 // ID returns the event id the app assigned (empty for a v0 app until the

@@ -22,7 +22,7 @@ type joinBody struct {
 	OAuthToken  *string `json:"oauth_token,omitempty"`
 }
 
-func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
+func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, jo jobOpts) (*Job, error) {
 	body, err := json.Marshal(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash, OAuthToken: oauth})
 	if err != nil {
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
@@ -42,7 +42,7 @@ func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint
 	}
 	if ctx.Done() == nil {
 		s.mu.Unlock()
-		return s.joinAndRegister(ctx, dep, endpoint, body, quiet)
+		return s.joinAndRegister(ctx, dep, endpoint, body, jo)
 	}
 	// The join runs detached from ctx (a call the app accepted must be
 	// known, to be cancelled), but the caller does not wait past its ctx
@@ -53,7 +53,7 @@ func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint
 	}
 	ch := make(chan joined, 1)
 	s.goLocked(func() {
-		j, err := s.joinAndRegister(ctx, dep, endpoint, body, quiet)
+		j, err := s.joinAndRegister(ctx, dep, endpoint, body, jo)
 		ch <- joined{j, err}
 	})
 	s.mu.Unlock()
@@ -75,7 +75,7 @@ func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint
 // joinAndRegister sends the join and registers the job it started; when
 // ctx has ended by then, the job is cancelled at the app. The caller has
 // counted the join in s.joining.
-func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, quiet bool) (*Job, error) {
+func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpoint string, body []byte, jo jobOpts) (*Job, error) {
 	// A join right after a hang-up (failDropping) waits out cutGrace, or
 	// the app could drop it with the session's cancelled queued events.
 	err := s.waitCutGrace(ctx)
@@ -89,8 +89,8 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 		return nil, err
 	}
 	eventID, err := s.join(ctx, body)
-	j := newJob(s, ctx, dep, endpoint)
-	j.id, j.quiet = eventID, quiet
+	j := newJob(s, ctx, dep, endpoint, jo.hook)
+	j.id, j.quiet = eventID, jo.quiet
 	s.mu.Lock()
 	s.joining--
 	if err == nil && s.closed {

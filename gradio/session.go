@@ -96,7 +96,7 @@ func (s *appSession) close() {
 // endpoint and args; State (and other skip_api) outputs are dropped, as
 // the Python client does, and each output is the raw JSON value.
 func (c *Client) Predict(ctx context.Context, endpoint string, args ...any) ([]json.RawMessage, error) {
-	j, err := c.sess.submit(ctx, endpoint, args, true)
+	j, err := c.sess.submit(ctx, endpoint, args, jobOpts{quiet: true})
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,32 @@ func (c *Client) Predict(ctx context.Context, endpoint string, args ...any) ([]j
 // bounded by the header timeout, so that a call the app accepted is never
 // left running uncancelled.
 func (c *Client) Submit(ctx context.Context, endpoint string, args ...any) (*Job, error) {
-	return c.sess.submit(ctx, endpoint, args, false)
+	return c.sess.submit(ctx, endpoint, args, jobOpts{})
+}
+
+// SubmitOptions are the per-call options of [Client.SubmitWith]; the zero
+// value is Submit's behaviour.
+type SubmitOptions struct {
+	// Hook, if set, is called with each of the job's events, in order, the
+	// final EventCompleted or EventError included.
+	Hook EventHook
+}
+
+// SubmitWith is Submit with per-call options. They are a parameter rather
+// than context values so that they reach this job only, not other calls
+// made with the same context.
+func (c *Client) SubmitWith(ctx context.Context, opts SubmitOptions, endpoint string, args ...any) (*Job, error) {
+	return c.sess.submit(ctx, endpoint, args, jobOpts{hook: opts.Hook})
+}
+
+// jobOpts are a job's options on their way from Submit to newJob.
+type jobOpts struct {
+	quiet bool      // Predict: keep no event history
+	hook  EventHook // SubmitOptions.Hook
 }
 
 // submit starts a call; quiet jobs (Predict) keep no event history.
-func (s *appSession) submit(ctx context.Context, endpoint string, args []any, quiet bool) (*Job, error) {
+func (s *appSession) submit(ctx context.Context, endpoint string, args []any, jo jobOpts) (*Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -150,21 +171,21 @@ func (s *appSession) submit(ctx context.Context, endpoint string, args []any, qu
 		return nil, ErrClosed
 	}
 	if s.app.callTransport() {
-		return s.submitCall(ctx, dep, endpoint, data, quiet)
+		return s.submitCall(ctx, dep, endpoint, data, jo)
 	}
 	switch cfg.Protocol {
 	case ProtocolSSE:
-		return s.submitV0(ctx, dep, endpoint, data, oauth, quiet)
+		return s.submitV0(ctx, dep, endpoint, data, oauth, jo)
 	case ProtocolWS:
-		return s.submitWS(ctx, dep, endpoint, data, quiet)
+		return s.submitWS(ctx, dep, endpoint, data, jo)
 	}
-	j, err := s.submitQueued(ctx, dep, endpoint, data, oauth, quiet)
+	j, err := s.submitQueued(ctx, dep, endpoint, data, oauth, jo)
 	if err != nil && queueUnreachable(err) && callCapable(cfg, dep) {
 		// The queue route is missing (a proxy that forwards only /call):
 		// the call was never accepted, so it may go through /call.
 		s.app.log.Info("gradio: queue/join unreachable, using /call", "base", s.app.base, "err", err)
 		s.app.useCall.Store(true)
-		return s.submitCall(ctx, dep, endpoint, data, quiet)
+		return s.submitCall(ctx, dep, endpoint, data, jo)
 	}
 	return j, err
 }

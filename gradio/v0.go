@@ -16,7 +16,7 @@ import (
 // submitV0 runs a call on an sse (v0, Gradio 4.0-4.8) app: one GET
 // queue/join stream per call; the inputs are POSTed to queue/data when the
 // server asks (send_data).
-func (s *appSession) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, quiet bool) (*Job, error) {
+func (s *appSession) submitV0(ctx context.Context, dep *Dependency, endpoint string, data []any, oauth *string, jo jobOpts) (*Job, error) {
 	a := s.app
 	jctx, jcancel := context.WithCancel(s.ctx)
 	q := url.Values{"fn_index": {strconv.Itoa(dep.FnIndex)}, "session_hash": {s.hash}}
@@ -53,8 +53,8 @@ func (s *appSession) submitV0(ctx context.Context, dep *Dependency, endpoint str
 		jcancel()
 		return nil, fmt.Errorf("%w: this application is currently busy", ErrQueueFull)
 	}
-	j := newJob(s, ctx, dep, endpoint)
-	j.quiet = quiet
+	j := newJob(s, ctx, dep, endpoint, jo.hook)
+	j.quiet = jo.quiet
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

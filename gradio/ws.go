@@ -185,7 +185,7 @@ func skipQueue(cfg *Config, d *Dependency) bool {
 }
 
 // submitWS runs a call on a Gradio 3 app.
-func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint string, data []any, quiet bool) (*Job, error) {
+func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint string, data []any, jo jobOpts) (*Job, error) {
 	for i, v := range data {
 		if hasFileData(v) {
 			n, err := legacyFiles(endpoint, v)
@@ -197,8 +197,8 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 	}
 	a := s.app
 	jctx, jcancel := context.WithCancel(s.ctx)
-	j := newJob(s, ctx, dep, endpoint)
-	j.quiet = quiet
+	j := newJob(s, ctx, dep, endpoint, jo.hook)
+	j.quiet = jo.quiet
 	j.onFinish = func(error) { jcancel() }
 	if skipQueue(a.cfg, dep) {
 		return s.startLocalJob(ctx, j, jcancel, func() { s.runPredict(jctx, j, data) })

@@ -150,7 +150,7 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		span = ct.child(spanJoin, attrReplica.String(r.name), attrAttempt.Int(attempt))
 		load := r.beginCall(endpoint)
 		stopWatch := r.watchJoin()
-		job, err := l.client.Submit(jobContext(ctx, load, ct), endpoint, args...)
+		job, err := l.client.SubmitWith(ctx, gradio.SubmitOptions{Hook: jobHook(load, ct)}, endpoint, args...)
 		stopWatch()
 		endSpan(span, err)
 		if err == nil {

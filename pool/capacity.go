@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"math"
 	"slices"
 	"sort"
@@ -139,7 +138,7 @@ func normEndpoint(ep string) string {
 	return ep
 }
 
-// observe sees the job's events (gradio.WithEventHook): it runs under the
+// observe sees the job's events (its gradio.EventHook): it runs under the
 // job's lock, so it only does bookkeeping (the advice is emitted on a
 // goroutine of its own).
 func (t *callLoad) observe(ev gradio.Event) {
@@ -399,18 +398,18 @@ func (p *Pool) rebalanced(list []*replica, endpoint string, assigned *replica) *
 	return assigned
 }
 
-// jobContext is the context a job is submitted with: its events feed the
+// jobHook is the event hook a job is submitted with: its events feed the
 // replica's capacity bookkeeping and, when the call is traced, drive its
-// queue, run and stream spans. (A context carries one event hook: this one
-// calls both.)
-func jobContext(ctx context.Context, load *callLoad, ct *callTrace) context.Context {
+// queue, run and stream spans. (A job has one event hook: this one calls
+// both.)
+func jobHook(load *callLoad, ct *callTrace) gradio.EventHook {
 	if ct == nil {
-		return gradio.WithEventHook(ctx, load.observe)
+		return load.observe
 	}
-	return gradio.WithEventHook(ctx, func(ev gradio.Event) {
+	return func(ev gradio.Event) {
 		load.observe(ev)
 		ct.onEvent(ev)
-	})
+	}
 }
 
 // EndpointLoad is what the pool knows of one endpoint's queue on one
