@@ -10,8 +10,10 @@
 // hash of the user's e-mail, never the e-mail itself. Values are replica names:
 // short strings, so that a shared store keeps a few dozen bytes per user.
 //
-// Two implementations are provided: [Memory] (one process; the default of
-// package pool) and [Redis] (shared by several gateway instances, so that a
+// Two implementations are provided, both the module's one TTL store
+// (internal/ttlstore, which the Gradio front door keeps its caller
+// sessions in too): [Memory] (one process; the default of package pool)
+// and [Redis] (shared by several gateway instances, so that a
 // user stays on one replica whichever instance serves them):
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})

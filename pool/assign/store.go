@@ -2,12 +2,13 @@ package assign
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/ttlstore"
 )
 
-// ErrClosed is returned by a closed store.
-var ErrClosed = errors.New("assign: store closed")
+// ErrClosed is returned by a closed [Memory].
+var ErrClosed = ttlstore.ErrClosed
 
 // Store maps a user key to a replica name with a time to live.
 //
@@ -37,4 +38,16 @@ type Refresher interface {
 	// GetRefresh is Get; when the key is found, its expiry is also set to
 	// ttl from now (ttl <= 0: left as it is).
 	GetRefresh(ctx context.Context, key string, ttl time.Duration) (replica string, ok bool, err error)
+}
+
+// Claimer is a [Store] that can make a first assignment atomically, so
+// that several gateways seeing a new user at the same moment agree on one
+// replica. Package pool uses it, when the Store has it, for every user it
+// finds unassigned.
+type Claimer interface {
+	// Claim assigns key to replica for ttl (<= 0: no expiry) unless key is
+	// already assigned, and returns the replica key is assigned to after
+	// the call: replica when the claim won, else the earlier assignment
+	// (whose expiry is left as it was).
+	Claim(ctx context.Context, key, replica string, ttl time.Duration) (string, error)
 }
