@@ -20,7 +20,7 @@ import (
 )
 
 // TracerName is the instrumentation scope of the gateway's request spans;
-// the pool's call spans are their children (see pool.SpanCall).
+// the pool's call spans are their children (the pool's "gradiopool.call").
 const TracerName = "github.com/gradiopool/gradiopool/gateway"
 
 // traceContext reads a caller's W3C traceparent (and tracestate): the

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gradiopool/gradiopool/gateway"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // globalSpans installs a global tracer provider recording into memory
@@ -55,7 +54,7 @@ func TestTraceparentContinued(t *testing.T) {
 		switch spans[i].Name {
 		case "POST /v1/predict/{api_name}":
 			server = &spans[i]
-		case pool.SpanCall:
+		case "gradiopool.call": // the pool's call span
 			call = &spans[i]
 		}
 	}

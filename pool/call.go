@@ -65,9 +65,6 @@ func (c *Call) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	return data, err
 }
 
-// Cancel asks the app to cancel the job; see gradio.Job.Cancel.
-func (c *Call) Cancel(ctx context.Context) error { return c.job.Cancel(ctx) }
-
 // Predict runs endpoint (api_name, with or without "/") with args for user
 // ("" for anonymous) and waits for the result. It acquires a session,
 // submits, waits and releases. When ctx ends the app's job is cancelled.

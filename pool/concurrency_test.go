@@ -187,7 +187,7 @@ func TestWaiterListFullFailover(t *testing.T) {
 	u0, _ := pinnedUsers(t, p, "upper")
 	name0, name1 := p.Replicas()[0], p.Replicas()[1]
 	l, err := p.Acquire(ctx, u0) // replica 0's only session
-	if err != nil || l.Replica() != name0 {
+	if err != nil || pool.LeaseReplica(l) != name0 {
 		t.Fatalf("Acquire: %v %v", l, err)
 	}
 	waiter := make(chan *pool.Lease)
@@ -208,8 +208,8 @@ func TestWaiterListFullFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l3.Replica() != name1 {
-		t.Errorf("third caller on %s, want %s (waiter list full)", l3.Replica(), name1)
+	if pool.LeaseReplica(l3) != name1 {
+		t.Errorf("third caller on %s, want %s (waiter list full)", pool.LeaseReplica(l3), name1)
 	}
 	l3.Release()
 	l.Release()

@@ -194,8 +194,8 @@ type Config struct {
 	// OnEvent, if set, is called synchronously for every [Event]; it must be
 	// quick and must not call back into the Pool. Use it for metrics.
 	OnEvent func(Event)
-	// TracerProvider makes the OpenTelemetry spans of each call (see
-	// SpanCall). Nil means the global provider (otel.GetTracerProvider: no
+	// TracerProvider makes the OpenTelemetry spans of each call (a
+	// "gradiopool.call" span and its children, see tracing.go). Nil means the global provider (otel.GetTracerProvider: no
 	// spans until the program sets one).
 	TracerProvider trace.TracerProvider
 	// Limiter, if set, must grant a permit before a session of a replica is

@@ -18,6 +18,7 @@ func SetDelays(p *Pool, connectRetry, ejectBase, ejectMax time.Duration) {
 
 // Names unexported from the API that the tests still check.
 const (
+	SpanCall     = spanCall
 	AttrAttempts = attrAttempts
 	AttrEndpoint = attrEndpoint
 	AttrOutputs  = attrOutputs
@@ -47,3 +48,6 @@ var (
 func AcquireFunc(ctx context.Context, p *Pool, user string, f func(*gradio.Client) error) error {
 	return p.acquireFunc(ctx, user, f)
 }
+
+// LeaseReplica is the name of the replica serving l.
+func LeaseReplica(l *Lease) string { return l.r.name }

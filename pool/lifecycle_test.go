@@ -63,7 +63,7 @@ func TestMarkBroken(t *testing.T) {
 	if l2.Client().SessionHash() == hash {
 		t.Error("a broken session was lent again")
 	}
-	if n := p.Stats(t.Context()).Pools[l2.Replica()].SessionsDestroyed; n != 1 {
+	if n := p.Stats(t.Context()).Pools[pool.LeaseReplica(l2)].SessionsDestroyed; n != 1 {
 		t.Errorf("%d sessions destroyed, want 1", n)
 	}
 }

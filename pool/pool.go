@@ -204,9 +204,6 @@ func (l *Lease) Client() *gradio.Client { return l.client }
 
 func (l *Lease) keyForEvents() string { return l.key }
 
-// Replica returns the name of the replica serving the lease.
-func (l *Lease) Replica() string { return l.r.name }
-
 // Release returns the session to its pool (or, with StickySessions, to the
 // user's reservation). Calling it again, or after MarkBroken, does nothing.
 func (l *Lease) Release() {

@@ -65,8 +65,8 @@ func TestLeastLoadedAnonymous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Replica() != names[2] {
-		t.Errorf("anonymous went to %s, want least loaded %s", a.Replica(), names[2])
+	if pool.LeaseReplica(a) != names[2] {
+		t.Errorf("anonymous went to %s, want least loaded %s", pool.LeaseReplica(a), names[2])
 	}
 	// Loads 3, 2, 2: ties between 1 and 2 go round robin, never to 0.
 	seen := map[string]int{}
@@ -75,7 +75,7 @@ func TestLeastLoadedAnonymous(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen[b.Replica()]++
+		seen[pool.LeaseReplica(b)]++
 		b.Release()
 	}
 	if seen[names[0]] != 0 || seen[names[1]] == 0 || seen[names[2]] == 0 {

@@ -24,7 +24,7 @@ const tracerName = "github.com/gradiopool/gradiopool/pool"
 // the start to the first output) and "gradiopool.stream" (partial outputs
 // until the end; generators only).
 const (
-	SpanCall    = "gradiopool.call"
+	spanCall    = "gradiopool.call"
 	spanAcquire = "gradiopool.acquire"
 	spanConnect = "gradiopool.connect"
 	spanJoin    = "gradiopool.join"
@@ -71,7 +71,7 @@ type callTrace struct {
 // startCall starts the call span; ctx is returned unchanged when the span
 // is not recorded.
 func (p *Pool) startCall(ctx context.Context, endpoint string) (context.Context, *callTrace) {
-	sctx, span := p.cfg.tracer.Start(ctx, SpanCall, trace.WithAttributes(attrEndpoint.String(endpoint)))
+	sctx, span := p.cfg.tracer.Start(ctx, spanCall, trace.WithAttributes(attrEndpoint.String(endpoint)))
 	if !span.IsRecording() {
 		return ctx, nil
 	}
