@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// AdminCookie is the cookie the dashboard's login form sets. Its value is
+// adminCookie is the cookie the dashboard's login form sets. Its value is
 // an expiry time and an HMAC of it keyed by the admin token: the token
 // itself never leaves the login request, and changing the token ends every
 // login.
-const AdminCookie = "gradiopool_admin"
+const adminCookie = "gradiopool_admin"
 
 // adminCookieTTL is how long a login lasts.
 const adminCookieTTL = 12 * time.Hour
@@ -32,7 +32,7 @@ func (g *Gateway) adminAuth(r *http.Request) (ok, presented bool) {
 	if tok, has := bearer(r); has {
 		return matchAny(tok, []string{token}), true
 	}
-	if c, err := r.Cookie(AdminCookie); err == nil && c.Value != "" {
+	if c, err := r.Cookie(adminCookie); err == nil && c.Value != "" {
 		return g.validAdminCookie(c.Value), true
 	}
 	return false, false
@@ -65,7 +65,7 @@ func (g *Gateway) newAdminCookie(r *http.Request) *http.Cookie {
 	exp := g.now().Add(adminCookieTTL)
 	e, id := strconv.FormatInt(exp.Unix(), 10), newID()[:16]
 	return &http.Cookie{
-		Name: AdminCookie, Value: e + "." + id + "." + hex.EncodeToString(g.adminCookieMAC(e, id)),
+		Name: adminCookie, Value: e + "." + id + "." + hex.EncodeToString(g.adminCookieMAC(e, id)),
 		Path: "/", Expires: exp, MaxAge: int(adminCookieTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(r),
 	}

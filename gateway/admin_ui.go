@@ -32,7 +32,7 @@ const maxLoginBody = 4 << 10
 // initAdmin creates the history the dashboard shows and feeds it from the
 // metrics' hooks.
 func (g *Gateway) initAdmin() {
-	g.history = newHistory(g.backend, g.cfg.Pool.MaxConnections, DefaultHistoryInterval, DefaultHistoryPoints, DefaultHistoryEvents)
+	g.history = newHistory(g.backend, g.cfg.Pool.MaxConnections, defaultHistoryInterval, defaultHistoryPoints, defaultHistoryEvents)
 	g.metrics.hooks.add(g.history.observeCall, g.history.onPoolEvent)
 }
 
@@ -46,9 +46,9 @@ func (g *Gateway) adminRoutes(m *http.ServeMux) {
 	m.Handle("GET /api/admin/history", g.wrap("GET /api/admin/history", authAdmin, g.handleHistory))
 }
 
-// RunHistory samples the dashboard's history until ctx ends. Serve runs
+// runHistory samples the dashboard's history until ctx ends. Serve runs
 // it; call it yourself only when serving the Gateway with another server.
-func (g *Gateway) RunHistory(ctx context.Context) {
+func (g *Gateway) runHistory(ctx context.Context) {
 	g.history.Run(ctx)
 }
 
@@ -127,12 +127,12 @@ func (g *Gateway) handleAdminLogout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: "cross-site logout refused"})
 		return
 	}
-	if c, err := r.Cookie(AdminCookie); err == nil {
+	if c, err := r.Cookie(adminCookie); err == nil {
 		if id, exp, ok := g.parseAdminCookie(c.Value); ok {
 			g.logins.revoke(id, exp, g.now())
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: AdminCookie, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(r)})
 	http.Redirect(w, r, "/admin", http.StatusSeeOther)
 }
@@ -143,7 +143,7 @@ func (g *Gateway) handleAdminLogout(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 	var since int64
 	window := r.URL.Query().Get("window")
-	if window != "" && window != WindowRecent && window != WindowLife {
+	if window != "" && window != windowRecent && window != windowLife {
 		writeError(w, badRequest("bad_window", "window must be recent or life"))
 		return
 	}

@@ -160,7 +160,7 @@ func (g *Gateway) errorLogAttrs(e *apiError) []slog.Attr {
 func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, route, endpoint string, d time.Duration, err error) {
 	e := callError(r.Context(), err)
 	replica := errReplica(err)
-	g.metrics.ObserveCall(CallRecord{Route: route, Replica: replica, Endpoint: endpoint, Total: d, Code: e.Code})
+	g.metrics.observeCall(CallRecord{Route: route, Replica: replica, Endpoint: endpoint, Total: d, Code: e.Code})
 	addLog(r, slog.String("endpoint", endpoint))
 	addLog(r, g.errorLogAttrs(e)...)
 	if replica != "" {
@@ -206,7 +206,7 @@ func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (c v1Call, c
 		return
 	}
 	// The pool's events of this call (failovers) carry its door.
-	ctx = pool.WithRoute(ctx, RouteV1)
+	ctx = pool.WithRoute(ctx, routeV1)
 	return c, ctx, func() { cancel0(); release() }, true
 }
 
@@ -222,10 +222,10 @@ func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
 	res, err := g.backend.Predict(ctx, c.user, c.opts, endpoint, c.args)
 	d := g.now().Sub(start)
 	if err != nil {
-		g.failCall(w, r, RouteV1, endpoint, d, err)
+		g.failCall(w, r, routeV1, endpoint, d, err)
 		return
 	}
-	g.metrics.ObserveCall(CallRecord{Route: RouteV1, Replica: res.Replica, Endpoint: endpoint, Wait: res.Wait, Total: d})
+	g.metrics.observeCall(CallRecord{Route: routeV1, Replica: res.Replica, Endpoint: endpoint, Wait: res.Wait, Total: d})
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", res.Replica))
 	writeJSON(w, http.StatusOK, map[string]any{
 		"data":        nonNil(res.Data),
@@ -267,7 +267,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	start := g.now()
 	call, err := g.backend.Submit(ctx, c.user, c.opts, endpoint, c.args)
 	if err != nil {
-		g.failCall(w, r, RouteV1, endpoint, g.now().Sub(start), err)
+		g.failCall(w, r, routeV1, endpoint, g.now().Sub(start), err)
 		return
 	}
 	wait := call.Waited()
@@ -305,14 +305,14 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	d := g.now().Sub(start)
 	if err != nil {
 		e := callError(r.Context(), err)
-		g.metrics.ObserveCall(CallRecord{Route: RouteV1, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: d, Code: e.Code})
+		g.metrics.observeCall(CallRecord{Route: routeV1, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: d, Code: e.Code})
 		addLog(r, g.errorLogAttrs(e)...)
 		if writeErr == nil {
 			_ = sendEvent(s, "error", map[string]*apiError{"error": e})
 		}
 		return
 	}
-	g.metrics.ObserveCall(CallRecord{Route: RouteV1, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: d})
+	g.metrics.observeCall(CallRecord{Route: routeV1, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: d})
 	if writeErr == nil {
 		_ = sendEvent(s, "complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
 	}

@@ -13,10 +13,10 @@ import (
 
 // Cluster defaults.
 const (
-	DefaultClusterName     = "gradiopool"
-	DefaultClusterLeaseTTL = 15 * time.Second
-	// MinClusterLeaseTTL is the smallest cluster.lease_ttl accepted.
-	MinClusterLeaseTTL = 100 * time.Millisecond
+	defaultClusterName     = "gradiopool"
+	defaultClusterLeaseTTL = 15 * time.Second
+	// minClusterLeaseTTL is the smallest cluster.lease_ttl accepted.
+	minClusterLeaseTTL = 100 * time.Millisecond
 )
 
 // ClusterConfig makes several gateways one (package pool/cluster): with a
@@ -30,10 +30,10 @@ type ClusterConfig struct {
 	RedisURL string
 	// LeaseTTL is how long a gateway's leases (and heartbeat) live without
 	// a refresh: a dead gateway's share is free again within it. Zero
-	// means DefaultClusterLeaseTTL (15 s).
+	// means defaultClusterLeaseTTL (15 s).
 	LeaseTTL time.Duration
 	// Name prefixes the Redis keys, so that two deployments can share one
-	// Redis. Empty means DefaultClusterName.
+	// Redis. Empty means defaultClusterName.
 	Name string
 	// OnRedisLoss is fail_open (serve on local shares, the default) or
 	// fail_closed (refuse new calls until Redis answers).
@@ -100,8 +100,8 @@ func (cc ClusterConfig) validate() []error {
 	if (cc.TLSCertFile == "") != (cc.TLSKeyFile == "") {
 		errs = append(errs, errors.New("cluster.redis_tls_cert_file and cluster.redis_tls_key_file: give both or neither"))
 	}
-	if cc.LeaseTTL < MinClusterLeaseTTL {
-		errs = append(errs, fmt.Errorf("cluster.lease_ttl: %v, must be at least %v", cc.LeaseTTL, MinClusterLeaseTTL))
+	if cc.LeaseTTL < minClusterLeaseTTL {
+		errs = append(errs, fmt.Errorf("cluster.lease_ttl: %v, must be at least %v", cc.LeaseTTL, minClusterLeaseTTL))
 	}
 	for _, r := range cc.Name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {

@@ -19,21 +19,21 @@ import (
 // are wall-clock; sizes are bytes.
 const (
 	DefaultListen          = "127.0.0.1:8080"
-	DefaultMaxBodyBytes    = frontdoor.DefaultMaxBodyBytes // 10 MiB, for /v1 and the front door alike
+	defaultMaxBodyBytes    = frontdoor.DefaultMaxBodyBytes // 10 MiB, for /v1 and the front door alike
 	DefaultDrainTimeout    = 30 * time.Second
-	DefaultKeepAlive       = 15 * time.Second
-	DefaultPendingCallTTL  = 10 * time.Minute
-	DefaultMaxPendingCalls = 2000
-	// DefaultMaxPendingCallsPerClient leaves the others room in
+	defaultKeepAlive       = 15 * time.Second
+	defaultPendingCallTTL  = 10 * time.Minute
+	defaultMaxPendingCalls = 2000
+	// defaultMaxPendingCallsPerClient leaves the others room in
 	// max_pending_calls.
-	DefaultMaxPendingCallsPerClient = 100
-	// DefaultMaxPendingResultBytes is the replicas' own answer bound
-	// (16 MiB); DefaultMaxPendingBytes bounds the heap the unread
+	defaultMaxPendingCallsPerClient = 100
+	// defaultMaxPendingResultBytes is the replicas' own answer bound
+	// (16 MiB); defaultMaxPendingBytes bounds the heap the unread
 	// results of everyone take.
-	DefaultMaxPendingResultBytes = 16 << 20
-	DefaultMaxPendingBytes       = 256 << 20
-	DefaultReadHeaderTimeout     = 10 * time.Second
-	DefaultBodyReadTimeout       = 30 * time.Second // reading one request body
+	defaultMaxPendingResultBytes = 16 << 20
+	defaultMaxPendingBytes       = 256 << 20
+	defaultReadHeaderTimeout     = 10 * time.Second
+	defaultBodyReadTimeout       = 30 * time.Second // reading one request body
 )
 
 // Config is the gateway's whole configuration: what `gradiopool serve` reads
@@ -61,21 +61,21 @@ type Config struct {
 	// Zero means gradio.DefaultKeepAlive (4 s); negative: no reuse.
 	UpstreamKeepAlive time.Duration
 	// MaxBodyBytes bounds a request body; larger bodies get 413.
-	// Zero means DefaultMaxBodyBytes (10 MiB).
+	// Zero means defaultMaxBodyBytes (10 MiB).
 	MaxBodyBytes int64
 	// DrainTimeout is how long SIGTERM lets calls in flight finish before
 	// they are cancelled. Zero means DefaultDrainTimeout (30 s).
 	DrainTimeout time.Duration
 	// KeepAliveInterval is the gap between ": keep-alive" comments on idle
 	// event streams, so that proxies do not cut long calls. Zero means
-	// DefaultKeepAlive (15 s).
+	// defaultKeepAlive (15 s).
 	KeepAliveInterval time.Duration
 	// PendingCallTTL is how long the result of a call made through
 	// POST /gradio_api/call/{api} is kept for its GET. Zero means
-	// DefaultPendingCallTTL (10 min).
+	// defaultPendingCallTTL (10 min).
 	PendingCallTTL time.Duration
 	// MaxPendingCalls bounds the calls kept for /gradio_api/call GETs; when
-	// full, new POSTs get 503. Zero means DefaultMaxPendingCalls (2000).
+	// full, new POSTs get 503. Zero means defaultMaxPendingCalls (2000).
 	MaxPendingCalls int
 	// MaxPendingCallsPerClient bounds the calls one client (its API key,
 	// else its address) has kept for GETs; past it new POSTs get 429.
@@ -89,12 +89,12 @@ type Config struct {
 	MaxPendingBytes       int64
 	// MaxClientConnections bounds the client connections open at once;
 	// past it, new connections wait to be accepted (slowloris, floods of
-	// idle connections). Zero means DefaultMaxClientConnections (10000);
+	// idle connections). Zero means defaultMaxClientConnections (10000);
 	// negative: no limit.
 	MaxClientConnections int
 	// MaxClientConnectionsPerAddress bounds the connections one client
 	// address holds open; past it a new connection is answered 429. Zero
-	// means DefaultMaxClientConnectionsPerAddress (1000); negative: no
+	// means defaultMaxClientConnectionsPerAddress (1000); negative: no
 	// limit.
 	MaxClientConnectionsPerAddress int
 	// MaxCallsPerClient bounds the calls one client (API key, else address)

@@ -11,16 +11,16 @@ import (
 	"golang.org/x/net/netutil"
 )
 
-// DefaultMaxClientConnections bounds the client connections the gateway
+// defaultMaxClientConnections bounds the client connections the gateway
 // holds open at once (max_client_connections).
-const DefaultMaxClientConnections = 10000
+const defaultMaxClientConnections = 10000
 
-// DefaultMaxClientConnectionsPerAddress bounds the connections one client
+// defaultMaxClientConnectionsPerAddress bounds the connections one client
 // address holds open at once (max_client_connections_per_address). It is a
 // tenth of the total, so one address cannot take every place, yet high
 // enough for an app server beside the gateway (every call of a Next.js app
 // on 127.0.0.1 comes from one address).
-const DefaultMaxClientConnectionsPerAddress = 1000
+const defaultMaxClientConnectionsPerAddress = 1000
 
 // connGuard bounds the client connections: in total (past the limit, new
 // connections wait in the kernel's accept queue until a place frees, so
@@ -44,10 +44,10 @@ type connGuard struct {
 func (g *Gateway) guard(ln net.Listener) (net.Listener, func(net.Conn, http.ConnState)) {
 	max, perAddr := g.cfg.MaxClientConnections, g.cfg.MaxClientConnectionsPerAddress
 	if max == 0 {
-		max = DefaultMaxClientConnections
+		max = defaultMaxClientConnections
 	}
 	if perAddr == 0 {
-		perAddr = DefaultMaxClientConnectionsPerAddress
+		perAddr = defaultMaxClientConnectionsPerAddress
 	}
 	cg := &connGuard{max: max, perAddr: perAddr, byAddr: map[string]int{}, idle: map[net.Conn]bool{}}
 	if max > 0 {

@@ -65,10 +65,10 @@ func TestEndpointLabelsBounded(t *testing.T) {
 func TestFailoverAndErrorLabels(t *testing.T) {
 	m := NewMetrics(nil)
 	m.endpoints.setSource(func() map[string]string { return map[string]string{"upper": "upper", "fn_index=0": "upper"} })
-	m.ObserveFailover(RouteFrontDoor, "r1", "fn_index=0")
-	m.ObserveFailover(RouteV1, "r2", "whatever")
-	m.ObserveCall(CallRecord{Route: RouteCall, Replica: "r1", Endpoint: "upper", Code: "app_error", Total: time.Second})
-	m.ObserveCall(CallRecord{Route: RouteFrontDoor, Replica: "", Endpoint: "x", Code: "queue_timeout", Total: time.Second})
+	m.observeFailover(routeFrontDoor, "r1", "fn_index=0")
+	m.observeFailover(routeV1, "r2", "whatever")
+	m.observeCall(CallRecord{Route: routeCall, Replica: "r1", Endpoint: "upper", Code: "app_error", Total: time.Second})
+	m.observeCall(CallRecord{Route: routeFrontDoor, Replica: "", Endpoint: "x", Code: "queue_timeout", Total: time.Second})
 	want := `
 # HELP gradiopool_failovers_total Calls moved away from a replica because it provably did not accept them, by door (route), the replica left and endpoint.
 # TYPE gradiopool_failovers_total counter

@@ -24,9 +24,9 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
-// StatusClientClosed is the status logged (never sent) when the caller went
+// statusClientClosed is the status logged (never sent) when the caller went
 // away before the answer; nginx's convention.
-const StatusClientClosed = 499
+const statusClientClosed = 499
 
 func badRequest(code, format string, a ...any) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, a...)}
@@ -64,7 +64,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Message: "the call did not finish before the caller's deadline: " + err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, gradio.ErrCanceled):
-		return &apiError{Status: StatusClientClosed, Code: "canceled", Message: "the call was cancelled: " + err.Error()}
+		return &apiError{Status: statusClientClosed, Code: "canceled", Message: "the call was cancelled: " + err.Error()}
 	case errors.Is(err, gradio.ErrQueueFull):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "app_queue_full", Message: err.Error(), RetryAfter: 1}
 	case errors.As(err, &spaceErr):
@@ -103,7 +103,7 @@ func callError(ctx context.Context, err error) *apiError {
 		return e
 	}
 	e := toAPIError(err)
-	if e.Status == StatusClientClosed && ctx.Err() == nil {
+	if e.Status == statusClientClosed && ctx.Err() == nil {
 		e = &apiError{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}
 	}
 	return e
@@ -111,8 +111,8 @@ func callError(ctx context.Context, err error) *apiError {
 
 // writeError answers e as JSON; a 499 is not written (nobody listens).
 func writeError(w http.ResponseWriter, e *apiError) {
-	if e.Status == StatusClientClosed {
-		w.WriteHeader(StatusClientClosed)
+	if e.Status == statusClientClosed {
+		w.WriteHeader(statusClientClosed)
 		return
 	}
 	if e.RetryAfter > 0 {

@@ -6,7 +6,7 @@ import "time"
 func (g *Gateway) SetClock(now func() time.Time) { g.now = now }
 
 // SetHistory sets the dashboard history's interval and size; call it
-// before Serve or RunHistory.
+// before Serve or runHistory.
 func (g *Gateway) SetHistory(interval time.Duration, points int) {
 	g.history.mu.Lock()
 	defer g.history.mu.Unlock()
@@ -16,7 +16,7 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 }
 
 // SetLifePoints sets the capacity of the since-start series; call it
-// before Serve or RunHistory.
+// before Serve or runHistory.
 func (g *Gateway) SetLifePoints(n int) {
 	g.history.mu.Lock()
 	defer g.history.mu.Unlock()
@@ -26,7 +26,7 @@ func (g *Gateway) SetLifePoints(n int) {
 // HistoryDoc is what GET /api/admin/history?window= answers now.
 func (g *Gateway) HistoryDoc(window string) HistoryDoc { return g.history.Doc(window, 0) }
 
-// SetBodyTimeout replaces DefaultBodyReadTimeout.
+// SetBodyTimeout replaces defaultBodyReadTimeout.
 func (g *Gateway) SetBodyTimeout(d time.Duration) { g.bodyTimeout = d }
 
 // SetConnTimeouts replaces the header and idle time-outs of Serve.
@@ -52,3 +52,17 @@ func (g *Gateway) PendingFinished() int {
 	}
 	return n
 }
+
+// Unexported settings and names the external tests check.
+const (
+	DefaultClusterLeaseTTL      = defaultClusterLeaseTTL
+	DefaultClusterName          = defaultClusterName
+	DefaultHistoryInterval      = defaultHistoryInterval
+	DefaultHistoryPoints        = defaultHistoryPoints
+	DefaultLifePoints           = defaultLifePoints
+	DefaultMaxClientConnections = defaultMaxClientConnections
+	PriorityHeader              = priorityHeader
+	AdminCookie                 = adminCookie
+	WindowLife                  = windowLife
+	WindowRecent                = windowRecent
+)

@@ -102,7 +102,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		Logger:   g.log,
 		Annotate: addLog,
 		OnCall: func(c frontdoor.CallEnd) {
-			g.metrics.ObserveCall(CallRecord{Route: RouteFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
+			g.metrics.observeCall(CallRecord{Route: routeFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
 				Wait: c.Wait, Total: c.Duration, Code: c.Code})
 		},
 		Store:        store,
@@ -127,7 +127,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 // the front door's route.
 func frontDoorRoute(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h(w, r.WithContext(pool.WithRoute(r.Context(), RouteFrontDoor)))
+		h(w, r.WithContext(pool.WithRoute(r.Context(), routeFrontDoor)))
 	}
 }
 
@@ -153,21 +153,21 @@ func (g *Gateway) statsDocument(ctx context.Context) any {
 }
 
 var (
-	descFDOpen = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions",
+	descFDOpen = prometheus.NewDesc(metricsNamespace+"_frontdoor_sessions",
 		"Gradio front-door caller sessions open now.", nil, nil)
-	descFDPinned = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions_pinned",
+	descFDPinned = prometheus.NewDesc(metricsNamespace+"_frontdoor_sessions_pinned",
 		"Front-door sessions bound to each replica.", []string{"replica"}, nil)
-	descFDInFlight = prometheus.NewDesc(MetricsNamespace+"_frontdoor_calls_in_flight",
+	descFDInFlight = prometheus.NewDesc(metricsNamespace+"_frontdoor_calls_in_flight",
 		"Front-door calls holding a slot of their replica.", nil, nil)
-	descFDExpired = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions_expired_total",
+	descFDExpired = prometheus.NewDesc(metricsNamespace+"_frontdoor_sessions_expired_total",
 		"Front-door sessions expired (no stream, idle for session_ttl).", nil, nil)
-	descFDMoved = prometheus.NewDesc(MetricsNamespace+"_frontdoor_sessions_moved_total",
+	descFDMoved = prometheus.NewDesc(metricsNamespace+"_frontdoor_sessions_moved_total",
 		"Front-door sessions moved to another replica after a refused join.", nil, nil)
-	descFDStateLost = prometheus.NewDesc(MetricsNamespace+"_frontdoor_state_lost_total",
+	descFDStateLost = prometheus.NewDesc(metricsNamespace+"_frontdoor_state_lost_total",
 		"Moves of sessions that had calls on their old replica (their gr.State starts empty).", nil, nil)
-	descFDLost = prometheus.NewDesc(MetricsNamespace+"_frontdoor_calls_lost_total",
+	descFDLost = prometheus.NewDesc(metricsNamespace+"_frontdoor_calls_lost_total",
 		"Front-door calls accepted by a replica and then lost (reported, never re-run).", nil, nil)
-	descFDMismatch = prometheus.NewDesc(MetricsNamespace+"_frontdoor_replica_config_mismatch",
+	descFDMismatch = prometheus.NewDesc(metricsNamespace+"_frontdoor_replica_config_mismatch",
 		"1 when the replica serves another app than the reference replica (it gets no front-door session), else 0.", []string{"replica"}, nil)
 )
 

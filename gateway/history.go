@@ -14,20 +14,20 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// The admin history: one point every DefaultHistoryInterval, the last
-// DefaultHistoryPoints of them (one hour) in a fixed ring; the whole life
-// of the gateway in at most DefaultLifePoints points (pairs are merged
+// The admin history: one point every defaultHistoryInterval, the last
+// defaultHistoryPoints of them (one hour) in a fixed ring; the whole life
+// of the gateway in at most defaultLifePoints points (pairs are merged
 // when it is full, so its resolution halves instead of its start moving);
 // the latest pool events, counts of every event kind per replica, and
 // per-endpoint totals. It is what GET /api/admin/history serves and what
 // the dashboard draws: every number the page shows is computed here.
 const (
-	DefaultHistoryInterval = 5 * time.Second
-	DefaultHistoryPoints   = 720 // one hour at DefaultHistoryInterval
-	// DefaultLifePoints bounds the since-start series; an even number.
-	DefaultLifePoints = 720
-	// DefaultHistoryEvents is how many pool events the history keeps.
-	DefaultHistoryEvents = 200
+	defaultHistoryInterval = 5 * time.Second
+	defaultHistoryPoints   = 720 // one hour at defaultHistoryInterval
+	// defaultLifePoints bounds the since-start series; an even number.
+	defaultLifePoints = 720
+	// defaultHistoryEvents is how many pool events the history keeps.
+	defaultHistoryEvents = 200
 	// maxHistoryEndpoints bounds the per-endpoint table; the calls of
 	// further endpoints are counted under otherEndpoint. The metrics'
 	// endpoint label is bounded already; this is the history's own bound.
@@ -155,8 +155,8 @@ type EndpointRow struct {
 
 // History windows (GET /api/admin/history?window=).
 const (
-	WindowRecent = "recent" // the last DefaultHistoryPoints intervals, at full resolution
-	WindowLife   = "life"   // since the gateway started, at most DefaultLifePoints points
+	windowRecent = "recent" // the last defaultHistoryPoints intervals, at full resolution
+	windowLife   = "life"   // since the gateway started, at most defaultLifePoints points
 )
 
 // HistoryDoc is the JSON of GET /api/admin/history.
@@ -166,7 +166,7 @@ type HistoryDoc struct {
 	Version       string  `json:"version"`
 	StartedUnixMs int64   `json:"started_unix_ms"`
 	UptimeSeconds float64 `json:"uptime_seconds"`
-	// Window is the series of Points (WindowRecent or WindowLife);
+	// Window is the series of Points (windowRecent or windowLife);
 	// ResolutionSeconds the time between two of its points. Epoch changes
 	// whenever the life series merges its points: a client polling with
 	// since must then fetch it again from 0.
@@ -238,7 +238,7 @@ func newHistory(b Backend, maxConns int, interval time.Duration, points, events 
 		b: b, interval: interval, max: maxConns, now: time.Now, started: time.Now(),
 		version: version.Get().Version,
 		points:  make([]HistoryPoint, points),
-		lifeCap: DefaultLifePoints, stride: 1,
+		lifeCap: defaultLifePoints, stride: 1,
 		events: make([]HistoryEvent, events),
 		counts: map[string]map[string]uint64{},
 		prev:   map[string]counters{},
@@ -309,9 +309,9 @@ func (h *History) countEndpoint(c CallRecord) {
 	}
 	e.calls++
 	switch c.Result() {
-	case ResultOK:
+	case resultOK:
 		e.dur.add(c.Total)
-	case ResultAppError:
+	case resultAppError:
 		e.appErrors++
 	default:
 		e.errors++
@@ -575,8 +575,8 @@ func displayState(rs pool.ReplicaStats) string {
 	return rs.State
 }
 
-// Doc returns the points of window (WindowRecent, the default, or
-// WindowLife) taken after sinceMs (Unix milliseconds; 0: all), the
+// Doc returns the points of window (windowRecent, the default, or
+// windowLife) taken after sinceMs (Unix milliseconds; 0: all), the
 // events, oldest first, their counts and the endpoints.
 func (h *History) Doc(window string, sinceMs int64) HistoryDoc {
 	h.mu.Lock()
@@ -584,7 +584,7 @@ func (h *History) Doc(window string, sinceMs int64) HistoryDoc {
 	now := h.now()
 	doc := HistoryDoc{
 		Version: h.version, StartedUnixMs: h.started.UnixMilli(), UptimeSeconds: max(now.Sub(h.started).Seconds(), 0),
-		Window: WindowRecent, ResolutionSeconds: h.interval.Seconds(), Epoch: h.epoch,
+		Window: windowRecent, ResolutionSeconds: h.interval.Seconds(), Epoch: h.epoch,
 		IntervalSeconds: h.interval.Seconds(), Capacity: len(h.points), Replicas: append([]string{}, h.names...),
 		Points: []HistoryPoint{}, Events: []HistoryEvent{}, EventCounts: map[string]map[string]uint64{},
 		Endpoints: []EndpointRow{},
@@ -594,8 +594,8 @@ func (h *History) Doc(window string, sinceMs int64) HistoryDoc {
 			doc.Points = append(doc.Points, p)
 		}
 	}
-	if window == WindowLife {
-		doc.Window, doc.Capacity = WindowLife, h.lifeCap
+	if window == windowLife {
+		doc.Window, doc.Capacity = windowLife, h.lifeCap
 		doc.ResolutionSeconds = h.interval.Seconds() * float64(h.stride)
 		for _, p := range h.life {
 			keep(p)

@@ -114,7 +114,7 @@ func TestHistoryRates(t *testing.T) {
 		st.UserAssignments = 7
 	})
 	for i := 1; i <= 100; i++ {
-		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Wait: time.Duration(i) * time.Millisecond, Total: time.Duration(10*i) * time.Millisecond})
+		h.observeCall(CallRecord{Route: routeV1, Replica: "a", Wait: time.Duration(i) * time.Millisecond, Total: time.Duration(10*i) * time.Millisecond})
 	}
 	clk.add(5 * time.Second)
 	h.sample(context.Background())
@@ -183,7 +183,7 @@ func fp(p *float64) any {
 func TestHistoryLatencySamplesBounded(t *testing.T) {
 	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 2)
 	for i := range 3 * maxLatencySamples {
-		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Wait: time.Duration(i), Total: time.Duration(i)})
+		h.observeCall(CallRecord{Route: routeV1, Replica: "a", Wait: time.Duration(i), Total: time.Duration(i)})
 	}
 	if l := h.lat["a"]; len(l.wait) != maxLatencySamples || l.seen != 3*maxLatencySamples {
 		t.Errorf("kept %d of %d samples, want %d", len(l.wait), l.seen, maxLatencySamples)
@@ -235,7 +235,7 @@ func TestDisplayState(t *testing.T) {
 func TestHistoryRunHour(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newStatsBackend("a")
-		h := newHistory(b, 10, DefaultHistoryInterval, DefaultHistoryPoints, 10)
+		h := newHistory(b, 10, defaultHistoryInterval, defaultHistoryPoints, 10)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); h.Run(ctx) }()
@@ -244,18 +244,18 @@ func TestHistoryRunHour(t *testing.T) {
 		cancel()
 		<-done
 		pts := h.Doc("", 0).Points
-		if len(pts) != DefaultHistoryPoints {
-			t.Fatalf("%d points, want %d", len(pts), DefaultHistoryPoints)
+		if len(pts) != defaultHistoryPoints {
+			t.Fatalf("%d points, want %d", len(pts), defaultHistoryPoints)
 		}
 		for i := 1; i < len(pts); i++ {
-			if d := pts[i].Time.Sub(pts[i-1].Time); d != DefaultHistoryInterval {
-				t.Fatalf("points %d and %d are %v apart, want %v", i-1, i, d, DefaultHistoryInterval)
+			if d := pts[i].Time.Sub(pts[i-1].Time); d != defaultHistoryInterval {
+				t.Fatalf("points %d and %d are %v apart, want %v", i-1, i, d, defaultHistoryInterval)
 			}
 		}
-		if span := pts[len(pts)-1].Time.Sub(pts[0].Time); span != time.Hour-DefaultHistoryInterval {
+		if span := pts[len(pts)-1].Time.Sub(pts[0].Time); span != time.Hour-defaultHistoryInterval {
 			t.Errorf("the ring spans %v, want an hour", span)
 		}
-		if now := time.Now(); now.Sub(pts[len(pts)-1].Time) > DefaultHistoryInterval {
+		if now := time.Now(); now.Sub(pts[len(pts)-1].Time) > defaultHistoryInterval {
 			t.Errorf("the last point is %v old", now.Sub(pts[len(pts)-1].Time))
 		}
 	})
@@ -324,8 +324,8 @@ func TestHistoryLifeBounded(t *testing.T) {
 			t.Fatalf("sample %d: life holds %d points (cap %d), want at most %d", i, len(h.life), cap(h.life), h.lifeCap)
 		}
 	}
-	doc := h.Doc(WindowLife, 0)
-	if doc.Window != WindowLife || doc.Capacity != 8 || len(doc.Points) == 0 || len(doc.Points) > 8+1 { // + the partial one
+	doc := h.Doc(windowLife, 0)
+	if doc.Window != windowLife || doc.Capacity != 8 || len(doc.Points) == 0 || len(doc.Points) > 8+1 { // + the partial one
 		t.Fatalf("life doc: window %q, capacity %d, %d points", doc.Window, doc.Capacity, len(doc.Points))
 	}
 	// 1000 intervals in at most 8 points: 128 intervals a point.
@@ -337,7 +337,7 @@ func TestHistoryLifeBounded(t *testing.T) {
 	if last := doc.Points[len(doc.Points)-1]; !last.Partial || last.Seconds != float64(samples-(len(doc.Points)-1)*128)*5 {
 		t.Errorf("last life point: partial %v over %v s, want the %d intervals past the whole points", last.Partial, last.Seconds, samples-(len(doc.Points)-1)*128)
 	}
-	if since := doc.Points[len(doc.Points)-2].UnixMs; len(h.Doc(WindowLife, since).Points) != 1 {
+	if since := doc.Points[len(doc.Points)-2].UnixMs; len(h.Doc(windowLife, since).Points) != 1 {
 		t.Errorf("since the last whole point: want only the partial one")
 	}
 	doc.Points = doc.Points[:len(doc.Points)-1]
@@ -377,10 +377,10 @@ func TestHistoryLifeBounded(t *testing.T) {
 func TestHistoryEndpoints(t *testing.T) {
 	h := newHistory(newStatsBackend("a"), 10, time.Second, 2, 2)
 	for i := 1; i <= 1000; i++ {
-		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Endpoint: "upper", Total: time.Duration(i) * time.Millisecond})
+		h.observeCall(CallRecord{Route: routeV1, Replica: "a", Endpoint: "upper", Total: time.Duration(i) * time.Millisecond})
 	}
-	h.observeCall(CallRecord{Route: RouteFrontDoor, Replica: "a", Endpoint: "fail", Code: codeAppError, Total: time.Second})
-	h.observeCall(CallRecord{Route: RouteCall, Endpoint: "fail", Code: "queue_timeout", Total: time.Minute})
+	h.observeCall(CallRecord{Route: routeFrontDoor, Replica: "a", Endpoint: "fail", Code: codeAppError, Total: time.Second})
+	h.observeCall(CallRecord{Route: routeCall, Endpoint: "fail", Code: "queue_timeout", Total: time.Minute})
 	rows := h.Doc("", 0).Endpoints
 	if len(rows) != 2 || rows[0].Endpoint != "fail" || rows[1].Endpoint != "upper" {
 		t.Fatalf("endpoints = %+v", rows)
@@ -402,9 +402,9 @@ func TestHistoryEndpoints(t *testing.T) {
 	}
 	// Past the bound, further endpoints share one row.
 	for i := range 3 * maxHistoryEndpoints {
-		h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Endpoint: fmt.Sprintf("e%d", i), Total: time.Millisecond})
+		h.observeCall(CallRecord{Route: routeV1, Replica: "a", Endpoint: fmt.Sprintf("e%d", i), Total: time.Millisecond})
 	}
-	h.observeCall(CallRecord{Route: RouteV1, Replica: "a", Endpoint: "upper", Total: 10 * time.Hour}) // past the buckets
+	h.observeCall(CallRecord{Route: routeV1, Replica: "a", Endpoint: "upper", Total: 10 * time.Hour}) // past the buckets
 	rows = h.Doc("", 0).Endpoints
 	if len(rows) != maxHistoryEndpoints+1 {
 		t.Fatalf("%d endpoint rows, want %d and %q", len(rows), maxHistoryEndpoints, otherEndpoint)

@@ -17,12 +17,12 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// MetricsNamespace prefixes every metric name.
-const MetricsNamespace = "gradiopool"
+// metricsNamespace prefixes every metric name.
+const metricsNamespace = "gradiopool"
 
-// DurationBuckets are the histogram buckets in seconds, from 5 ms up to the
+// durationBuckets are the histogram buckets in seconds, from 5 ms up to the
 // 10-minute calls the pool is built for.
-var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 // Metrics is the gateway's Prometheus metrics on a registry of its own (not
 // the global one). Labels are replica names, route patterns, doors, the
@@ -52,16 +52,16 @@ type Metrics struct {
 // Call routes: the door a call came in by (the route label of the call
 // metrics, and of pool events through pool.WithRoute).
 const (
-	RouteV1        = "v1"        // /v1/predict, /v1/submit
-	RouteCall      = "call"      // /gradio_api/call (Gradio's REST call API)
-	RouteFrontDoor = "frontdoor" // the Gradio front door (queue/join + queue/data)
+	routeV1        = "v1"        // /v1/predict, /v1/submit
+	routeCall      = "call"      // /gradio_api/call (Gradio's REST call API)
+	routeFrontDoor = "frontdoor" // the Gradio front door (queue/join + queue/data)
 )
 
 // Call results, the result label of gradiopool_calls_total.
 const (
-	ResultOK       = "ok"
-	ResultAppError = "app_error" // the app answered with an error (gr.Error): the replica worked
-	ResultError    = "error"     // the gateway, the pool or the replica failed the call
+	resultOK       = "ok"
+	resultAppError = "app_error" // the app answered with an error (gr.Error): the replica worked
+	resultError    = "error"     // the gateway, the pool or the replica failed the call
 )
 
 // noReplica labels a call that failed before any replica took it.
@@ -74,56 +74,56 @@ func NewMetrics(b Backend) *Metrics {
 	m := &Metrics{
 		reg: reg,
 		connect: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: MetricsNamespace, Name: "session_create_seconds",
+			Namespace: metricsNamespace, Name: "session_create_seconds",
 			Help:    "Time to create (connect) one pooled session, by replica and result (ok or error).",
-			Buckets: DurationBuckets,
+			Buckets: durationBuckets,
 		}, []string{"replica", "result"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: MetricsNamespace, Name: "session_wait_seconds",
+			Namespace: metricsNamespace, Name: "session_wait_seconds",
 			Help:    "Time a call waited for a free session, by replica.",
-			Buckets: DurationBuckets,
+			Buckets: durationBuckets,
 		}, []string{"replica"}),
 		use: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: MetricsNamespace, Name: "session_use_seconds",
+			Namespace: metricsNamespace, Name: "session_use_seconds",
 			Help:    "Time a call held its session (join, the app's own queue, run), by replica.",
-			Buckets: DurationBuckets,
+			Buckets: durationBuckets,
 		}, []string{"replica"}),
 		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: MetricsNamespace, Name: "http_request_duration_seconds",
+			Namespace: metricsNamespace, Name: "http_request_duration_seconds",
 			Help:    "Gateway HTTP request duration by route pattern and status code.",
-			Buckets: DurationBuckets,
+			Buckets: durationBuckets,
 		}, []string{"route", "code"}),
 		httpReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "http_requests_total",
+			Namespace: metricsNamespace, Name: "http_requests_total",
 			Help: "Gateway HTTP requests by route pattern and status code.",
 		}, []string{"route", "code"}),
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "failovers_total",
+			Namespace: metricsNamespace, Name: "failovers_total",
 			Help: "Calls moved away from a replica because it provably did not accept them, by door (route), the replica left and endpoint.",
 		}, []string{"route", "replica", "endpoint"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "call_errors_total",
+			Namespace: metricsNamespace, Name: "call_errors_total",
 			Help: "Calls failed by the gateway, the pool or the replica (not the app's own errors: see app_errors_total), by door, replica (none: before any), endpoint and error code.",
 		}, []string{"route", "replica", "endpoint", "code"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "calls_total",
+			Namespace: metricsNamespace, Name: "calls_total",
 			Help: "Ended calls by door (route: v1, call, frontdoor), replica (none: failed before any) and result (ok, app_error, error).",
 		}, []string{"route", "replica", "result"}),
 		appErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "app_errors_total",
+			Namespace: metricsNamespace, Name: "app_errors_total",
 			Help: "Calls the app answered with an error (gr.Error, an exception in the function): the replica worked. By door, replica and endpoint.",
 		}, []string{"route", "replica", "endpoint"}),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: MetricsNamespace, Name: "call_duration_seconds",
+			Namespace: metricsNamespace, Name: "call_duration_seconds",
 			Help:    "Duration of ended calls as their caller saw them (wait for a session included), by door and replica.",
-			Buckets: DurationBuckets,
+			Buckets: durationBuckets,
 		}, []string{"route", "replica"}),
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "sessions_created_total",
+			Namespace: metricsNamespace, Name: "sessions_created_total",
 			Help: "Pooled sessions created, by replica.",
 		}, []string{"replica"}),
 		destroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: MetricsNamespace, Name: "sessions_destroyed_total",
+			Namespace: metricsNamespace, Name: "sessions_destroyed_total",
 			Help: "Pooled sessions destroyed, by replica and reason (idle, health, broken, lifetime, reset, ...).",
 		}, []string{"replica", "reason"}),
 	}
@@ -142,7 +142,7 @@ func NewMetrics(b Backend) *Metrics {
 func buildInfo() prometheus.Collector {
 	v := version.Get()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: MetricsNamespace, Name: "build_info",
+		Namespace: metricsNamespace, Name: "build_info",
 		Help:        "Always 1; the labels say which build of gradiopool is running.",
 		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "goversion": v.GoVersion},
 	})
@@ -176,8 +176,8 @@ func (m *Metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// ObserveCreate records one session creation on replica (a pool hook).
-func (m *Metrics) ObserveCreate(replica string, d time.Duration, err error) {
+// observeCreate records one session creation on replica (a pool hook).
+func (m *Metrics) observeCreate(replica string, d time.Duration, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -185,15 +185,15 @@ func (m *Metrics) ObserveCreate(replica string, d time.Duration, err error) {
 	m.connect.WithLabelValues(replica, result).Observe(d.Seconds())
 }
 
-// ObserveFailover counts one failover away from replica of a call to
+// observeFailover counts one failover away from replica of a call to
 // endpoint that came in by route (a pool hook: pool.Event's fields).
-func (m *Metrics) ObserveFailover(route, replica, endpoint string) {
+func (m *Metrics) observeFailover(route, replica, endpoint string) {
 	m.failovers.WithLabelValues(cmp.Or(route, "other"), cmp.Or(replica, noReplica), m.endpoints.label(endpoint)).Inc()
 }
 
 // CallRecord is one ended call as the metrics and the dashboard count it.
 type CallRecord struct {
-	Route    string // RouteV1, RouteCall, RouteFrontDoor
+	Route    string // routeV1, routeCall, routeFrontDoor
 	Replica  string // "" when the call failed before any replica took it
 	Endpoint string // the api_name called ("fn_index=N" from the front door)
 	Wait     time.Duration
@@ -207,24 +207,24 @@ type CallRecord struct {
 func (c CallRecord) Result() string {
 	switch c.Code {
 	case "":
-		return ResultOK
+		return resultOK
 	case codeAppError:
-		return ResultAppError
+		return resultAppError
 	}
-	return ResultError
+	return resultError
 }
 
-// ObserveCall counts one ended call, whatever its door and result: the
+// observeCall counts one ended call, whatever its door and result: the
 // one place every door's calls are counted.
-func (m *Metrics) ObserveCall(c CallRecord) {
+func (m *Metrics) observeCall(c CallRecord) {
 	replica := cmp.Or(c.Replica, noReplica)
 	c.Endpoint = m.endpoints.label(c.Endpoint)
 	m.calls.WithLabelValues(c.Route, replica, c.Result()).Inc()
 	m.callDur.WithLabelValues(c.Route, replica).Observe(c.Total.Seconds())
 	switch c.Result() {
-	case ResultAppError:
+	case resultAppError:
 		m.appErrors.WithLabelValues(c.Route, replica, c.Endpoint).Inc()
-	case ResultError:
+	case resultError:
 		m.errors.WithLabelValues(c.Route, replica, c.Endpoint, c.Code).Inc()
 	}
 	if c.Replica != "" {
@@ -247,29 +247,29 @@ func (m *Metrics) observeHTTP(route string, status int, d time.Duration) {
 type poolCollector struct{ b Backend }
 
 var (
-	descSessions = prometheus.NewDesc(MetricsNamespace+"_sessions",
+	descSessions = prometheus.NewDesc(metricsNamespace+"_sessions",
 		"Pooled sessions by replica and state (idle, in_use, connecting).", []string{"replica", "state"}, nil)
-	descMax = prometheus.NewDesc(MetricsNamespace+"_sessions_max",
+	descMax = prometheus.NewDesc(metricsNamespace+"_sessions_max",
 		"Maximum sessions per replica (max_connections).", []string{"replica"}, nil)
-	descUnhealthy = prometheus.NewDesc(MetricsNamespace+"_sessions_unhealthy",
+	descUnhealthy = prometheus.NewDesc(metricsNamespace+"_sessions_unhealthy",
 		"Sessions whose last health check failed, by replica.", []string{"replica"}, nil)
-	descWaiting = prometheus.NewDesc(MetricsNamespace+"_waiting_callers",
+	descWaiting = prometheus.NewDesc(metricsNamespace+"_waiting_callers",
 		"Callers waiting for a free session, by replica.", []string{"replica"}, nil)
-	descQueueTimeouts = prometheus.NewDesc(MetricsNamespace+"_queue_timeouts_total",
+	descQueueTimeouts = prometheus.NewDesc(metricsNamespace+"_queue_timeouts_total",
 		"Callers that gave up waiting for a session (queue_timeout), by replica.", []string{"replica"}, nil)
-	descSpaceQueue = prometheus.NewDesc(MetricsNamespace+"_space_queue",
+	descSpaceQueue = prometheus.NewDesc(metricsNamespace+"_space_queue",
 		"The Space's own queue as its estimation messages reported it (less what it worked off since), by replica.", []string{"replica"}, nil)
-	descSpaceETA = prometheus.NewDesc(MetricsNamespace+"_space_eta_seconds",
+	descSpaceETA = prometheus.NewDesc(metricsNamespace+"_space_eta_seconds",
 		"Expected completion time of a new call on the replica: the Space's queue and ours, over its effective concurrency, plus one run.", []string{"replica"}, nil)
-	descReady = prometheus.NewDesc(MetricsNamespace+"_ready",
+	descReady = prometheus.NewDesc(metricsNamespace+"_ready",
 		"1 when at least one replica is connected and not ejected or suspect (what /readyz says, draining aside).", nil, nil)
-	descState = prometheus.NewDesc(MetricsNamespace+"_replica_state",
+	descState = prometheus.NewDesc(metricsNamespace+"_replica_state",
 		"1 for the state each replica is in (new, connecting, ready, half-open, suspect, ejected, probing, sleeping, closed), 0 for the others.", []string{"replica", "state"}, nil)
-	descUp = prometheus.NewDesc(MetricsNamespace+"_replica_up",
+	descUp = prometheus.NewDesc(metricsNamespace+"_replica_up",
 		"1 when the replica is ready (taking traffic), else 0.", []string{"replica"}, nil)
-	descEjectedLeft = prometheus.NewDesc(MetricsNamespace+"_replica_ejected_seconds_left",
+	descEjectedLeft = prometheus.NewDesc(metricsNamespace+"_replica_ejected_seconds_left",
 		"Back-off left of the replica's ejection, seconds (0 when not ejected).", []string{"replica"}, nil)
-	descPermanent = prometheus.NewDesc(MetricsNamespace+"_replica_permanent_failure",
+	descPermanent = prometheus.NewDesc(metricsNamespace+"_replica_permanent_failure",
 		"1 when the replica's last connect failure is permanent (no such Space, a token refused): retried slowly, a person must act.", []string{"replica"}, nil)
 )
 

@@ -24,7 +24,7 @@ func (s *statusWriter) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
 	}
-	if code == StatusClientClosed {
+	if code == statusClientClosed {
 		return
 	}
 	s.ResponseWriter.WriteHeader(code)

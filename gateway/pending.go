@@ -209,7 +209,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	ctx = pool.WithRoute(ctx, RouteCall)      // the door, on the pool's events of the call
+	ctx = pool.WithRoute(ctx, routeCall)      // the door, on the pool's events of the call
 	cancel := func() { cancel0(); release() } // the call counts until it ends
 	id := newID()
 	pc := &pendingCall{apiName: endpoint, client: g.clientID(r), changed: make(chan struct{})}
@@ -231,7 +231,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		done()
 		g.pending.remove(id)
-		g.failCall(w, r, RouteCall, endpoint, g.now().Sub(start), err)
+		g.failCall(w, r, routeCall, endpoint, g.now().Sub(start), err)
 		return
 	}
 	wait := call.Waited()
@@ -255,7 +255,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 			cut = true
 		}
 		if cut {
-			g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: codeResultTooLarge})
+			g.metrics.observeCall(CallRecord{Route: routeCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: codeResultTooLarge})
 			g.log.LogAttrs(ctx, slog.LevelWarn, "call stopped: its result is too large to keep", slog.String("event_id", id),
 				slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
 			g.pending.push(pc, record{"error", mustJSON(map[string]any{"code": codeResultTooLarge,
@@ -264,7 +264,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			e := callError(ctx, err)
-			g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: e.Code})
+			g.metrics.observeCall(CallRecord{Route: routeCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start), Code: e.Code})
 			g.log.LogAttrs(ctx, slog.LevelWarn, "call failed", append([]slog.Attr{slog.String("event_id", id), slog.String("endpoint", endpoint),
 				slog.String("replica", call.Replica())}, g.errorLogAttrs(e)...)...)
 			payload := map[string]any{"error": e.Message, "code": e.Code}
@@ -274,7 +274,7 @@ func (g *Gateway) handleCallPost(w http.ResponseWriter, r *http.Request) {
 			g.pending.push(pc, record{"error", mustJSON(payload)}, true, true, g.now())
 			return
 		}
-		g.metrics.ObserveCall(CallRecord{Route: RouteCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start)})
+		g.metrics.observeCall(CallRecord{Route: routeCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start)})
 	}()
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})
 }

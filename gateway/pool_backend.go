@@ -144,19 +144,19 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		pc.HashKey = []byte(c.Secrets.HashKey)
 	}
 	if metrics != nil {
-		pc.OnEvent = metrics.OnPoolEvent
+		pc.OnEvent = metrics.onPoolEvent
 	}
 	return pc
 }
 
-// OnPoolEvent feeds the pool's events to the metrics (pool.Config.OnEvent).
-func (m *Metrics) OnPoolEvent(e pool.Event) {
+// onPoolEvent feeds the pool's events to the metrics (pool.Config.OnEvent).
+func (m *Metrics) onPoolEvent(e pool.Event) {
 	m.hooks.onPool(e)
 	switch e.Kind {
 	case pool.EventConnected:
-		m.ObserveCreate(e.Replica, e.Duration, nil)
+		m.observeCreate(e.Replica, e.Duration, nil)
 	case pool.EventConnectFailed:
-		m.ObserveCreate(e.Replica, e.Duration, e.Err)
+		m.observeCreate(e.Replica, e.Duration, e.Err)
 	case pool.EventSessionCreated:
 		m.created.WithLabelValues(e.Replica).Inc()
 	case pool.EventSessionDestroyed:
@@ -166,6 +166,6 @@ func (m *Metrics) OnPoolEvent(e pool.Event) {
 		}
 		m.destroyed.WithLabelValues(e.Replica, reason).Inc()
 	case pool.EventFailover:
-		m.ObserveFailover(e.Route, e.Replica, e.Endpoint)
+		m.observeFailover(e.Route, e.Replica, e.Endpoint)
 	}
 }

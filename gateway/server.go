@@ -36,10 +36,10 @@ type Gateway struct {
 	mux     *http.ServeMux
 	unclean http.Handler // answers paths ServeMux would redirect
 	now     func() time.Time
-	// bodyTimeout bounds reading one request body (DefaultBodyReadTimeout).
+	// bodyTimeout bounds reading one request body (defaultBodyReadTimeout).
 	bodyTimeout time.Duration
 	// headerTimeout bounds reading a request's headers
-	// (DefaultReadHeaderTimeout); keepAliveTimeout closes idle keep-alive
+	// (defaultReadHeaderTimeout); keepAliveTimeout closes idle keep-alive
 	// connections (defaultKeepAliveTimeout). Both guard against slowloris and
 	// piles of idle connections.
 	headerTimeout, keepAliveTimeout time.Duration
@@ -93,8 +93,8 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	if metrics == nil {
 		metrics = NewMetrics(b)
 	}
-	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(TracerName),
-		bodyTimeout: DefaultBodyReadTimeout, headerTimeout: DefaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
+	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(tracerName),
+		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
 		pool: own.pool, closers: own.closers, member: own.member}
 	g.reload.running = cfg
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())

@@ -66,7 +66,7 @@ func TestSettingsTable(t *testing.T) {
 func TestNormalizeOnce(t *testing.T) {
 	var c Config
 	c.Normalize()
-	if c.Listen != DefaultListen || c.Pool.MaxConnections != (pool.Config{}).WithDefaults().MaxConnections || c.Log.Level != "info" || c.Cluster.Name != DefaultClusterName {
+	if c.Listen != DefaultListen || c.Pool.MaxConnections != (pool.Config{}).WithDefaults().MaxConnections || c.Log.Level != "info" || c.Cluster.Name != defaultClusterName {
 		t.Fatalf("defaults not applied: %v", c)
 	}
 	c.Listen = "" // a normalized config is taken as it is

@@ -19,23 +19,23 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TracerName is the instrumentation scope of the gateway's request spans;
+// tracerName is the instrumentation scope of the gateway's request spans;
 // the pool's call spans are their children (the pool's "gradiopool.call").
-const TracerName = "github.com/gradiopool/gradiopool/gateway"
+const tracerName = "github.com/gradiopool/gradiopool/gateway"
 
 // traceContext reads a caller's W3C traceparent (and tracestate): the
 // gateway accepts it whatever the global propagator is.
 var traceContext = propagation.TraceContext{}
 
-// ErrTracingProtocol is returned by [SetupTracing] for an OTLP protocol
+// errTracingProtocol is returned by [SetupTracing] for an OTLP protocol
 // other than http/protobuf.
-var ErrTracingProtocol = errors.New("tracing: only the OTLP http/protobuf protocol is supported")
+var errTracingProtocol = errors.New("tracing: only the OTLP http/protobuf protocol is supported")
 
-// TracingEnabled reports whether the standard OpenTelemetry environment asks
+// tracingEnabled reports whether the standard OpenTelemetry environment asks
 // for traces: an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER=otlp, and
 // neither OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none.
-func TracingEnabled(getenv func(string) string) bool {
+func tracingEnabled(getenv func(string) string) bool {
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
 		return false
 	}
@@ -49,7 +49,7 @@ func TracingEnabled(getenv func(string) string) bool {
 }
 
 // SetupTracing installs the global OpenTelemetry tracer provider from the
-// standard OTEL_* environment when [TracingEnabled]: an OTLP/HTTP exporter
+// standard OTEL_* environment when [tracingEnabled]: an OTLP/HTTP exporter
 // (endpoint, headers, time-out, TLS from OTEL_EXPORTER_OTLP_*), a batch
 // processor (OTEL_BSP_*), the sampler (OTEL_TRACES_SAMPLER) and the service
 // name (OTEL_SERVICE_NAME, default "gradiopool"), and the W3C trace-context
@@ -57,7 +57,7 @@ func TracingEnabled(getenv func(string) string) bool {
 // and spans cost next to nothing. shutdown flushes and stops the exporter.
 func SetupTracing(ctx context.Context) (shutdown func(context.Context) error, enabled bool, err error) {
 	noop := func(context.Context) error { return nil }
-	if !TracingEnabled(os.Getenv) {
+	if !tracingEnabled(os.Getenv) {
 		return noop, false, nil
 	}
 	proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
@@ -65,7 +65,7 @@ func SetupTracing(ctx context.Context) (shutdown func(context.Context) error, en
 		proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	if proto != "" && proto != "http/protobuf" {
-		return noop, false, fmt.Errorf("%w (OTEL_EXPORTER_OTLP_PROTOCOL=%s)", ErrTracingProtocol, proto)
+		return noop, false, fmt.Errorf("%w (OTEL_EXPORTER_OTLP_PROTOCOL=%s)", errTracingProtocol, proto)
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
