@@ -2,13 +2,16 @@ package pool_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -188,9 +191,11 @@ func TestRebalanceFactor(t *testing.T) {
 }
 
 // TestConcurrencyAdvice: at Gradio's default concurrency of 1, our
-// parallel calls wait in the Space's queue; the pool says once that
-// MaxConnections is above the effective concurrency. A Space without a
-// limit gets no such advice, and its concurrency is seen.
+// parallel calls wait in the Space's queue; the pool says once, in one
+// warning naming the app's two settings (concurrency_limit and
+// max_threads), that MaxConnections is above the effective concurrency,
+// and pool-stats shows that figure. A Space without a limit gets no such
+// advice, and its concurrency is seen (issue 21 item 8).
 func TestConcurrencyAdvice(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -203,7 +208,9 @@ func TestConcurrencyAdvice(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			cfg := pool.Config{MinConnections: 1, MaxConnections: 4, OnEvent: rec.hook}
+			logs := &logbuf.Buffer{}
+			cfg := pool.Config{MinConnections: 1, MaxConnections: 4, OnEvent: rec.hook,
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 			bubbleWith(t, 1, cfg, func(_ int, s *gradiotest.Server) { s.DefaultConcurrencyLimit = tc.limit },
 				func(t *testing.T, p *pool.Pool, _ []*gradiotest.Server, _ *http.Client) {
 					if _, err := p.Predict(context.Background(), "", "slow", 1); err != nil { // learn the run time
@@ -215,6 +222,21 @@ func TestConcurrencyAdvice(t *testing.T) {
 					synctest.Wait()
 					if n := rec.count(pool.EventConcurrencyLimited, ""); n != tc.advice {
 						t.Errorf("%d concurrency_limited events, want %d", n, tc.advice)
+					}
+					warnings := 0
+					for _, l := range strings.Split(logs.String(), "\n") {
+						if !strings.Contains(l, "concurrency_limited") {
+							continue
+						}
+						warnings++
+						for _, want := range []string{"level=WARN", "concurrency_limit", "max_threads", "effective_concurrency=1", "max_connections=4"} {
+							if !strings.Contains(l, want) {
+								t.Errorf("the advice does not say %q: %s", want, l)
+							}
+						}
+					}
+					if warnings != tc.advice {
+						t.Errorf("%d concurrency_limited log lines, want %d:\n%s", warnings, tc.advice, logs)
 					}
 					ep := p.Stats(context.Background()).Pools[p.Replicas()[0]].Endpoints["slow"]
 					if ep.Concurrency != tc.conc || ep.Running != 0 || ep.Queued != 0 || ep.ProcessTime < 0.9 {

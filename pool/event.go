@@ -119,7 +119,8 @@ func (p *Pool) emit(e Event) {
 	}
 	level := slog.LevelInfo
 	switch e.Kind {
-	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventQueueFull, EventEjected, EventFailover:
+	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventQueueFull, EventEjected, EventFailover,
+		EventConcurrencyLimited: // sessions that only wait in the Space: the operator has settings to change
 		level = slog.LevelWarn
 	case EventQueued, EventSessionCreated, EventSessionDestroyed, eventAssigned:
 		level = slog.LevelDebug
