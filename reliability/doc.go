@@ -17,6 +17,14 @@
 // as CI sets) and checks each gateway's local share while Redis is lost,
 // counted by the replicas themselves.
 //
+// Opt-in cells (GRADIOPOOL_RELIABILITY=long, or =quick for the short
+// scale without the report) add the recovery cases of issue 21 (a
+// flapping replica, a restart with no traffic, a freeze, the keep-alive
+// race, a drain with front-door calls) and the Redis cases of issue 23
+// (hung Redis, Sentinel and Cluster failovers, a dead gateway among queued
+// callers, an ACL user without channel permission) on real redis-server
+// processes; plain `go test` leaves them out.
+//
 // The package has only tests. `go test ./reliability/` runs the short
 // matrix (seconds per cell) and a 30 s soak; CI runs both. With GRADIOPOOL_RELIABILITY=long
 // (or -reliability.long) every cell runs longer under more load, and the

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,15 +157,27 @@ type env struct {
 	served []chan error
 	client *http.Client
 	logs   *lockedBuffer
-	redis  *redistest.Server // nil without a cluster
-	limit  int               // max_connections of each replica
+	redis  *redistest.Server // the cluster's standalone Redis, if any
+	// redisURL is the cluster's Redis (standalone, Sentinel or Cluster
+	// URL); empty without a cluster.
+	redisURL string
+	limit    int // max_connections of each replica
+	// down marks gateways the load no longer sends calls to (a dead one).
+	down   []atomic.Bool
+	cfg    gateway.Config // of every gateway, before ec.gateway tuned it
+	logger *slog.Logger
+	// tally is the steady load's, for cells that report calls served
+	// during their fault.
+	tally *tally
 
 	// Set by a cell's fault for its check.
 	outage outageFigures
 }
 
-// outageFigures is what the "Redis down" cell measured.
+// outageFigures is what the "Redis down" and "Redis hung" cells measured.
 type outageFigures struct {
+	what               string        // "Redis down"
+	results0, served   int           // the load's results when measuring began; served until healed
 	noticed            time.Duration // from stopping Redis until every gateway was local
 	peakTotal, peakOne int           // while Redis was down: one replica, all gateways / one gateway
 	restarted          time.Time
@@ -214,6 +227,13 @@ type envConfig struct {
 	// gateways > 1 needs redis: the gateways are one cluster through it.
 	gateways int
 	redis    *redistest.Server
+	// redisURL, when set, is used instead of redis's address (Sentinel,
+	// Cluster, an ACL user).
+	redisURL string
+	// sim and gateway, when set, tune each simulated replica before it
+	// starts and each gateway's configuration (i: its index).
+	sim     func(s *gradiotest.Server)
+	gateway func(i int, cfg *gateway.Config)
 }
 
 // toxiServer is the in-process toxiproxy server the proxies belong to.
@@ -222,13 +242,19 @@ var toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.Ne
 func newEnv(t testing.TB, ec envConfig) *env {
 	t.Helper()
 	e := &env{t: t, runs: &runCounter{runs: map[string]int{}}, logs: &lockedBuffer{discard: ec.discardLogs},
-		redis: ec.redis, limit: ec.maxSessions}
+		redis: ec.redis, redisURL: ec.redisURL, limit: ec.maxSessions}
+	if e.redisURL == "" && ec.redis != nil {
+		e.redisURL = "redis://" + ec.redis.Addr + "/0"
+	}
 	var urls []string
 	for i := range ec.replicas {
 		w := newWitness()
 		sim := gradiotest.NewUnstartedServer(workApp(e.runs, w, ec.workTime))
 		sim.DefaultConcurrencyLimit = -1
 		sim.HeartbeatInterval = time.Second
+		if ec.sim != nil {
+			ec.sim(sim)
+		}
 		sim.Start()
 		px := toxiproxy.NewProxy(toxiServer, fmt.Sprintf("%s-r%d", t.Name(), i), "127.0.0.1:0", strings.TrimPrefix(sim.URL, "http://"))
 		if err := px.Start(); err != nil {
@@ -246,18 +272,23 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		KeepAliveInterval: 200 * time.Millisecond,
 		Log:               gateway.LogConfig{Format: "json", Level: "debug"},
 	}
-	if ec.redis != nil {
+	if e.redisURL != "" {
 		// A short lease TTL: an outage is noticed, and Redis pinged again,
 		// every TTL/3; an operation slower than TTL/3 counts as an outage,
 		// so not shorter (-race on a shared machine).
 		cfg.Cluster = gateway.ClusterConfig{Name: "reliability", LeaseTTL: 3 * time.Second}
-		cfg.Secrets.RedisURL = "redis://" + ec.redis.Addr + "/0"
+		cfg.Secrets.RedisURL = e.redisURL
 		cfg.Secrets.HashKey = "reliability-key"
 	}
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.cfg, e.logger = cfg, logger
 	ctx := context.Background()
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	for range max(1, ec.gateways) {
+	for i := range max(1, ec.gateways) {
+		cfg := cfg
+		if ec.gateway != nil {
+			ec.gateway(i, &cfg)
+		}
 		gw, err := gateway.Open(ctx, cfg, logger, gradio.WithHeaderTimeout(3*time.Second), gradio.WithCancelTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -275,6 +306,7 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		e.served = append(e.served, served)
 	}
 	e.gw, e.url = e.gws[0], e.urls[0]
+	e.down = make([]atomic.Bool, len(e.gws))
 	return e
 }
 
@@ -326,20 +358,29 @@ func (e *env) toxic(i int, js string) func() {
 	}
 }
 
-// redisUp reports whether every gateway of the cluster reaches Redis (its
-// gradiopool_redis_up gauge) and, when want, also sees every other gateway
-// alive (the local shares while Redis is lost divide the limit by the
+// redisUp reports whether every live gateway of the cluster (not marked
+// down) reaches Redis (its gradiopool_redis_up gauge) and, when want, also
+// sees every other live gateway alive (the local shares while Redis is lost divide the limit by the
 // gateways last seen); true without a cluster.
 func (e *env) redisUp(want bool) bool {
-	if e.redis == nil {
+	if e.redisURL == "" {
 		return true
 	}
-	for _, gw := range e.gws {
+	live := 0
+	for i := range e.gws {
+		if !e.down[i].Load() {
+			live++
+		}
+	}
+	for i, gw := range e.gws {
+		if e.down[i].Load() {
+			continue
+		}
 		up, ok := gauge(e.t, gw, "gradiopool_redis_up")
 		if !ok || (up == 1) != want {
 			return false
 		}
-		if alive, ok := gauge(e.t, gw, "gradiopool_cluster_gateways_alive"); want && (!ok || int(alive) != len(e.gws)) {
+		if seen, ok := gauge(e.t, gw, "gradiopool_cluster_gateways_alive"); want && (!ok || int(seen) != live) {
 			return false
 		}
 	}

@@ -105,6 +105,12 @@ func (e *env) call(lc loadConfig, t *tally, worker int) bool {
 	// Workers go to the gateways in pairs, so that each gets registered
 	// users (even workers) and anonymous callers.
 	g := (worker / 2) % len(e.urls)
+	for range len(e.urls) { // a dead gateway gets no calls: the next one
+		if !e.down[g].Load() {
+			break
+		}
+		g = (g + 1) % len(e.urls)
+	}
 	url := e.urls[g]
 	if len(e.urls) > 1 {
 		id += fmt.Sprintf("-g%d", g)

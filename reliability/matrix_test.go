@@ -18,8 +18,18 @@ import (
 	"github.com/gradiopool/gradiopool/internal/redistest"
 )
 
-var longRun = flag.Bool("reliability.long", os.Getenv("GRADIOPOOL_RELIABILITY") == "long",
-	"run the long matrix and soak and write docs/RELIABILITY.md (also GRADIOPOOL_RELIABILITY=long)")
+var (
+	longRun = flag.Bool("reliability.long", os.Getenv("GRADIOPOOL_RELIABILITY") == "long",
+		"run the long matrix and soak and write docs/RELIABILITY.md (also GRADIOPOOL_RELIABILITY=long)")
+	// quickRun runs the opt-in cells at the short scale, without writing
+	// the report: a check that they pass before a long run.
+	quickRun = flag.Bool("reliability.quick", os.Getenv("GRADIOPOOL_RELIABILITY") == "quick",
+		"also run the opt-in cells, at the short scale (also GRADIOPOOL_RELIABILITY=quick)")
+)
+
+// optedIn: the opt-in cells run (they take minutes at the long scale and
+// start real Redis topologies, so plain `go test` leaves them out).
+func optedIn() bool { return *longRun || *quickRun }
 
 func TestMain(m *testing.M) {
 	zerolog.SetGlobalLevel(zerolog.Disabled) // toxiproxy's own logs
@@ -74,9 +84,31 @@ type cell struct {
 	// check, when set, adds the cell's own checks once capacity is back;
 	// it returns a note for the report.
 	check func(e *env, r *result) string
+
+	// optIn: only with GRADIOPOOL_RELIABILITY=long or quick.
+	optIn bool
+	// env, when set, tunes the cell's environment.
+	env func(t testing.TB, ec *envConfig)
+	// hold, when set, is how long the fault lasts instead of the scale's.
+	hold func(sc scale) time.Duration
+	// quietHeal: the load stops before the fault is healed, so that what
+	// comes back comes back without traffic.
+	quietHeal bool
+	// run, when set, replaces the steady load and the fault: it drives
+	// its own calls (counted in tl) and returns a note for the report.
+	run func(e *env, sc scale, tl *tally, r *result) string
 }
 
 func cells() []cell {
+	all := baseCells()
+	if optedIn() {
+		all = append(all, recoveryCells()...)
+		all = append(all, redisCells()...)
+	}
+	return all
+}
+
+func baseCells() []cell {
 	return []cell{
 		{name: "baseline", fault: "none", inject: func(e *env) func() { return func() {} }},
 		{name: "latency", fault: "toxiproxy latency 250 ms ±50 on replica 1, both ways",
@@ -213,6 +245,9 @@ func runCell(t *testing.T, sc scale, c cell) *result {
 		ec.redis = redistest.StartServer(t) // skips the cell without redis-server
 		ec.gateways = 2
 	}
+	if c.env != nil {
+		c.env(t, &ec)
+	}
 	r.goroutinesBefore = settledGoroutines(0, 0)
 	e := newEnv(t, ec)
 	closed := false
@@ -230,17 +265,35 @@ func runCell(t *testing.T, sc scale, c cell) *result {
 		c.load(&lc)
 	}
 	tl := newTally()
-	ctx, stop := context.WithCancel(context.Background())
-	loaded := make(chan struct{})
-	go func() { e.load(ctx, lc, tl); close(loaded) }()
-	time.Sleep(300 * time.Millisecond)
-	heal := c.inject(e)
-	time.Sleep(sc.hold)
-	heal()
-	healed := time.Now()
-	time.Sleep(300 * time.Millisecond)
-	stop()
-	<-loaded
+	e.tally = tl
+	var healed time.Time
+	if c.run != nil {
+		r.note = c.run(e, sc, tl, r)
+		healed = time.Now()
+	} else {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		loaded := make(chan struct{})
+		go func() { e.load(ctx, lc, tl); close(loaded) }()
+		time.Sleep(300 * time.Millisecond)
+		heal := c.inject(e)
+		hold := sc.hold
+		if c.hold != nil {
+			hold = c.hold(sc)
+		}
+		time.Sleep(hold)
+		if c.quietHeal {
+			stop()
+			<-loaded
+		}
+		heal()
+		healed = time.Now()
+		if !c.quietHeal {
+			time.Sleep(300 * time.Millisecond)
+			stop()
+			<-loaded
+		}
+	}
 
 	if c.gatewayStops {
 		r.recover = "n/a (gateway stopped)"
@@ -251,7 +304,7 @@ func runCell(t *testing.T, sc scale, c cell) *result {
 		r.fail("full capacity did not come back within %v of healing", d)
 	}
 	if c.check != nil {
-		r.note = c.check(e, r)
+		r.note = strings.TrimSpace(r.note + " " + c.check(e, r))
 	}
 	r.inUseAfter = e.settledInUse(20 * time.Second)
 	if r.inUseAfter != 0 {
@@ -329,7 +382,10 @@ func (e *env) recovery(limit time.Duration) (time.Duration, bool) {
 }
 
 func (e *env) allReady() bool {
-	for _, gw := range e.gws {
+	for i, gw := range e.gws {
+		if e.down[i].Load() {
+			continue
+		}
 		st := gw.Pool().Stats(context.Background())
 		for _, p := range st.Pools {
 			if p.State != "ready" {
@@ -395,40 +451,9 @@ func redisInstalled() bool {
 	return err == nil
 }
 
-// redisDown kills the cluster's redis-server under load, waits until every
-// gateway works on its local share, and starts measuring: the calls each
-// replica runs at once, per gateway and in total. Healing starts Redis
-// again (empty, as a Redis without persistence).
-func redisDown(e *env) func() {
-	start := time.Now()
-	e.redis.Stop()
-	for !e.redisUp(false) {
-		if time.Since(start) > 10*time.Second {
-			e.t.Errorf("the gateways did not notice the Redis outage within 10 s")
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.outage.noticed = time.Since(start)
-	e.t.Logf("Redis stopped at %s, noticed after %v", start.Format("15:04:05.000"), e.outage.noticed)
-	// Calls admitted before the outage may still run (a gateway that held
-	// more than its share keeps them: a documented limit of pool/cluster);
-	// once they ended only calls admitted under the local shares run.
-	time.Sleep(200 * time.Millisecond)
-	for _, r := range e.reps {
-		r.w.reset()
-	}
-	return func() {
-		for _, r := range e.reps {
-			total, one := r.w.peaks()
-			e.outage.peakTotal = max(e.outage.peakTotal, total)
-			e.outage.peakOne = max(e.outage.peakOne, one)
-			r.w.reset()
-		}
-		e.redis.Start()
-		e.outage.restarted = time.Now()
-	}
-}
+// redisDown kills the cluster's redis-server under load; healing starts
+// it again (empty, as a Redis without persistence).
+var redisDown = redisLost("Redis down", (*redistest.Server).Stop, (*redistest.Server).Start)
 
 // checkRedisDown: while Redis was down each gateway stayed within its
 // local share of each replica (limit / 2 gateways) and the replicas within
@@ -443,10 +468,10 @@ func checkRedisDown(e *env, r *result) string {
 				e.t.Log(l)
 			}
 		}
-		r.fail("Redis down: a gateway ran %d calls at once on a replica, its local share is %d", o.peakOne, share)
+		r.fail("%s: a gateway ran %d calls at once on a replica, its local share is %d", o.what, o.peakOne, share)
 	}
 	if o.peakTotal > e.limit {
-		r.fail("Redis down: a replica ran %d calls at once, the limit is %d", o.peakTotal, e.limit)
+		r.fail("%s: a replica ran %d calls at once, the limit is %d", o.what, o.peakTotal, e.limit)
 	}
 	after := 0
 	for _, rep := range e.reps {
@@ -454,8 +479,8 @@ func checkRedisDown(e *env, r *result) string {
 		after = max(after, total)
 	}
 	if after > e.limit {
-		r.fail("after Redis came back: a replica ran %d calls at once, the limit is %d", after, e.limit)
+		r.fail("after Redis came back (%s): a replica ran %d calls at once, the limit is %d", o.what, after, e.limit)
 	}
-	return fmt.Sprintf("Redis down: every gateway local within %v; at most %d calls at once per gateway on a replica (local share %d), %d per replica (limit %d). After the restart: at most %d per replica (limit %d); every gateway rejoined and full capacity back within %s of the restart.",
-		o.noticed.Round(10*time.Millisecond), o.peakOne, share, o.peakTotal, e.limit, after, e.limit, r.recover)
+	return fmt.Sprintf("every gateway local within %v; then at most %d calls at once per gateway on a replica (local share %d), %d per replica (limit %d), %d calls served until Redis was back. After it came back: at most %d per replica (limit %d); every gateway rejoined and full capacity back within %s.",
+		o.noticed.Round(10*time.Millisecond), o.peakOne, share, o.peakTotal, e.limit, o.served, after, e.limit, r.recover)
 }

@@ -1,12 +1,37 @@
 package reliability_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"strings"
 	"time"
 )
+
+const reportPath = "../docs/RELIABILITY.md"
+
+// The region between these markers is written by another suite (the abuse
+// tests); a new report keeps it as it was, with a blank line after it.
+const (
+	keptBegin = "<!-- abuse:begin -->"
+	keptEnd   = "<!-- abuse:end -->"
+)
+
+// keptRegion is the marked region of the old report, markers included, or
+// "" without one (or with a begin marker that is never closed).
+func keptRegion(old string) string {
+	i := strings.Index(old, keptBegin)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(old[i:], keptEnd)
+	if j < 0 {
+		return ""
+	}
+	return old[i:i+j+len(keptEnd)] + "\n\n"
+}
 
 // writeReport writes docs/RELIABILITY.md from the rows of this run.
 func writeReport() error {
@@ -52,8 +77,13 @@ func writeReport() error {
 	}
 	b.WriteString(soakSection())
 	b.WriteString(fuzzSection())
+	old, err := os.ReadFile(reportPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	b.WriteString(keptRegion(string(old)))
 	b.WriteString(limitsSection)
-	if err := os.WriteFile("../docs/RELIABILITY.md", []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(reportPath, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
 	fmt.Println("wrote docs/RELIABILITY.md")
