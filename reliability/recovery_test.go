@@ -147,7 +147,7 @@ func recoveryCells() []cell {
 				if ejected == 0 {
 					r.fail("the failing replica was never ejected")
 				}
-				return fmt.Sprintf("ejected (or being probed) %.1f%% of the %v window; the calls it cost: %d attempts sent to it, %d of them moved to the other replica (callers' errors, if any, in the row).",
+				return fmt.Sprintf("ejected (or being probed) %.1f%% of the %v window; the calls it cost: %d attempts sent to it (its calls counter), %d failovers away from it (its failovers counter; a call is counted when it moves, an attempt when it was sent, so the two need not match); callers' errors, if any, in the row.",
 					100*ejected, flap.window.Round(100*time.Millisecond), calls, failovers)
 			}},
 		{name: "killed and restarted, no traffic", optIn: true, quietHeal: true,
