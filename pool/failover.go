@@ -151,6 +151,21 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 	return true, false, nil
 }
 
+// sidelined returns why the replica takes no new call now (suspect, or
+// ejected and its back-off not over), or nil; unlike admit it changes
+// nothing.
+func (r *replica) sidelined(now time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.suspect:
+		return &ejectedError{suspectSince: r.suspectAt, last: r.lastErr}
+	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
+		return r.ejectedLocked()
+	}
+	return nil
+}
+
 func (r *replica) ejectedLocked() error {
 	return &ejectedError{until: r.ejectUntil, last: r.lastErr, permanent: r.permanent}
 }
@@ -479,6 +494,14 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 				l, err = p.acquireOn(ctx, r, key, o.prio)
 			}
 			if err == nil {
+				if cause := r.sidelined(time.Now()); cause != nil {
+					// Marked hung or ejected while this caller waited for
+					// its session: nothing was sent, so the call goes
+					// elsewhere like a new one.
+					l.Release()
+					causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
+					continue
+				}
 				if key != "" {
 					p.pin(ctx, key, r, assigned)
 				}

@@ -180,3 +180,58 @@ func lostOnClosedConn(err error) bool {
 	var lost *gradio.ConnectionLostError
 	return errors.As(err, &lost) && lost.MaybeAccepted && !lost.Accepted
 }
+
+// TestWaiterLeavesSuspectReplica: a caller already waiting for a session
+// of a replica that is then marked hung does not send its call there when
+// a session frees up: it goes to another replica, like a new call. (The
+// long reliability run saw 4-9 calls reach a frozen replica after it was
+// suspect.)
+func TestWaiterLeavesSuspectReplica(t *testing.T) {
+	srvs := replicas(t, 2)
+	p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 1,
+		ProbeInterval: 50 * time.Millisecond, HangTimeout: 300 * time.Millisecond})
+	name0 := p.Replicas()[0]
+	ctx := ctxT(t)
+	// A registered user pinned to replica 0 waits for it when it is busy.
+	u := ""
+	for i := 0; u == "" && i < 20; i++ {
+		res, err := p.Predict(ctx, user(i), "upper", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Replica == name0 {
+			u = user(i)
+		}
+	}
+	if u == "" {
+		t.Fatal("no user pinned to replica 0 in 20")
+	}
+	srvs[0].UpdateKnobs(func(k *gradiotest.Knobs) { k.TimeScale = 0.5 })
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	held, err := p.Submit(hctx, u, "slow", 4) // replica 0's only session
+	if err != nil || held.Replica() != name0 {
+		t.Fatalf("held call: %v on %v", err, held)
+	}
+	type answer struct {
+		res *pool.Result
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := p.Predict(ctx, u, "upper", "y")
+		got <- answer{res, err}
+	}()
+	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].QueueLength > 0 })
+	srvs[0].SetStall(true)
+	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].State == pool.StateSuspect })
+	hcancel() // the session comes back while the replica is suspect
+	a := <-got
+	srvs[0].SetStall(false)
+	if a.err != nil {
+		t.Fatalf("the waiting call: %v", a.err)
+	}
+	if a.res.Replica == name0 {
+		t.Fatal("the waiting call was sent to the suspect replica")
+	}
+}
