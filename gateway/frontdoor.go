@@ -61,6 +61,15 @@ type FrontDoorConfig struct {
 	// FileURLTTL is how long a signed file URL can be used. Zero means
 	// frontdoor.DefaultFileURLTTL (1 h); negative: for ever.
 	FileURLTTL time.Duration
+	// PinSessions runs every call of a front-door caller session on the
+	// session's replica. Default false: a call to an endpoint without
+	// gr.State runs on the replica the pool's rule picks for it
+	// (frontdoor.Config.PinSessions). A cluster always pins: the other
+	// gateways relay a session's stream from its replica only.
+	PinSessions bool
+	// PinnedEndpoints names endpoints (api names, or "#N" for fn_index N)
+	// whose calls always run on the session's replica.
+	PinnedEndpoints []string
 }
 
 // Pool returns the pool behind the backend (the front door needs it).
@@ -97,10 +106,12 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		BeginCall: func(r *http.Request) (func(), bool) {
 			return g.clientCalls.begin(g.clientID(r))
 		},
-		HashKey:  []byte(g.cfg.Secrets.HashKey), // empty: random per process
-		HashUser: g.backend.UserTag,
-		Logger:   g.log,
-		Annotate: addLog,
+		HashKey:         []byte(g.cfg.Secrets.HashKey), // empty: random per process
+		HashUser:        g.backend.UserTag,
+		Logger:          g.log,
+		Annotate:        addLog,
+		PinSessions:     g.cfg.FrontDoor.PinSessions || store != nil,
+		PinnedEndpoints: g.cfg.FrontDoor.PinnedEndpoints,
 		OnCall: func(c frontdoor.CallEnd) {
 			g.metrics.observeCall(CallRecord{Route: routeFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
 				Wait: c.Wait, Total: c.Duration, Code: c.Code})

@@ -50,8 +50,8 @@ func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleCancel is POST cancel: forwarded to the session's replica with its
-// backend session hash.
+// handleCancel is POST cancel: forwarded to the replica running the call
+// (event_id) with the session's backend session hash there.
 func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 	m, ok := f.readBody(w, r)
 	if !ok {
@@ -66,13 +66,15 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
 	}
-	b := s.binding()
-	app, err := f.appFor(r.Context(), b.Replica)
+	// The call's own replica and backend session: a spread call may run
+	// elsewhere than the session's replica.
+	replica, backend := s.laneOf(str(m["event_id"]))
+	app, err := f.appFor(r.Context(), replica)
 	if err != nil {
 		detail(w, http.StatusBadGateway, err.Error())
 		return
 	}
-	m["session_hash"], _ = json.Marshal(b.Backend)
+	m["session_hash"], _ = json.Marshal(backend)
 	out, _ := json.Marshal(m)
 	req, err := app.NewRequest(r.Context(), http.MethodPost, app.URL("cancel"), bytes.NewReader(out))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/sse"
@@ -25,16 +26,24 @@ var sessionNotFound = []byte(`{"msg":"unexpected_error","event_id":null,"message
 const maxQuietReopens = 2
 
 // handleData is GET queue/data: the caller's stream, relayed from its
-// backend session's stream with event ids and messages intact (file URLs
+// backend sessions' streams with event ids and messages intact (file URLs
 // rewritten to the gateway). Each process_completed frees its call's slot.
 //
-// When the replica ends its stream (close_stream) while a call of the
-// session is in flight — a join accepted just after the replica decided
-// to close — the gateway does not pass close_stream on: it reopens the
-// backend stream, where the replica kept that call's messages, and goes
-// on relaying. This closes Gradio's close race (the replica decides to
-// close the stream of a session with no call left just before a new join
-// of it arrives) for the caller: @gradio/client keeps no stream open for a call whose join was
+// The calls of one caller session may run on several replicas (spread
+// calls, see Spreadable): the gateway reads one backend stream per
+// replica running a call of the session (a lane), and writes their
+// messages to the caller's one stream; the messages of one call come from
+// one lane, so they stay in order. A lane starts when a call is accepted
+// there and ends at its replica's close_stream; the caller gets
+// close_stream when no lane is left and no call is in flight.
+//
+// When a replica ends its stream (close_stream) while a call of the
+// session is in flight there — a join accepted just after the replica
+// decided to close — the gateway reopens the backend stream, where the
+// replica kept that call's messages, and goes on relaying. This closes
+// Gradio's close race (the replica decides to close the stream of a
+// session with no call left just before a new join of it arrives) for the
+// caller: @gradio/client keeps no stream open for a call whose join was
 // answered before it had seen the close_stream, and that call would never
 // complete.
 func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
@@ -52,74 +61,179 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	defer s.stream()()
 	defer s.reading()()
 	b := s.binding()
-	// The replica's stream also ends at StopCalls (a drain's time-out);
-	// the caller's stream then gets its calls' errors (failPending).
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(f.stopCalls, cancel)()
 	f.annotate(r, slog.String("replica", b.Replica))
 	if u, err := user(r); err == nil && u != "" {
 		f.annotate(r, slog.String("user", f.cfg.HashUser(u)))
 	}
-	app, err := f.appFor(ctx, b.Replica)
-	if err != nil {
-		f.failPending(w, startSSE(w), s, b, err)
-		return
+	// The replicas' streams also end at StopCalls (a drain's time-out);
+	// the caller's stream then gets its calls' errors (failLane).
+	rctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(f.stopCalls, cancel)()
+	// quit tells the lanes that the handler reads no more ends.
+	quit := make(chan struct{})
+	stop := sync.OnceFunc(func() { cancel(); close(quit) })
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+
+	out := &muxWriter{w: w}
+	ends := make(chan laneEnd)
+	active := map[string]bool{}
+	start := func(replica, backend string) {
+		active[replica] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := f.runLane(rctx, r, s, replica, backend, out)
+			select {
+			case ends <- e:
+			case <-quit:
+			}
+		}()
 	}
-	var rc *sse.Writer // nil until the caller's stream started
-	quiet := 0
+	startBusy := func() {
+		for rep, be := range s.busyLanes() {
+			if !active[rep] {
+				start(rep, be)
+			}
+		}
+	}
+	gone := func() {
+		// The caller went away: the replicas drop the session's calls
+		// when their streams close (Gradio's rule), so their slots are
+		// free.
+		stop()
+		wg.Wait()
+		s.releaseAll(CodeClientClosed)
+		f.foreignEnd(s.front, "")
+	}
+	startBusy()
+	if len(active) == 0 {
+		start(b.Replica, b.Backend)
+	}
+	failed := false
 	for {
-		resp, err := f.openData(rctx, r, app, b)
-		if err != nil {
-			if ctx.Err() != nil {
-				s.releaseAll(CodeClientClosed)
-				f.foreignEnd(s.front, "")
+		select {
+		case <-ctx.Done():
+			gone()
+			return
+		case <-s.wake:
+			startBusy()
+		case e := <-ends:
+			delete(active, e.replica)
+			if e.gone || ctx.Err() != nil {
+				gone()
 				return
 			}
-			if rc == nil {
-				rc = startSSE(w)
+			if e.answer != nil {
+				if !out.started() && len(active) == 0 {
+					relay(w, e.answer.status, e.answer.ctype, e.answer.body)
+					return
+				}
+				e.cause = fmt.Errorf("queue/data %d %s", e.answer.status, excerpt(e.answer.body))
 			}
-			f.failPending(w, rc, s, b, err)
-			return
+			if e.cause != nil {
+				failed = true
+				f.failLane(out, s, e.replica, e.cause)
+			}
+			startBusy()
+			if len(active) == 0 {
+				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
+				if failed {
+					f.foreignEnd(s.front, "")
+				}
+				return
+			}
+		}
+	}
+}
+
+// muxWriter is the caller's stream, written by every lane; it starts when
+// a replica's stream did (or at the first message).
+type muxWriter struct {
+	w  http.ResponseWriter
+	mu sync.Mutex // guards rc and the writes
+	rc *sse.Writer
+}
+
+func (m *muxWriter) data(b []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rc == nil {
+		m.rc = startSSE(m.w)
+	}
+	return m.rc.Data(b)
+}
+
+// start sends the stream's headers if they are not sent yet.
+func (m *muxWriter) start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rc == nil {
+		m.rc = startSSE(m.w)
+	}
+}
+
+func (m *muxWriter) started() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rc != nil
+}
+
+// laneEnd is how the relay of one replica's backend stream ended.
+type laneEnd struct {
+	replica string
+	gone    bool     // the caller went away
+	cause   error    // the lane broke: its calls are lost
+	answer  *refusal // the replica answered the stream with this non-200 (not 5xx) before anything was relayed
+}
+
+// runLane relays the backend stream of the session at replica until the
+// replica closes it with no call of the session left there.
+func (f *FrontDoor) runLane(ctx context.Context, r *http.Request, s *callerSession, replica, backend string, out *muxWriter) laneEnd {
+	end := laneEnd{replica: replica}
+	app, err := f.appFor(ctx, replica)
+	if err != nil {
+		end.cause = err
+		return end
+	}
+	b := Binding{Replica: replica, Backend: backend}
+	quiet := 0
+	for {
+		resp, err := f.openData(ctx, r, app, b)
+		if err != nil {
+			end.cause = err
+			return end
 		}
 		if resp.StatusCode != http.StatusOK {
 			rb, _ := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
 			resp.Body.Close()
-			if resp.StatusCode >= 500 || rc != nil {
-				if rc == nil {
-					rc = startSSE(w)
-				}
-				f.failPending(w, rc, s, b, fmt.Errorf("queue/data %d %s", resp.StatusCode, excerpt(rb)))
-				return
+			if resp.StatusCode >= 500 || out.started() {
+				end.cause = fmt.Errorf("queue/data %d %s", resp.StatusCode, excerpt(rb))
+			} else {
+				end.answer = &refusal{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: rb}
 			}
-			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
-			return
+			return end
 		}
-		if rc == nil {
-			rc = startSSE(w)
-		}
-		relayed, reopen, done, cause := f.relayData(w, rc, r, s, app, b, resp)
+		out.start() // the caller's client waits for the stream's headers
+		relayed, reopen, done, cause := f.relayData(out, r, s, app, b, resp)
 		resp.Body.Close()
 		if done {
-			return
+			return end
 		}
 		if !reopen {
-			if ctx.Err() != nil || cause == nil {
-				// The caller went away: the replica drops the session's
-				// calls when its stream closes (Gradio's rule), so their
-				// slots are free.
-				s.releaseAll(CodeClientClosed)
-				f.foreignEnd(s.front, "")
-				return
+			if ctx.Err() != nil && f.stopCalls.Err() != nil {
+				end.cause = f.stopCalls.Err()
+				return end
 			}
-			f.failPending(w, rc, s, b, cause)
-			return
+			end.gone, end.cause = cause == nil || ctx.Err() != nil, cause
+			return end
 		}
 		if relayed > 0 {
 			quiet = 0
 		} else if quiet++; quiet > maxQuietReopens {
-			f.failPending(w, rc, s, b, errors.New("the replica ends the session's stream while its calls are pending"))
-			return
+			end.cause = errors.New("the replica ends the session's stream while its calls are pending")
+			return end
 		}
 	}
 }
@@ -137,10 +251,12 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 }
 
 // relayData relays one backend stream to the caller. It returns how many
-// event messages it relayed, and: done when the caller's stream is over
-// (close_stream passed on), reopen when the backend closed while calls
-// are pending, else the cause of the end (nil: the caller went away).
-func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Request, s *callerSession, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
+// event messages it relayed, and: done when the lane is over (the
+// replica's close_stream, with no call of the session left there; the
+// caller's close_stream is handleData's), reopen when the backend closed
+// while calls are pending there, else the cause of the end (nil: the
+// caller went away).
+func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReader(resp.Body)
 	defer rd.Release()
@@ -158,17 +274,16 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Req
 			Success *bool   `json:"success"` // process_completed: false when the app raised (gr.Error)
 		}
 		_ = json.Unmarshal(ev.Data, &msg)
-		if msg.Msg == "close_stream" && len(s.inFlight()) > 0 {
-			return relayed, true, false, nil
+		if msg.Msg == "close_stream" {
+			return relayed, len(s.inFlightOn(b.Replica)) > 0, len(s.inFlightOn(b.Replica)) == 0, nil
 		}
-		if werr := rc.Data(rw.rewrite(ev.Data)); werr != nil {
+		if werr := out.data(rw.rewrite(ev.Data)); werr != nil {
 			return relayed, false, false, nil // the caller went away
 		}
 		if msg.EventID != nil {
 			relayed++
 		}
-		switch msg.Msg {
-		case "process_completed":
+		if msg.Msg == "process_completed" {
 			code := ""
 			if msg.Success != nil && !*msg.Success {
 				code = CodeAppError
@@ -176,17 +291,15 @@ func (f *FrontDoor) relayData(w http.ResponseWriter, rc *sse.Writer, r *http.Req
 			if msg.EventID != nil && !s.complete(*msg.EventID, code) {
 				f.foreignEnd(s.front, *msg.EventID)
 			}
-		case "close_stream":
-			return relayed, false, true, nil
 		}
 	}
 }
 
-// failPending reports every call in flight of s as lost (Gradio's error
-// shape: process_completed with success false), frees their slots and
-// closes the stream. The calls are never run again.
-func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *callerSession, b Binding, cause error) {
-	ids := s.inFlight()
+// failLane reports every call in flight of s on replica as lost (Gradio's
+// error shape: process_completed with success false) and frees their
+// slots. The calls are never run again.
+func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, cause error) {
+	ids := s.inFlightOn(replica)
 	stopped := f.stopCalls.Err() != nil
 	for _, id := range ids {
 		msg := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"
@@ -194,24 +307,22 @@ func (f *FrontDoor) failPending(w http.ResponseWriter, rc *sse.Writer, s *caller
 		case stopped:
 			msg = stoppedDetail
 		case f.cfg.ShowReplicaErrors:
-			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", b.Replica, cause)
+			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", replica, cause)
 		}
 		rec, _ := json.Marshal(map[string]any{
 			"msg": "process_completed", "event_id": id,
 			"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},
 			"success": false, "title": "Error",
 		})
-		_ = rc.Data(rec)
+		_ = out.data(rec)
 		s.complete(id, CodeReplicaLost)
 		f.stats.lost.Add(1)
 	}
 	if len(ids) > 0 && stopped {
-		f.log.Warn("front door: calls stopped by the drain time-out", slog.String("replica", b.Replica),
+		f.log.Warn("front door: calls stopped by the drain time-out", slog.String("replica", replica),
 			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)))
 	} else if len(ids) > 0 {
-		f.log.Warn("front door: replica lost calls in flight", slog.String("replica", b.Replica),
+		f.log.Warn("front door: replica lost calls in flight", slog.String("replica", replica),
 			slog.String("session", shortHash(s.front)), slog.Int("calls", len(ids)), slog.Any("error", cause))
 	}
-	_ = rc.Data([]byte(`{"msg":"close_stream","event_id":null}`))
-	f.foreignEnd(s.front, "")
 }

@@ -10,12 +10,19 @@
 //
 // A caller's session_hash is the unit of stickiness. Its first queue/join
 // picks a replica (the user's pinned replica when X-Gradiopool-User names a
-// user, else the least loaded) and a fresh backend session hash there; every
-// later join, the queue/data stream, cancel, and the files of that caller go
-// to the same replica and backend session, so gr.State, event ids and
-// uploads stay together. The mapping is kept in a [Store] (in memory by
-// default) and expires when the caller has no stream open (data or
-// heartbeat) and made no request for Config.SessionTTL.
+// user, else the least loaded) and a fresh backend session hash there; its
+// later calls to endpoints with gr.State, the stream of its calls there,
+// cancel, and the files of those calls go to the same replica and backend
+// session, so gr.State, event ids and uploads stay together. The mapping is
+// kept in a [Store] (in memory by default) and expires when the caller has
+// no stream open (data or heartbeat) and made no request for
+// Config.SessionTTL.
+//
+// A call to an endpoint that keeps no session state ([FrontDoor.Spreadable])
+// goes to the replica the pool picks for it at that moment, under the
+// session's backend session hash there (one per replica). The caller's one
+// queue/data stream then multiplexes one backend stream per replica running
+// a call of the session (handleData).
 //
 // Each call in flight holds one slot of its replica's session pool, from
 // its join until its process_completed passes through the gateway (or its

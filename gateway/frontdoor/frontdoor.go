@@ -142,6 +142,16 @@ type Config struct {
 	// HashUser returns the loggable hash of a user (an e-mail). Nil means
 	// the first 8 hex digits of HMAC-SHA256(HashKey, user).
 	HashUser func(string) string
+	// PinSessions sends every call of a caller session to the session's
+	// replica. Default false: a call to an endpoint that keeps no session
+	// state (see [FrontDoor.Spreadable]) goes to the replica the pool's
+	// rule picks for it, like the /v1 calls.
+	PinSessions bool
+	// PinnedEndpoints names endpoints (api names, with or without "/", or
+	// "#N" for fn_index N) whose calls always go to the session's replica:
+	// for apps that keep server state keyed on the session hash outside
+	// gr.State.
+	PinnedEndpoints []string
 	// Store keeps the caller-session mapping. Nil means a new
 	// [MemoryStore].
 	Store Store

@@ -90,10 +90,11 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		f.annotate(r, slog.String("user", meta.user))
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
+	spread := f.Spreadable(m["fn_index"])
 	var tried []string
 	var last *refusal
 	for range len(f.replicaNames()) + 1 {
-		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint)
+		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint, spread)
 		if err != nil {
 			if last != nil {
 				break
@@ -108,7 +109,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 			return
 		}
-		meta.replica, meta.wait = b.Replica, f.cfg.Now().Sub(meta.start)
+		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.cfg.Now().Sub(meta.start)
 		f.annotate(r, slog.String("replica", b.Replica))
 		ref, done := f.join(w, r, s, slot, b, m, meta)
 		if done {
@@ -119,7 +120,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		f.log.Warn("front door: replica refused a join", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(front)), slog.String("user", f.cfg.HashUser(u)), slog.Any("error", ref.err))
 		last = ref
-		if len(s.inFlight()) > 0 {
+		if !spread && len(s.inFlightOn(b.Replica)) > 0 {
 			break // the session's other calls run there: it cannot move
 		}
 		tried = append(tried, b.Replica)
@@ -154,9 +155,22 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // on a new one when it is not bound yet or its replica is in tried (it
 // refused) or serves another app than the reference; moving loses the
 // backend session (and its gr.State).
-func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string) (*pool.Slot, Binding, error) {
+//
+// A spread call (spread set) goes to the replica the pool picks, under
+// the session's backend session there; it binds the session only when
+// the session has no replica yet.
+func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, spread bool) (*pool.Slot, Binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
 		return nil, Binding{}, err
+	}
+	if spread && s.binding().Replica != "" {
+		l, err := f.pickReplica(ctx, u, slices.Clone(tried), endpoint)
+		if err != nil {
+			return nil, Binding{}, err
+		}
+		b := s.binding()
+		b.Replica, b.Backend = l.Replica(), s.laneBackend(l.Replica())
+		return l, b, nil
 	}
 	s.bindMu.Lock()
 	defer s.bindMu.Unlock()
@@ -170,52 +184,25 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 				return l, b, nil
 			}
 			l.Release()
-			if len(s.inFlight()) > 0 {
+			if len(s.inFlightOn(b.Replica)) > 0 {
 				return nil, b, cerr
 			}
 			// Its app changed to another: move.
 		} else {
 			var re *pool.ReplicaError
 			if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
-				!errors.As(err, &re) || len(s.inFlight()) > 0 {
+				!errors.As(err, &re) || len(s.inFlightOn(b.Replica)) > 0 {
 				return nil, b, err
 			}
 			// The replica cannot serve (ejected, unreachable): move.
 		}
 		skip = append(skip, b.Replica)
 	}
-	// Replicas known to serve another app are skipped; one that is
-	// connected again is re-checked first (its app may be fixed now).
-	var odd []string
-	for n := range f.mismatched() {
-		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) != nil {
-			skip = append(skip, n)
-			odd = append(odd, n)
-		}
+	l, err := f.pickReplica(ctx, u, skip, endpoint)
+	if err != nil {
+		return nil, b, err
 	}
-	var l *pool.Slot
-	for range len(f.replicaNames()) {
-		var err error
-		l, err = f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint})
-		if err != nil {
-			if len(odd) > 0 {
-				slices.Sort(odd)
-				err = fmt.Errorf("%w (not used: %s serve(s) another app than the reference replica)", err, strings.Join(odd, ", "))
-			}
-			return nil, b, err
-		}
-		if f.checkApp(l.Replica(), l.App().Config()) == nil {
-			break
-		}
-		odd = append(odd, l.Replica())
-		skip = append(skip, l.Replica())
-		l.Release()
-		l = nil
-	}
-	if l == nil {
-		return nil, b, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", ErrConfigMismatch)
-	}
-	nb := Binding{Replica: l.Replica(), Backend: newBackendHash(), Owner: b.Owner}
+	nb := Binding{Replica: l.Replica(), Backend: s.laneBackend(l.Replica()), Owner: b.Owner}
 	if b.Replica != "" {
 		f.stats.moved.Add(1)
 		s.mu.Lock()
@@ -233,6 +220,38 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 	}
 	s.setBinding(ctx, nb)
 	return l, nb, nil
+}
+
+// pickReplica reserves a slot on the replica the pool's rule picks,
+// skipping skip and the replicas known to serve another app than the
+// reference.
+func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, endpoint string) (*pool.Slot, error) {
+	// Replicas known to serve another app are skipped; one that is
+	// connected again is re-checked first (its app may be fixed now).
+	var odd []string
+	for n := range f.mismatched() {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) != nil {
+			skip = append(skip, n)
+			odd = append(odd, n)
+		}
+	}
+	for range len(f.replicaNames()) {
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint})
+		if err != nil {
+			if len(odd) > 0 {
+				slices.Sort(odd)
+				err = fmt.Errorf("%w (not used: %s serve(s) another app than the reference replica)", err, strings.Join(odd, ", "))
+			}
+			return nil, err
+		}
+		if f.checkApp(l.Replica(), l.App().Config()) == nil {
+			return l, nil
+		}
+		odd = append(odd, l.Replica())
+		skip = append(skip, l.Replica())
+		l.Release()
+	}
+	return nil, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", ErrConfigMismatch)
 }
 
 // join forwards one join under slot. done means the caller got its

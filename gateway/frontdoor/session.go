@@ -49,6 +49,13 @@ type callerSession struct {
 	streams  int                    // open data and heartbeat streams
 	readers  int                    // open data streams (ReadGrace)
 	graces   map[string]*time.Timer // calls in flight -> their ReadGrace timer
+	// lanes maps each replica the session's calls ran on to the backend
+	// session hash there (bind's replica to bind.Backend): a spread call
+	// (see Spreadable) runs on another replica than bind's.
+	lanes map[string]string
+	// wake gets a token when a call is added, so that an open data stream
+	// starts relaying the call's replica if it does not yet.
+	wake     chan struct{}
 	lastSeen time.Time
 }
 
@@ -90,7 +97,10 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 			}
 			b = Binding{Owner: owner}
 		}
-		ns := &callerSession{front: front, f: f, client: client, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now}
+		ns := &callerSession{front: front, f: f, client: client, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now, wake: make(chan struct{}, 1)}
+		if b.Replica != "" {
+			ns.lanes = map[string]string{b.Replica: b.Backend}
+		}
 		f.start()
 		f.mu.Lock()
 		if s = f.sessions[front]; s == nil {
@@ -156,6 +166,10 @@ func (s *callerSession) setBinding(ctx context.Context, b Binding) {
 	s.mu.Lock()
 	s.bind = b
 	s.accepted = 0
+	if s.lanes == nil {
+		s.lanes = map[string]string{}
+	}
+	s.lanes[b.Replica] = b.Backend
 	s.mu.Unlock()
 	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
 }
@@ -167,6 +181,8 @@ const maxEarly = 256
 // CallEnd report.
 type callMeta struct {
 	replica, endpoint, user string
+	backend                 string    // the backend session hash the call runs under
+	spread                  bool      // a spread call: it left no state on the session's replica
 	start                   time.Time // the join's arrival
 	wait                    time.Duration
 	// release ends the call's count against its client's limit
@@ -181,7 +197,13 @@ type callMeta struct {
 // the call already completed).
 func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) {
 	s.mu.Lock()
-	s.accepted++
+	if !meta.spread {
+		s.accepted++
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 	if code, ok := s.early[eventID]; ok {
 		delete(s.early, eventID)
 		s.mu.Unlock()
@@ -217,6 +239,9 @@ func (s *callerSession) graceOver(eventID string) {
 	meta := s.calls[eventID]
 	unread := pending && s.readers == 0
 	b := s.bind
+	if meta.backend != "" { // the call's own replica (a spread call's is not bind's)
+		b.Replica, b.Backend = meta.replica, meta.backend
+	}
 	s.mu.Unlock()
 	if !unread || s.f.ctx.Err() != nil {
 		return
@@ -296,6 +321,60 @@ func (s *callerSession) inFlight() []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// laneBackend returns the backend session hash of s at replica, making
+// one for a replica it has not used yet.
+func (s *callerSession) laneBackend(replica string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if be, ok := s.lanes[replica]; ok {
+		return be
+	}
+	if s.lanes == nil {
+		s.lanes = map[string]string{}
+	}
+	be := newBackendHash()
+	s.lanes[replica] = be
+	return be
+}
+
+// busyLanes returns replica -> backend session hash of the replicas
+// running calls of s now.
+func (s *callerSession) busyLanes() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for id := range s.pending {
+		if m, ok := s.calls[id]; ok && m.replica != "" {
+			out[m.replica] = m.backend
+		}
+	}
+	return out
+}
+
+// inFlightOn returns the event ids of the calls in flight on replica.
+func (s *callerSession) inFlightOn(replica string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id := range s.pending {
+		if m, ok := s.calls[id]; !ok || m.replica == replica {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// laneOf returns the replica and backend session hash of call eventID,
+// or s's binding when the call is not known here.
+func (s *callerSession) laneOf(eventID string) (replica, backend string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.calls[eventID]; ok && m.replica != "" {
+		return m.replica, m.backend
+	}
+	return s.bind.Replica, s.bind.Backend
 }
 
 // releaseAll releases every slot (the calls' stream is gone: the replica

@@ -1,0 +1,274 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+// spreadApp is the default app plus "hold": stateless, one call at a time
+// per replica (Gradio's default), running until gate closes.
+func spreadApp(gate chan struct{}) *gradiotest.App {
+	app := gradiotest.DefaultApp()
+	app.Handle("hold", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
+		s, _ := c.String(0)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return []any{"held " + s}, nil
+	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
+	return app
+}
+
+// fdMessages opens session's queue/data stream through the front door and
+// sends every message on the returned channel, closed at the stream's end.
+func fdMessages(t *testing.T, base, session string) <-chan map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash="+session, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan map[string]any, 256)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			d, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(d), &m) == nil {
+				select {
+				case out <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// TestFrontDoorSpreadsStatelessCalls: the calls of ONE caller session to
+// an endpoint without gr.State run on all three replicas at once (each
+// runs one call at a time), while its gr.State calls stay on the
+// session's replica with their state; every message reaches the caller on
+// its one stream, in order per call with the replicas' event ids; cancel
+// reaches the replica running the call; a replica killed with a call of
+// the session in flight fails that call only. With pin_sessions (and for
+// an endpoint in pinned_endpoints) every call waits for the session's
+// replica instead.
+func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
+	gate := make(chan struct{})
+	app := spreadApp(gate)
+	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{app, app, app}, nil)
+	base := srv.URL
+	hold, counter := fnIndexOf(t, base, "hold"), fnIndexOf(t, base, "counter")
+	const sess = "spread1"
+
+	// The first (stateful) call binds the session.
+	if got := fdCall(t, base, sess, counter, "a", nil); got != "1 items: a" {
+		t.Fatalf("counter: %q", got)
+	}
+	home := -1
+	for i, s := range sims {
+		if s.Executions("counter") == 1 {
+			home = i
+		}
+	}
+	if home < 0 {
+		t.Fatal("no replica ran the first counter call")
+	}
+
+	msgs := fdMessages(t, base, sess)
+	ids := map[string]int{} // event id -> i
+	for i := range 3 {
+		id, err := fdJoin(base, sess, hold, fmt.Sprintf("h%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = i
+	}
+	// Each replica runs one hold call: they were spread (pinned, two would
+	// wait in the session's replica's queue).
+	waitFor(t, "one hold call running on each replica", func() bool {
+		for _, s := range sims {
+			if s.Snapshot().Running != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	// A gr.State call of the same session runs on its replica, with its
+	// state, while the spread calls run.
+	cid, err := fdJoin(base, sess, counter, "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids[cid] = 100
+
+	// Cancel one spread call: the replica running it gets the cancel
+	// (each runs one call of the session's backend session there).
+	var xid string
+	for id, i := range ids {
+		if i < 100 {
+			xid = id
+			break
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"session_hash": sess, "event_id": xid, "fn_index": hold})
+	resp, err := http.Post(base+"/gradio_api/cancel", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancelledOn, cancels := -1, 0
+	for i, s := range sims {
+		if n := s.Requests("cancel"); n > 0 {
+			cancelledOn, cancels = i, cancels+n
+		}
+	}
+	if resp.StatusCode != http.StatusOK || cancels != 1 {
+		t.Fatalf("cancel: %d, replicas saw %d cancels", resp.StatusCode, cancels)
+	}
+	waitFor(t, "the cancelled call stopped on its replica", func() bool { return sims[cancelledOn].Snapshot().Running == 0 })
+
+	// Kill a replica that runs a spread call (not the session's, not the
+	// cancelled call's): its call fails, the others go on.
+	victim := 0
+	for victim == home || victim == cancelledOn {
+		victim++
+	}
+	sims[victim].CloseClientConnections()
+	sims[victim].Close()
+
+	byID := map[string][]string{}
+	completed := map[string]map[string]any{}
+	closeSeen := false
+	collect := func(until func() bool) {
+		t.Helper()
+		for !until() {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					t.Fatalf("stream ended; completed %d of %d", len(completed), len(ids))
+				}
+				msg, _ := m["msg"].(string)
+				if msg == "close_stream" {
+					closeSeen = true
+					continue
+				}
+				id, _ := m["event_id"].(string)
+				if id == "" {
+					continue
+				}
+				if _, ok := ids[id]; !ok {
+					t.Errorf("message %v with an event id the caller was never given", m)
+				}
+				if completed[id] != nil {
+					t.Errorf("message %s after the process_completed of %s", msg, id)
+				}
+				byID[id] = append(byID[id], msg)
+				if msg == "process_completed" {
+					completed[id] = m
+				}
+			case <-time.After(time.Minute): // hang guard
+				t.Fatalf("no message for a minute; completed %d of %d", len(completed), len(ids))
+			}
+		}
+	}
+	// The killed replica's call and the cancelled one end first.
+	collect(func() bool { return len(completed) >= 2 })
+	close(gate)
+	collect(func() bool { return len(completed) == len(ids) && closeSeen })
+
+	lost, held, cancelled := 0, 0, 0
+	for id, i := range ids {
+		m := completed[id]
+		switch {
+		case i == 100:
+			out, _ := m["output"].(map[string]any)
+			data, _ := out["data"].([]any)
+			if m["success"] != true || len(data) == 0 || data[0] != "2 items: a, b" {
+				t.Errorf("stateful call: %v, want its state kept on the session's replica", m)
+			}
+		case m["success"] != true:
+			lost++
+		case strings.Contains(fmt.Sprint(m["output"]), "held h"):
+			held++
+		default:
+			cancelled++
+		}
+		if seq := byID[id]; len(seq) < 2 || seq[len(seq)-1] != "process_completed" {
+			t.Errorf("call %d: messages %v", i, seq)
+		}
+	}
+	if held != 1 || lost != 1 || cancelled != 1 {
+		t.Errorf("hold calls: %d succeeded, %d lost, %d cancelled; want one each (one ran on the killed replica, one was cancelled)", held, lost, cancelled)
+	}
+	for i, s := range sims {
+		if i != home && s.Executions("counter") != 0 {
+			t.Errorf("replica %d ran a gr.State call of the session bound to replica %d", i, home)
+		}
+	}
+	if st := g.FrontDoor().Stats(); st.InFlight != 0 {
+		t.Errorf("after every call ended: %+v", st)
+	}
+}
+
+// TestFrontDoorPinSessions: with pin_sessions, or for an endpoint in
+// pinned_endpoints, a session's calls all run on its replica.
+func TestFrontDoorPinSessions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*gateway.Config)
+	}{
+		{"pin_sessions", func(c *gateway.Config) { c.FrontDoor.PinSessions = true }},
+		{"pinned_endpoints", func(c *gateway.Config) { c.FrontDoor.PinnedEndpoints = []string{"/hold"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := make(chan struct{})
+			app := spreadApp(gate)
+			srv, _, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{app, app, app}, tc.mod)
+			hold := fnIndexOf(t, srv.URL, "hold")
+			const sess = "pinned1"
+			msgs := fdMessages(t, srv.URL, sess) // session not bound yet: ends at once
+			for range msgs {
+			}
+			for i := range 3 {
+				if _, err := fdJoin(srv.URL, sess, hold, fmt.Sprintf("p%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "the three calls on one replica (one running, two queued)", func() bool {
+				for _, s := range sims {
+					if sn := s.Snapshot(); sn.Running == 1 && sn.Queued == 2 {
+						return true
+					}
+				}
+				return false
+			})
+			close(gate)
+			done, err := fdStream(srv.URL, sess)
+			if err != nil || len(done) != 3 {
+				t.Fatalf("%d calls completed (%v)", len(done), err)
+			}
+		})
+	}
+}
