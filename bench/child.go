@@ -54,6 +54,9 @@ type simSpec struct {
 	Replicas    int           `json:"replicas"`
 	ConnectCost time.Duration `json:"connect_cost"`
 	Latency     time.Duration `json:"latency"`
+	// Concurrency is each endpoint's concurrency limit; 0 means
+	// unlimited (the pool's limit is then the cap).
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // sims is a running set of simulated replicas, in this process or in a
@@ -89,6 +92,9 @@ func newSim(spec simSpec) *gradiotest.Server {
 	srv.ConnectCost = spec.ConnectCost
 	srv.Latency = spec.Latency
 	srv.DefaultConcurrencyLimit = -1
+	if spec.Concurrency > 0 {
+		srv.DefaultConcurrencyLimit = spec.Concurrency
+	}
 	srv.Start()
 	return srv
 }

@@ -32,6 +32,12 @@ type fdResult struct {
 	Warm          fdLatency `json:"warm_ms"`
 	Errors        int       `json:"errors"`
 	FirstError    *string   `json:"first_error"`
+	Concurrent    *struct {
+		InFlight  int       `json:"in_flight"`
+		Calls     int       `json:"calls"`
+		CallsPerS float64   `json:"calls_per_s"`
+		Latency   fdLatency `json:"latency_ms"`
+	} `json:"concurrent"`
 }
 
 // fdScript finds testdata/jsclient/frontdoor_bench.mjs with the official
@@ -53,11 +59,16 @@ func (e *env) fdScript() (string, error) {
 
 type fdSpec struct {
 	PerCall, Warmup, Calls int
+	Concurrent             int // > 0: one shared client, this many calls at a time
 }
 
 func runFDScript(ctx context.Context, script, url string, spec fdSpec) (*fdResult, error) {
-	cmd := exec.CommandContext(ctx, "node", filepath.Base(script), url, "--endpoint", "/upper",
-		"--per-call", strconv.Itoa(spec.PerCall), "--warmup", strconv.Itoa(spec.Warmup), "--calls", strconv.Itoa(spec.Calls))
+	args := []string{filepath.Base(script), url, "--endpoint", "/upper",
+		"--per-call", strconv.Itoa(max(spec.PerCall, 1)), "--warmup", strconv.Itoa(spec.Warmup), "--calls", strconv.Itoa(spec.Calls)}
+	if spec.Concurrent > 0 {
+		args = append(args, "--concurrent", strconv.Itoa(spec.Concurrent))
+	}
+	cmd := exec.CommandContext(ctx, "node", args...)
 	cmd.Dir = filepath.Dir(script)
 	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder
@@ -161,12 +172,86 @@ func runFrontDoor(ctx context.Context, e *env, s *Section) error {
 		}
 		return *v
 	}
+	if err := runFrontDoorSpread(ctx, e, s, script); err != nil {
+		s.note("Per-call spreading not measured: %v", err)
+	}
 	e.addChart(s, "frontdoor.png", "official JS client: one replica directly vs the gateway's front door", func(dir, file string) error {
 		return barChart(dir, file, "@gradio/client latency (lower is better)", "ms", []string{"connect + predict per call p50", "warm p50", "warm p95"},
 			[]series{
 				{"one replica directly", []float64{val(direct.PerCall.P50), val(direct.Warm.P50), val(direct.Warm.P95)}},
 				{"gateway front door", []float64{val(front.PerCall.P50), val(front.Warm.P50), val(front.Warm.P95)}},
 			})
+	})
+	return nil
+}
+
+// runFrontDoorSpread measures one shared JS client making calls several
+// at a time over three replicas that run one call at a time (Gradio's
+// default): straight to one replica vs through the front door, which
+// spreads the calls of the client's one session over the replicas.
+func runFrontDoorSpread(ctx context.Context, e *env, s *Section, script string) error {
+	const inFlight = 10
+	work := e.pick(50*time.Millisecond, 20*time.Millisecond)
+	spec := fdSpec{Warmup: e.pickInt(30, 10), Calls: e.pickInt(300, 60), Concurrent: inFlight}
+	sm, err := e.startSims(ctx, simSpec{Replicas: 3, Latency: work, Concurrency: 1})
+	if err != nil {
+		return err
+	}
+	defer sm.Close()
+	p, err := pool.New(pool.Config{Replicas: sm.URLs})
+	if err != nil {
+		return err
+	}
+	defer p.Close(context.WithoutCancel(ctx))
+	gw, err := startGateway(p, pool.Config{}.WithDefaults().MaxConnections)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	e.logf("  frontdoor: one shared JS client, %d calls at a time, straight to one replica", inFlight)
+	direct, derr := runFDScript(ctx, script, sm.URLs[0], spec)
+	e.logf("  frontdoor: one shared JS client, %d calls at a time, through the front door", inFlight)
+	front, ferr := runFDScript(ctx, script, gw.URL+"/", spec)
+	t := Table{Caption: fmt.Sprintf("**Per-call spreading.** One shared connected client (as a Next.js server keeps one for its anonymous traffic) "+
+		"making `predict(\"/upper\")` calls %d at a time: %d untimed, then %d timed; the three replicas run `/upper` one call at a time "+
+		"(Gradio's default concurrency), %s of work each. Through the front door each call of the client's one session goes to the least "+
+		"loaded replica (`/upper` has no `gr.State`).", inFlight, spec.Warmup, spec.Calls, work),
+		Header: []string{"one shared @gradio/client, 10 calls at a time, against", "calls/s", "latency p50", "p95", "p99", "calls", "errors"}}
+	ms := func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f ms", *v)
+	}
+	row := func(name string, r *fdResult, err error) {
+		if r == nil || r.Concurrent == nil {
+			if err == nil {
+				err = fmt.Errorf("no result")
+			}
+			t.Rows = append(t.Rows, []string{name, "not measured: " + err.Error(), "", "", "", "", ""})
+			return
+		}
+		c := r.Concurrent
+		errs := strconv.Itoa(r.Errors)
+		if r.FirstError != nil {
+			errs += " (" + *r.FirstError + ")"
+		}
+		t.Rows = append(t.Rows, []string{name, fmt.Sprintf("%.1f", c.CallsPerS), ms(c.Latency.P50), ms(c.Latency.P95), ms(c.Latency.P99),
+			strconv.Itoa(c.Calls), errs})
+	}
+	row("one replica, directly", direct, derr)
+	row("the gateway's Gradio front door (3 replicas)", front, ferr)
+	s.Tables = append(s.Tables, t)
+	if direct == nil || front == nil || direct.Concurrent == nil || front.Concurrent == nil || direct.Concurrent.CallsPerS <= 0 {
+		return nil
+	}
+	ratio := front.Concurrent.CallsPerS / direct.Concurrent.CallsPerS
+	s.highlight("One shared JS client, %d calls at a time, replicas at concurrency 1: %.1f calls/s through the front door over three replicas vs %.1f straight to one (%.2f×).",
+		inFlight, front.Concurrent.CallsPerS, direct.Concurrent.CallsPerS, ratio)
+	s.Targets = append(s.Targets, Target{
+		Goal:     "one shared JS client, 10 calls at a time over three replicas at concurrency 1: at least 2.5× the calls/s of one replica",
+		Measured: fmt.Sprintf("%.2f× (%.1f vs %.1f calls/s)", ratio, front.Concurrent.CallsPerS, direct.Concurrent.CallsPerS),
+		Met:      ratio >= 2.5,
 	})
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -270,5 +271,49 @@ func TestFrontDoorPinSessions(t *testing.T) {
 				t.Fatalf("%d calls completed (%v)", len(done), err)
 			}
 		})
+	}
+}
+
+// TestFrontDoorSpreadJSClient: one shared official JS client making calls
+// six at a time through the front door runs them on all three replicas
+// (each runs /upper one call at a time, Gradio's default), every call
+// answered.
+func TestFrontDoorSpreadJSClient(t *testing.T) {
+	node, dir := nodeOrSkip(t)
+	srv, _, sims, _ := frontGateway(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "frontdoor_bench.mjs", srv.URL+"/", "--concurrent", "6", "--warmup", "0", "--calls", "60")
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("frontdoor_bench.mjs: %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		Errors     int     `json:"errors"`
+		FirstError *string `json:"first_error"`
+		Concurrent struct {
+			Calls int `json:"calls"`
+		} `json:"concurrent"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if r.Errors != 0 || r.Concurrent.Calls != 60 {
+		t.Fatalf("%d calls answered, %d errors (%v)", r.Concurrent.Calls, r.Errors, r.FirstError)
+	}
+	total := 0
+	for i, s := range sims {
+		n := s.Executions("upper")
+		total += n
+		if n == 0 {
+			t.Errorf("replica %d ran none of the shared client's calls", i)
+		}
+	}
+	if total != 60 {
+		t.Errorf("the replicas ran %d calls, want 60 (each once)", total)
 	}
 }

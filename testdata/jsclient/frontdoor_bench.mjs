@@ -6,7 +6,7 @@
 // Usage:
 //   node frontdoor_bench.mjs URL [--endpoint /upper] [--args '["hello"]']
 //                                [--per-call 10] [--warmup 10] [--calls 200]
-//                                [--call-timeout-ms 30000]
+//                                [--call-timeout-ms 30000] [--concurrent N]
 //
 // It measures, in this order, one call at a time:
 //   - connect per call: --per-call times Client.connect(URL), one predict(),
@@ -14,6 +14,11 @@
 //     connect alone and connect + predict are both reported;
 //   - warm: one connected client, --warmup untimed calls, then --calls timed
 //     predict() calls.
+// With --concurrent N it measures instead one shared connected client
+// (as a Next.js server keeps one for its anonymous traffic): --warmup
+// untimed calls, then --calls predict() calls with N in flight at a time;
+// it reports calls/s over the timed calls and their latencies
+// ("concurrent").
 // Latencies are in ms (nearest rank). It prints one JSON object on stdout
 // and exits 0 (1 if every call failed).
 
@@ -30,7 +35,7 @@ function die(msg) {
 }
 
 function parseArgs(argv) {
-	const o = { url: "", endpoint: "/upper", args: ["hello"], perCall: 10, warmup: 10, calls: 200, callTimeoutMs: 30000 };
+	const o = { url: "", endpoint: "/upper", args: ["hello"], perCall: 10, warmup: 10, calls: 200, callTimeoutMs: 30000, concurrent: 0 };
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		const v = () => (i + 1 < argv.length ? argv[++i] : die(`${a} needs a value`));
@@ -45,6 +50,7 @@ function parseArgs(argv) {
 		else if (a === "--warmup") o.warmup = int(v(), 0);
 		else if (a === "--calls") o.calls = int(v(), 1);
 		else if (a === "--call-timeout-ms") o.callTimeoutMs = int(v(), 1);
+		else if (a === "--concurrent") o.concurrent = int(v(), 1);
 		else if (a.startsWith("--")) die(`unknown flag ${a}`);
 		else o.url = a;
 	}
@@ -83,6 +89,13 @@ async function main() {
 		out.errors++;
 		if (!out.first_error) out.first_error = String(e && e.message ? e.message : e);
 	};
+
+	if (o.concurrent > 0) {
+		await concurrent(o, out, fail);
+		process.stdout.write(JSON.stringify(out) + "\n");
+		if (!out.concurrent || out.concurrent.latency_ms.n === 0) process.exitCode = 1;
+		return;
+	}
 
 	const connects = [];
 	const perCall = [];
@@ -130,6 +143,39 @@ async function main() {
 	out.warm_ms = summary(warm);
 	process.stdout.write(JSON.stringify(out) + "\n");
 	if (perCall.length === 0 && warm.length === 0) process.exitCode = 1;
+}
+
+// concurrent runs o.calls calls on one shared client, o.concurrent at a
+// time, after o.warmup untimed ones (also o.concurrent at a time).
+async function concurrent(o, out, fail) {
+	const c = await withTimeout(Client.connect(o.url), o.callTimeoutMs);
+	const run = async (n, lat) => {
+		let next = 0;
+		const worker = async () => {
+			while (next < n) {
+				next++;
+				const t0 = performance.now();
+				try {
+					await withTimeout(c.predict(o.endpoint, o.args), o.callTimeoutMs);
+					if (lat) lat.push(performance.now() - t0);
+				} catch (e) {
+					fail(e);
+				}
+			}
+		};
+		await Promise.all(Array.from({ length: o.concurrent }, worker));
+	};
+	try {
+		await run(o.warmup, null);
+		const lat = [];
+		const t0 = performance.now();
+		await run(o.calls, lat);
+		const secs = (performance.now() - t0) / 1000;
+		out.concurrent = { in_flight: o.concurrent, calls: lat.length, seconds: Math.round(secs * 1000) / 1000,
+			calls_per_s: Math.round((lat.length / secs) * 100) / 100, latency_ms: summary(lat) };
+	} finally {
+		c.close();
+	}
 }
 
 main()
