@@ -2,9 +2,11 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -70,11 +72,10 @@ func fdMessages(t *testing.T, base, session string) <-chan map[string]any {
 // an endpoint without gr.State run on all three replicas at once (each
 // runs one call at a time), while its gr.State calls stay on the
 // session's replica with their state; every message reaches the caller on
-// its one stream, in order per call with the replicas' event ids; cancel
-// reaches the replica running the call; a replica killed with a call of
-// the session in flight fails that call only. With pin_sessions (and for
-// an endpoint in pinned_endpoints) every call waits for the session's
-// replica instead.
+// its one stream, in order per call with the replicas' event ids; one
+// upload reaches every replica that runs a call using it; cancel reaches
+// the replica running the call; a replica killed with a call of the
+// session in flight fails that call only.
 func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	gate := make(chan struct{})
 	app := spreadApp(gate)
@@ -99,6 +100,41 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 
 	msgs := fdMessages(t, base, sess)
 	ids := map[string]int{} // event id -> i
+	byID := map[string][]string{}
+	completed := map[string]map[string]any{}
+	closeSeen := false
+	collect := func(until func() bool) {
+		t.Helper()
+		for !until() {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					t.Fatalf("stream ended; completed %d of %d", len(completed), len(ids))
+				}
+				msg, _ := m["msg"].(string)
+				if msg == "close_stream" {
+					closeSeen = true
+					continue
+				}
+				id, _ := m["event_id"].(string)
+				if id == "" {
+					continue
+				}
+				if _, ok := ids[id]; !ok {
+					t.Errorf("message %v with an event id the caller was never given", m)
+				}
+				if completed[id] != nil {
+					t.Errorf("message %s after the process_completed of %s", msg, id)
+				}
+				byID[id] = append(byID[id], msg)
+				if msg == "process_completed" {
+					completed[id] = m
+				}
+			case <-time.After(time.Minute): // hang guard
+				t.Fatalf("no message for a minute; completed %d of %d", len(completed), len(ids))
+			}
+		}
+	}
 	for i := range 3 {
 		id, err := fdJoin(base, sess, hold, fmt.Sprintf("h%d", i))
 		if err != nil {
@@ -116,6 +152,36 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 		}
 		return true
 	})
+	// The session's uploads reach whichever replica runs the call that
+	// uses them: three reverse_file calls of one upload, spread while
+	// every replica runs a hold call.
+	up := fdUpload(t, base, "in.txt", "abcdef")
+	for i := range 3 {
+		id, err := fdJoin(base, sess, fnIndexOf(t, base, "reverse_file"), map[string]any{"path": up, "meta": map[string]any{"_type": "gradio.FileData"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = 300 + i
+	}
+	collect(func() bool {
+		n := 0
+		for id := range completed {
+			if ids[id] >= 300 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	revOn := 0
+	for _, s := range sims {
+		if s.Executions("reverse_file") > 0 {
+			revOn++
+		}
+	}
+	if revOn < 2 {
+		t.Errorf("the session's reverse_file calls ran on %d replica(s), want them spread", revOn)
+	}
+
 	// A gr.State call of the same session runs on its replica, with its
 	// state, while the spread calls run.
 	cid, err := fdJoin(base, sess, counter, "b", nil)
@@ -159,43 +225,8 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	sims[victim].CloseClientConnections()
 	sims[victim].Close()
 
-	byID := map[string][]string{}
-	completed := map[string]map[string]any{}
-	closeSeen := false
-	collect := func(until func() bool) {
-		t.Helper()
-		for !until() {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					t.Fatalf("stream ended; completed %d of %d", len(completed), len(ids))
-				}
-				msg, _ := m["msg"].(string)
-				if msg == "close_stream" {
-					closeSeen = true
-					continue
-				}
-				id, _ := m["event_id"].(string)
-				if id == "" {
-					continue
-				}
-				if _, ok := ids[id]; !ok {
-					t.Errorf("message %v with an event id the caller was never given", m)
-				}
-				if completed[id] != nil {
-					t.Errorf("message %s after the process_completed of %s", msg, id)
-				}
-				byID[id] = append(byID[id], msg)
-				if msg == "process_completed" {
-					completed[id] = m
-				}
-			case <-time.After(time.Minute): // hang guard
-				t.Fatalf("no message for a minute; completed %d of %d", len(completed), len(ids))
-			}
-		}
-	}
 	// The killed replica's call and the cancelled one end first.
-	collect(func() bool { return len(completed) >= 2 })
+	collect(func() bool { return len(completed) >= 5 })
 	close(gate)
 	collect(func() bool { return len(completed) == len(ids) && closeSeen })
 
@@ -208,6 +239,10 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 			data, _ := out["data"].([]any)
 			if m["success"] != true || len(data) == 0 || data[0] != "2 items: a, b" {
 				t.Errorf("stateful call: %v, want its state kept on the session's replica", m)
+			}
+		case i >= 300:
+			if m["success"] != true {
+				t.Errorf("reverse_file call %d: %v", i-300, m)
 			}
 		case m["success"] != true:
 			lost++
@@ -316,4 +351,24 @@ func TestFrontDoorSpreadJSClient(t *testing.T) {
 	if total != 60 {
 		t.Errorf("the replicas ran %d calls, want 60 (each once)", total)
 	}
+}
+
+// fdUpload uploads one file through the front door and returns its path.
+func fdUpload(t *testing.T, base, name, content string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, _ := mw.CreateFormFile("files", name)
+	_, _ = fw.Write([]byte(content))
+	_ = mw.Close()
+	resp, err := http.Post(base+"/gradio_api/upload", mw.FormDataContentType(), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var paths []string
+	if err := json.NewDecoder(resp.Body).Decode(&paths); err != nil || resp.StatusCode != http.StatusOK || len(paths) != 1 {
+		t.Fatalf("upload: %d %v %v", resp.StatusCode, paths, err)
+	}
+	return paths[0]
 }
