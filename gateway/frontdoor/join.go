@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
@@ -106,6 +107,14 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 			f.reportCall(meta, CodeNoReplica)
 			f.annotate(r, slog.String("error_code", CodeNoReplica))
 			f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(front)), slog.Any("error", err))
+			if busy := f.busyDetail(err, meta.start); busy != "" {
+				// Not 503: the official JS client shows its own "This
+				// application is currently busy" for a 503 and drops the
+				// detail; for other statuses it shows the detail.
+				w.Header().Set("Retry-After", "1")
+				detail(w, http.StatusTooManyRequests, busy)
+				return
+			}
 			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 			return
 		}
@@ -140,6 +149,21 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 
 // tooManyCallsDetail answers a join past the client's call limit.
 const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client calls in flight already; retry when one ends"
+
+// busyDetail is the gateway's own message for a join that found every
+// replica busy (its queue time-out, or its queue full), "" for other
+// errors. It names no replica.
+func (f *FrontDoor) busyDetail(err error, start time.Time) string {
+	n := len(f.replicaNames())
+	switch {
+	case errors.Is(err, pool.ErrQueueTimeout):
+		waited := f.cfg.Now().Sub(start).Round(100 * time.Millisecond)
+		return fmt.Sprintf("gradiopool: all %d replicas are busy; waited %s for one (queue_timeout); retry later", n, waited)
+	case errors.Is(err, pool.ErrQueueFull):
+		return fmt.Sprintf("gradiopool: all %d replicas are busy and the gateway's queue is full (max_waiters); retry later", n)
+	}
+	return ""
+}
 
 // errDetail answers msg in Gradio's shape, followed by err's text only when
 // Config.ShowReplicaErrors is set: pool errors name the replicas (their

@@ -1,0 +1,59 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+// TestFrontDoorBusyMessageJSClient: a front-door call that waited for a
+// slot until the gateway's queue_timeout reaches the official JS client
+// with the gateway's own message (every replica busy, how long it waited),
+// not the client's generic "This application is currently busy" that a
+// 503 would show.
+func TestFrontDoorBusyMessageJSClient(t *testing.T) {
+	node, dir := nodeOrSkip(t)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	app := spreadApp(gate)
+	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+		c.Pool.QueueTimeout = 300 * time.Millisecond
+	})
+	hold := fnIndexOf(t, srv.URL, "hold")
+	// Another caller's call holds the only slot until the test ends.
+	if _, err := fdJoin(srv.URL, "occupier", hold, "a"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "drain_call.mjs", srv.URL+"/", "/hold")
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("drain_call.mjs: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		_ = json.Unmarshal(sc.Bytes(), &res)
+	}
+	if res.OK || !strings.Contains(res.Error, "gradiopool: all 1 replicas are busy; waited") || strings.Contains(res.Error, "currently busy") {
+		t.Fatalf("the JS client's call ended with %+v (stdout %s); want the gateway's busy message", res, out)
+	}
+	t.Logf("the JS client shows: %s", res.Error)
+}
