@@ -46,9 +46,9 @@ func (g *Gateway) adminRoutes(m *http.ServeMux) {
 	m.Handle("GET /api/admin/history", g.wrap("GET /api/admin/history", authAdmin, g.handleHistory))
 }
 
-// runHistory samples the dashboard's history until ctx ends. Serve runs
+// RunHistory samples the dashboard's history until ctx ends. Serve runs
 // it; call it yourself only when serving the Gateway with another server.
-func (g *Gateway) runHistory(ctx context.Context) {
+func (g *Gateway) RunHistory(ctx context.Context) {
 	g.history.Run(ctx)
 }
 

@@ -6,7 +6,7 @@ import "time"
 func (g *Gateway) SetClock(now func() time.Time) { g.now = now }
 
 // SetHistory sets the dashboard history's interval and size; call it
-// before Serve or runHistory.
+// before Serve or RunHistory.
 func (g *Gateway) SetHistory(interval time.Duration, points int) {
 	g.history.mu.Lock()
 	defer g.history.mu.Unlock()
@@ -16,7 +16,7 @@ func (g *Gateway) SetHistory(interval time.Duration, points int) {
 }
 
 // SetLifePoints sets the capacity of the since-start series; call it
-// before Serve or runHistory.
+// before Serve or RunHistory.
 func (g *Gateway) SetLifePoints(n int) {
 	g.history.mu.Lock()
 	defer g.history.mu.Unlock()
