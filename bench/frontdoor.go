@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // fdLatency is one latency summary of frontdoor_bench.mjs (ms).
@@ -108,21 +106,11 @@ func runFrontDoor(ctx context.Context, e *env, s *Section) error {
 		s.notMeasured("the official JS client cannot run here: %v", err)
 		return nil
 	}
-	sm, err := e.startSims(ctx, simSpec{Replicas: 3, ConnectCost: connect, Latency: work})
+	sm, _, gw, stop, err := e.gatewayOverSims(ctx, simSpec{Replicas: 3, ConnectCost: connect, Latency: work})
 	if err != nil {
 		return err
 	}
-	defer sm.Close()
-	p, err := pool.New(pool.Config{Replicas: sm.URLs})
-	if err != nil {
-		return err
-	}
-	defer p.Close(context.WithoutCancel(ctx))
-	gw, err := startGateway(p, pool.Config{}.WithDefaults().MaxConnections)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	defer stop()
 
 	e.logf("  frontdoor: JS client straight to one replica")
 	direct, derr := runFDScript(ctx, script, sm.URLs[0], spec)
@@ -193,21 +181,11 @@ func runFrontDoorSpread(ctx context.Context, e *env, s *Section, script string) 
 	const inFlight = 10
 	work := e.pick(50*time.Millisecond, 20*time.Millisecond)
 	spec := fdSpec{Warmup: e.pickInt(30, 10), Calls: e.pickInt(300, 60), Concurrent: inFlight}
-	sm, err := e.startSims(ctx, simSpec{Replicas: 3, Latency: work, Concurrency: 1})
+	sm, _, gw, stop, err := e.gatewayOverSims(ctx, simSpec{Replicas: 3, Latency: work, Concurrency: 1})
 	if err != nil {
 		return err
 	}
-	defer sm.Close()
-	p, err := pool.New(pool.Config{Replicas: sm.URLs})
-	if err != nil {
-		return err
-	}
-	defer p.Close(context.WithoutCancel(ctx))
-	gw, err := startGateway(p, pool.Config{}.WithDefaults().MaxConnections)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	defer stop()
 	e.logf("  frontdoor: one shared JS client, %d calls at a time, straight to one replica", inFlight)
 	direct, derr := runFDScript(ctx, script, sm.URLs[0], spec)
 	e.logf("  frontdoor: one shared JS client, %d calls at a time, through the front door", inFlight)

@@ -94,3 +94,28 @@ func classifyHTTP(err error) string {
 	}
 	return classify(err)
 }
+
+// gatewayOverSims starts the simulated replicas of spec, a pool over them
+// with the default sizes and a gateway in front; stop closes all three.
+func (e *env) gatewayOverSims(ctx context.Context, spec simSpec) (sm *sims, p *pool.Pool, gw *gatewayServer, stop func(), err error) {
+	sm, err = e.startSims(ctx, spec)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	p, err = pool.New(pool.Config{Replicas: sm.URLs})
+	if err != nil {
+		sm.Close()
+		return nil, nil, nil, nil, err
+	}
+	gw, err = startGateway(p, pool.Config{}.WithDefaults().MaxConnections)
+	if err != nil {
+		_ = p.Close(context.WithoutCancel(ctx))
+		sm.Close()
+		return nil, nil, nil, nil, err
+	}
+	return sm, p, gw, func() {
+		gw.Close()
+		_ = p.Close(context.WithoutCancel(ctx))
+		sm.Close()
+	}, nil
+}

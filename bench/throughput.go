@@ -23,21 +23,11 @@ func runThroughput(ctx context.Context, e *env, s *Section) error {
 // part busy.
 func throughputMax(ctx context.Context, e *env, s *Section) error {
 	dur := e.pick(5*time.Second, 500*time.Millisecond)
-	sm, err := e.startSims(ctx, simSpec{Replicas: 3})
+	_, p, gw, stop, err := e.gatewayOverSims(ctx, simSpec{Replicas: 3})
 	if err != nil {
 		return err
 	}
-	defer sm.Close()
-	p, err := pool.New(pool.Config{Replicas: sm.URLs})
-	if err != nil {
-		return err
-	}
-	defer p.Close(context.WithoutCancel(ctx))
-	gw, err := startGateway(p, pool.Config{}.WithDefaults().MaxConnections)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	defer stop()
 	body := []byte(`{"data":["hello"]}`)
 	t := Table{
 		Caption: fmt.Sprintf("Maximum throughput: instant handler, three replicas, closed loop for %s per row (each worker sends its next call when the previous returns); the replicas (their own process), the gateway and the load generator share the machine's CPUs.", dur),
