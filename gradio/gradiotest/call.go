@@ -129,7 +129,7 @@ func (s *Server) callGet(w http.ResponseWriter, r *http.Request, eventID string)
 	}
 	s.mu.Unlock()
 	sw := startSSE(w)
-	s.streamSession(w, r, sw, sess, true)
+	s.streamSession(w, r, sw, sess, eventID)
 }
 
 // handleRun serves POST run/{api} (and api/{api}): the call runs outside the
@@ -216,7 +216,7 @@ func (s *Server) handleJoinV0(w http.ResponseWriter, r *http.Request) {
 		ev.v0data <- data
 	}
 	sw := startSSE(w)
-	s.streamSession(w, r, sw, ev.q, false)
+	s.streamSession(w, r, sw, ev.q, "")
 }
 
 // handleDataV0 receives the data of a v0 event after send_data.

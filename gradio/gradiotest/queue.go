@@ -476,15 +476,22 @@ func (s *Server) unexpected(text string, notFound bool) *message {
 // takeMsg pops the next message of sess, waiting up to the heartbeat timer.
 // It returns (nil, nil) on a heartbeat tick.
 func (s *Server) nextMsg(ctx context.Context, sess *simSession, hb <-chan time.Time) (*message, error) {
+	return s.nextMsgOf(ctx, sess, hb, "")
+}
+
+// nextMsgOf is nextMsg for the stream of one event (only != ""), as
+// Gradio's GET call/{api}/{event_id} is: it takes that event's messages
+// and leaves the session's others to their own streams.
+func (s *Server) nextMsgOf(ctx context.Context, sess *simSession, hb <-chan time.Time, only string) (*message, error) {
 	for {
 		s.mu.Lock()
 		if sess.stopped {
 			s.mu.Unlock()
 			return s.unexpected("Server stopped unexpectedly.", false), errStopped
 		}
-		if len(sess.msgs) > 0 {
-			m := sess.msgs[0]
-			sess.msgs = sess.msgs[1:]
+		if i := nextIndex(sess.msgs, only); i >= 0 {
+			m := sess.msgs[i]
+			sess.msgs = append(sess.msgs[:i:i], sess.msgs[i+1:]...)
 			s.mu.Unlock()
 			return m, nil
 		}
@@ -503,6 +510,18 @@ func (s *Server) nextMsg(ctx context.Context, sess *simSession, hb <-chan time.T
 			return s.unexpected("Server stopped unexpectedly.", false), errStopped
 		}
 	}
+}
+
+// nextIndex is the index of the first message of msgs for event only (or
+// of the session as a whole), or of the first message when only is "";
+// -1 when there is none.
+func nextIndex(msgs []*message, only string) int {
+	for i, m := range msgs {
+		if only == "" || m.eventID == only || m.eventID == "" {
+			return i
+		}
+	}
+	return -1
 }
 
 var (
@@ -547,12 +566,15 @@ func (s *Server) handleData(w http.ResponseWriter, r *http.Request) {
 		_ = sw.Data(s.encode(s.unexpected("404: Not Found", true)))
 		return
 	}
-	s.streamSession(w, r, sw, sess, false)
+	s.streamSession(w, r, sw, sess, "")
 }
 
 // streamSession runs a /queue/data (or /call, or v0) stream of sess. When
 // call is true, messages are translated to the /call event format.
-func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.Writer, sess *simSession, call bool) {
+// callEvent names the event of a GET call/{api}/{event_id} stream (which
+// ends with that event's completion); "" is a session's queue/data stream.
+func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.Writer, sess *simSession, callEvent string) {
+	call := callEvent != ""
 	ctx := r.Context()
 	interval := s.heartbeatInterval()
 	hb := time.NewTimer(interval)
@@ -566,7 +588,7 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.W
 		}
 	}()
 	for {
-		m, err := s.nextMsg(ctx, sess, hb.C)
+		m, err := s.nextMsgOf(ctx, sess, hb.C, callEvent)
 		if errors.Is(err, errStopped) {
 			s.writeMsg(sw, m, call)
 			clean = true
@@ -606,7 +628,7 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.W
 			s.mu.Lock()
 			empty := s.completedLocked(sess, m.eventID)
 			s.mu.Unlock()
-			if empty || stopAfter {
+			if empty || stopAfter || (call && m.eventID == callEvent) {
 				if s.Mode.atLeast(protoV3) && !call {
 					_ = sw.Data(s.encode(&message{kind: msgClose}))
 				}
