@@ -2,9 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,7 @@ import (
 // not the client's generic "This application is currently busy" that a
 // 503 would show.
 func TestFrontDoorBusyMessageJSClient(t *testing.T) {
-	node, dir := nodeOrSkip(t)
+	nodeOrSkip(t) // before any replica starts
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
 	app := spreadApp(gate)
@@ -33,17 +31,7 @@ func TestFrontDoorBusyMessageJSClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "drain_call.mjs", srv.URL+"/", "/hold")
-	cmd.Dir = dir
-	cmd.WaitDelay = 5 * time.Second
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("drain_call.mjs: %v\n%s", err, stderr.String())
-	}
+	out := nodeOutput(t, time.Minute, "drain_call.mjs", srv.URL+"/", "/hold")
 	var res struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`

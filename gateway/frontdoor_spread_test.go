@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -314,19 +313,9 @@ func TestFrontDoorPinSessions(t *testing.T) {
 // (each runs /upper one call at a time, Gradio's default), every call
 // answered.
 func TestFrontDoorSpreadJSClient(t *testing.T) {
-	node, dir := nodeOrSkip(t)
+	nodeOrSkip(t) // before any replica starts
 	srv, _, sims, _ := frontGateway(t, 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "frontdoor_bench.mjs", srv.URL+"/", "--concurrent", "6", "--warmup", "0", "--calls", "60")
-	cmd.Dir = dir
-	cmd.WaitDelay = 5 * time.Second
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("frontdoor_bench.mjs: %v\n%s", err, stderr.String())
-	}
+	out := nodeOutput(t, 2*time.Minute, "frontdoor_bench.mjs", srv.URL+"/", "--concurrent", "6", "--warmup", "0", "--calls", "60")
 	var r struct {
 		Errors     int     `json:"errors"`
 		FirstError *string `json:"first_error"`

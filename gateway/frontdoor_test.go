@@ -93,6 +93,25 @@ func nodeOrSkip(t *testing.T) (node, dir string) {
 	return node, dir
 }
 
+// nodeOutput runs a script of testdata/jsclient to its end and returns its
+// stdout; it fails the test when the script fails. timeout is a hang guard.
+func nodeOutput(t *testing.T, timeout time.Duration, script string, args ...string) []byte {
+	t.Helper()
+	node, dir := nodeOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	return out
+}
+
 // runNode runs a script of testdata/jsclient and returns its stdout lines
 // as checks; the bound is a hang guard.
 func runNode(t *testing.T, script string, args ...string) []jsCheck {
