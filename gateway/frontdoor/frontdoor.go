@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -100,27 +101,14 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if cfg.MaxFilesPerUpload == 0 {
-		cfg.MaxFilesPerUpload = DefaultMaxFilesPerUpload
-	}
-	if cfg.MaxUploadBytesPerClient == 0 {
-		cfg.MaxUploadBytesPerClient = DefaultMaxUploadBytesPerClient
-	}
-	if cfg.MaxUploadBytes == 0 {
-		cfg.MaxUploadBytes = DefaultMaxUploadBytes
-	}
-	if cfg.FileURLTTL == 0 {
-		cfg.FileURLTTL = DefaultFileURLTTL
-	}
-	if cfg.MaxSessions == 0 {
-		cfg.MaxSessions = DefaultMaxSessions
-	}
-	if cfg.MaxSessionsPerClient == 0 {
-		cfg.MaxSessionsPerClient = DefaultMaxSessionsPerClient
-	}
-	if cfg.ReadGrace == 0 {
-		cfg.ReadGrace = DefaultReadGrace
-	}
+	// Zero is the default; a negative bound means none (see Config).
+	cfg.MaxFilesPerUpload = cmp.Or(cfg.MaxFilesPerUpload, DefaultMaxFilesPerUpload)
+	cfg.MaxUploadBytesPerClient = cmp.Or(cfg.MaxUploadBytesPerClient, DefaultMaxUploadBytesPerClient)
+	cfg.MaxUploadBytes = cmp.Or(cfg.MaxUploadBytes, DefaultMaxUploadBytes)
+	cfg.FileURLTTL = cmp.Or(cfg.FileURLTTL, DefaultFileURLTTL)
+	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
+	cfg.MaxSessionsPerClient = cmp.Or(cfg.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
+	cfg.ReadGrace = cmp.Or(cfg.ReadGrace, DefaultReadGrace)
 	if len(cfg.HashKey) == 0 {
 		cfg.HashKey = make([]byte, 32)
 		_, _ = rand.Read(cfg.HashKey)
