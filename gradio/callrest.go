@@ -1,7 +1,6 @@
 package gradio
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,14 +67,9 @@ func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint s
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
 	}
 	route := "call/" + url.PathEscape(dep.APIName)
-	req, err := a.newRequest(context.WithoutCancel(ctx), http.MethodPost, a.api(route), bytes.NewReader(b))
+	resp, sent, err := a.post(context.WithoutCancel(ctx), route, b, false)
 	if err != nil {
-		return nil, err
-	}
-	req.Header["Content-Type"] = jsonCT
-	resp, err := a.do(req, true)
-	if err != nil {
-		return nil, &ConnectionLostError{MaybeAccepted: true, Err: fmt.Errorf("%s: %w", route, err)}
+		return nil, &ConnectionLostError{MaybeAccepted: sent, Err: fmt.Errorf("%s: %w", route, err)}
 	}
 	rb, err := a.readBody(resp)
 	if err != nil {

@@ -139,41 +139,14 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 
 // join POSTs queue/join detached from the caller's cancellation.
 func (s *appSession) join(ctx context.Context, body []byte) (string, error) {
-	a := s.app
-	var resp *http.Response
-	for attempt := 0; ; attempt++ {
-		req, err := a.newRequest(context.WithoutCancel(ctx), http.MethodPost, a.api("queue/join"), bytes.NewReader(body))
-		if err != nil {
-			return "", err
-		}
-		req.Header["Content-Type"] = jsonCT
-		req.Header["X-Gradio-User"] = apiUser
+	resp, sent, err := s.app.post(context.WithoutCancel(ctx), "queue/join", body, true)
+	if err != nil {
 		// Whether the request was written in full decides whether a failure
-		// proves the app never got the call (a pool may then run it elsewhere)
-		// or leaves it possibly queued (it must not be run twice).
-		var sent, reused atomic.Bool
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			GotConn:      func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
-			WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
-		}))
-		resp, err = a.do(req, true)
-		if err == nil {
-			break
-		}
-		if attempt == 0 && reused.Load() && !sent.Load() {
-			// A kept-alive connection the server closed while we picked it:
-			// the request was not written in full, so the app cannot have
-			// read it. net/http retries that itself only when not a byte was
-			// written; here a part may have been. Retry once on a fresh
-			// connection (the idle ones are likely as stale).
-			if a.own != nil {
-				a.own.CloseIdleConnections()
-			}
-			a.log.Debug("gradio: queue/join failed on a reused connection before it was sent; retrying on a new one", "err", err)
-			continue
-		}
-		return "", &ConnectionLostError{MaybeAccepted: sent.Load(), Err: fmt.Errorf("queue/join: %w", err)}
+		// proves the app never got the call (a pool may then run it
+		// elsewhere) or leaves it possibly queued (it must not run twice).
+		return "", &ConnectionLostError{MaybeAccepted: sent, Err: fmt.Errorf("queue/join: %w", err)}
 	}
+	a := s.app
 	rb, err := a.readBody(resp)
 	if err != nil {
 		// The app answered; with a 200 it has queued the job.
@@ -263,12 +236,7 @@ func (s *appSession) sendCancel(ctx context.Context, j *Job) error {
 }
 
 func (a *app) postJSON(ctx context.Context, p string, body []byte) error {
-	req, err := a.newRequest(ctx, http.MethodPost, a.api(p), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header["Content-Type"] = jsonCT
-	resp, err := a.do(req, true)
+	resp, _, err := a.post(ctx, p, body, false)
 	if err != nil {
 		return fmt.Errorf("gradio: %s: %w", p, err)
 	}
@@ -277,4 +245,53 @@ func (a *app) postJSON(ctx context.Context, p string, body []byte) error {
 		return &ProtocolError{Op: p, StatusCode: resp.StatusCode, Body: excerpt(rb)}
 	}
 	return nil
+}
+
+// post sends a JSON POST to the app's route p. sent reports whether the
+// request was written in full: when it was not, the app cannot have read it.
+// A kept-alive connection the server closed while we picked it fails that
+// way; net/http retries such a request itself only when not a byte was
+// written, and here a part may have been, so it is sent once more on a fresh
+// connection (the other idle ones are likely as stale). So is one that
+// net/http reports the server closed as idle, even written in full. asAPI
+// marks the
+// request as the official clients' API calls do.
+func (a *app) post(ctx context.Context, p string, body []byte, asAPI bool) (resp *http.Response, sent bool, err error) {
+	for attempt := 0; ; attempt++ {
+		req, err := a.newRequest(ctx, http.MethodPost, a.api(p), bytes.NewReader(body))
+		if err != nil {
+			return nil, false, err
+		}
+		req.Header["Content-Type"] = jsonCT
+		if asAPI {
+			req.Header["X-Gradio-User"] = apiUser
+		}
+		var wrote, reused atomic.Bool
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
+			WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+		}))
+		resp, err = a.do(req, true)
+		if err == nil {
+			return resp, true, nil
+		}
+		closedIdle := serverClosedIdle(err)
+		if attempt > 0 || !reused.Load() || (wrote.Load() && !closedIdle) {
+			return nil, wrote.Load() && !closedIdle, err
+		}
+		if a.own != nil {
+			a.own.CloseIdleConnections()
+		}
+		a.log.Debug("gradio: a POST failed on a reused connection before it was sent; retrying on a new one", "route", p, "err", err)
+	}
+}
+
+// serverClosedIdle reports net/http's "server closed idle connection": the
+// end of the reused connection was read before the request was put on it,
+// so the server closed it (uvicorn's keep-alive time-out, a restart) without
+// reading the request, even when its bytes were written into the socket.
+// net/http retries that itself only for idempotent requests, and has no
+// exported error for it, hence the text.
+func serverClosedIdle(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "http: server closed idle connection")
 }

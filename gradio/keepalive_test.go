@@ -1,6 +1,8 @@
 package gradio_test
 
 import (
+	"cmp"
+	"fmt"
 	"context"
 	"errors"
 	"net/http"
@@ -44,17 +46,23 @@ func TestKeepAliveRace(t *testing.T) {
 	}
 }
 
-// staleConnTransport fails the first queue/join as a connection the server
-// closed while it was picked: reused, and the request not written in full.
-// written makes it report the request as written in full instead.
+// staleConnTransport fails the first POST to a path ending in route
+// (queue/join when empty) as a connection the server closed while it was
+// picked: reused, and the request not written in full. written makes it
+// report the request as written in full instead, and closedIdle fails it,
+// written, with the error net/http gives when the server had closed the
+// idle connection before the request was put on it.
 type staleConnTransport struct {
-	base    http.RoundTripper
-	written bool
-	failed  atomic.Int32
+	base       http.RoundTripper
+	route      string
+	written    bool
+	closedIdle bool
+	failed     atomic.Int32
 }
 
 func (tr *staleConnTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(req.URL.Path, "/queue/join") && tr.failed.Add(1) == 1 {
+	route := cmp.Or(tr.route, "/queue/join")
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, route) && tr.failed.Add(1) == 1 {
 		if tr.body(req) != nil {
 			return nil, errors.New("read body")
 		}
@@ -62,9 +70,12 @@ func (tr *staleConnTransport) RoundTrip(req *http.Request) (*http.Response, erro
 			if trace.GotConn != nil {
 				trace.GotConn(httptrace.GotConnInfo{Reused: true, WasIdle: true})
 			}
-			if tr.written && trace.WroteRequest != nil {
+			if (tr.written || tr.closedIdle) && trace.WroteRequest != nil {
 				trace.WroteRequest(httptrace.WroteRequestInfo{})
 			}
+		}
+		if tr.closedIdle {
+			return nil, errors.New("http: server closed idle connection")
 		}
 		return nil, errors.New("write tcp: connection reset by peer")
 	}
@@ -109,5 +120,48 @@ func TestJoinRetriedOnStaleConnection(t *testing.T) {
 	}
 	if n := tr2.failed.Load(); n != 1 {
 		t.Fatalf("joins sent = %d, want 1: a join written in full is never sent again", n)
+	}
+}
+
+// TestPostsRetriedOnStaleConnection: the other POSTs that start or feed a
+// call (Gradio 4.0-4.19's queue/data with the call's data, and /call) get
+// the same single retry when a stale kept-alive connection failed them
+// before they were written, and every POST when net/http says the server had
+// closed the connection as idle (the request was written into a socket the
+// server no longer read): the call then runs once instead of failing.
+func TestPostsRetriedOnStaleConnection(t *testing.T) {
+	for _, tc := range []struct {
+		mode       gradiotest.Mode
+		route      string
+		call       bool
+		closedIdle bool
+	}{
+		{gradiotest.Gradio4SSE, "/queue/data", false, false},
+		{gradiotest.Gradio4SSE, "/queue/data", false, true},
+		{gradiotest.Gradio5, "/call/upper", true, false},
+		{gradiotest.Gradio5, "/queue/join", false, true},
+	} {
+		t.Run(fmt.Sprintf("%s%s/closedIdle=%v", tc.mode, tc.route, tc.closedIdle), func(t *testing.T) {
+			s := startSim(t, tc.mode, nil, nil)
+			tr := &staleConnTransport{base: proxyTransport(t), route: tc.route, closedIdle: tc.closedIdle}
+			url := s.URL
+			if tc.call {
+				url, _ = queueBlocker(t, s.URL) // a proxy forwarding only /call
+			}
+			c := connect(t, url, gradio.WithHTTPClient(&http.Client{Transport: tr}))
+			out, err := c.Predict(testCtx(t), "upper", "once")
+			if err != nil {
+				t.Fatalf("Predict after a stale connection: %v", err)
+			}
+			if len(out) == 0 || string(out[0]) != `"ONCE"` {
+				t.Fatalf("out = %v", out)
+			}
+			if n := tr.failed.Load(); n != 2 {
+				t.Fatalf("POSTs to %s = %d, want 2 (the failed one and its retry)", tc.route, n)
+			}
+			if got := s.Executions("upper"); got != 1 {
+				t.Fatalf("the app ran the call %d times, want 1", got)
+			}
+		})
 	}
 }
