@@ -2,9 +2,9 @@ package gradio_test
 
 import (
 	"cmp"
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
