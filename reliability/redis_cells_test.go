@@ -121,7 +121,7 @@ func redisCells() []cell {
 				return fmt.Sprintf("the Sentinels named the new primary %v after SENTINEL FAILOVER; %s", failedOver.Round(10*time.Millisecond), watch.check(e, r))
 			}},
 		{name: "Cluster slot-owner failover", optIn: true,
-			fault: "three gateways on a 3-master Redis Cluster (seed URL); the master owning the deployment's slot killed, its replica elected under load",
+			fault: "three gateways on a 3-master Redis Cluster (seed URL); the master owning the deployment's slot killed, its replica elected under load, then the killed node started again (it rejoins as the new master's replica)",
 			env: func(t testing.TB, ec *envConfig) {
 				redisCl = redistest.StartCluster(t, "{reliability}")
 				seeds := redisCl.Seeds()
@@ -130,7 +130,7 @@ func redisCells() []cell {
 			},
 			inject: func(e *env) func() { return failover(redisCl.FailOver)(e) },
 			check: func(e *env, r *result) string {
-				return fmt.Sprintf("the replica was master and the cluster ok %v after the kill; %s", failedOver.Round(10*time.Millisecond), watch.check(e, r))
+				return fmt.Sprintf("the replica was master, the cluster ok and the killed node back as its replica %v after the kill; %s", failedOver.Round(10*time.Millisecond), watch.check(e, r))
 			}},
 		{name: "dead gateway in the queue", optIn: true,
 			fault: "three gateways on one redis-server (lease TTL 3 s), 2 sessions per replica, so that callers queue; gateway 1 loses Redis (its link cut) and its callers at once, like SIGKILL (no release, no heartbeat; on_redis_loss fail_closed, so it runs nothing more)",

@@ -19,7 +19,7 @@ import (
 type Cluster struct {
 	Masters []*Server
 	Replica *Server // replica of Owner
-	Owner   *Server // the master owning the tag's slot at start
+	Owner   *Server // the master owning the tag's slot (after FailOver, the promoted one)
 	t       testing.TB
 }
 
@@ -109,7 +109,11 @@ func (c *Cluster) WaitOK(ctx context.Context) {
 
 // FailOver kills the owner of the tag's slot and waits until its replica
 // has taken over as master (cluster-node-timeout, then an election) and
-// the cluster is ok again.
+// the cluster is ok again; then it starts the killed node again, as an
+// operator or an orchestrator would, and waits until it has rejoined as
+// the new master's replica (its nodes.conf names the cluster), so that
+// writes are acknowledged by a replica again (cluster.redis_wait_replicas).
+// Owner and Replica are swapped to match.
 func (c *Cluster) FailOver(ctx context.Context) {
 	c.t.Helper()
 	c.Owner.Stop()
@@ -128,6 +132,18 @@ func (c *Cluster) FailOver(ctx context.Context) {
 			return strings.Contains(info, "cluster_state:ok")
 		})
 	}
+	c.Owner.Start()
+	back := admin(c.t, c.Owner.Addr)
+	poll(c.t, ctx, "the killed node to rejoin as a replica", func() bool {
+		info, _ := back.Do(ctx, "INFO", "replication").Text()
+		return strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
+	})
+	for i, m := range c.Masters {
+		if m == c.Owner {
+			c.Masters[i] = c.Replica
+		}
+	}
+	c.Owner, c.Replica = c.Replica, c.Owner
 }
 
 // Sentinels is a primary, its replica and three Sentinels watching them

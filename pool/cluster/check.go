@@ -36,6 +36,10 @@ func (e *MisconfiguredError) Unwrap() error { return e.Err }
 // cluster|slots and cluster|shards are what a Cluster client reads the
 // slot map with; hello and select what go-redis sends when
 // it connects.
+// checkWaitTimeout bounds the start-up check's WAIT for the replicas'
+// acknowledgement (the calls' own WAIT is bounded by the operation time-out).
+const checkWaitTimeout = 2 * time.Second
+
 const aclCommands = "+ping +hello +select +cluster|slots +cluster|shards +readonly " +
 	"+evalsha +eval +subscribe +unsubscribe +publish +multi +exec " +
 	"+get +set +del +mget +incr +pexpire +time " +
@@ -140,11 +144,18 @@ func (c *Coordinator) probe(ctx context.Context) error {
 		run func() error
 	}{
 		{"the acquire script", func() error {
-			_, err := c.runAcquire(ctx, append(keys, c.prefix+"gw"), []any{c.id, c.id + ":", 0, 0, 1, 1000, c.channel(), "check", 1000})
+			// The check waits longer for the replicas than a call does:
+			// one slow acknowledgement on a loaded host is not a Redis
+			// without replicas, and refusing the start is final.
+			waitFor := checkWaitTimeout
+			if d, ok := ctx.Deadline(); ok {
+				waitFor = min(waitFor, time.Until(d)*3/4)
+			}
+			_, err := c.runAcquire(ctx, append(keys, c.prefix+"gw"), []any{c.id, c.id + ":", 0, 0, 1, 1000, c.channel(), "check", 1000}, waitFor)
 			if errors.Is(err, errNotReplicated) {
 				return &MisconfiguredError{Op: "WAIT", Err: err, Fix: fmt.Sprintf(
 					"fewer than %d replicas acknowledged a write of the primary within %v: give it a replica, or set cluster.redis_wait_replicas: 0 "+
-						"(then a failover may lose grants and exceed the limit)", c.cfg.WaitReplicas, c.cfg.opTimeout)}
+						"(then a failover may lose grants and exceed the limit)", c.cfg.WaitReplicas, waitFor.Round(time.Millisecond))}
 			}
 			return err
 		}},

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -49,6 +50,10 @@ type Coordinator struct {
 
 	mode atomic.Int32
 	seq  atomic.Uint64 // lease numbers
+	// refreshed is the clock (see clock) at the start of the last upkeep
+	// round that refreshed every lease in Redis: each lease this gateway
+	// holds is counted there until at least refreshed + LeaseTTL.
+	refreshed atomic.Int64
 
 	// mu guards lims, alive, reserved and pongs; never held during I/O.
 	mu    sync.Mutex
@@ -64,6 +69,8 @@ type Coordinator struct {
 	// runs when it first answers.
 	unchecked atomic.Bool
 	misLogged atomic.Bool // the refusal after a degraded start was logged
+	// unreplicatedLogged: a rejoin found no replica acknowledging (logged once per episode).
+	unreplicatedLogged atomic.Bool
 	// reserved are the gateways this one reserved a share for when it
 	// rejoined, until the reservations lapse: they still count as alive
 	// (they serve on their shares) though they have no heartbeat yet.
@@ -372,6 +379,23 @@ func (c *Coordinator) Waiting(replica string) int {
 // divided by the gateways it last saw alive (at the last heartbeat, join
 // notice or acquire, and those it reserved a share for when it rejoined),
 // and by at least Config.Gateways; at least 1.
+// localCap is how many permits of a replica's limit this gateway may hold
+// while Redis is lost, holding registered (those it held, all granted in
+// Redis, when it was lost). Until its leases may lapse in Redis (LeaseTTL
+// after their last refresh) it keeps to those: the other gateways may
+// still reach Redis (a failover reaches the gateways at different moments,
+// a network cut may isolate one), and they count this gateway's leases
+// there and nothing else, so a grant beyond them could exceed the limit.
+// Reusing a registered lease is safe: Redis counts it until it lapses.
+// After that, the local share; a partial loss longer than LeaseTTL is what
+// fail_open trades for availability.
+func (c *Coordinator) localCap(limit, registered int) int {
+	if c.clock() < c.refreshed.Load()+int64(c.cfg.LeaseTTL) {
+		return registered
+	}
+	return c.share(limit)
+}
+
 func (c *Coordinator) share(limit int) int {
 	n := len(c.lastAlive())
 	c.mu.Lock()
@@ -433,6 +457,11 @@ func (c *Coordinator) failed(err error) {
 		}
 	}
 	c.fallbacks.Add(1)
+	for _, l := range c.limiters() {
+		l.mu.Lock()
+		l.heldAtLoss = len(l.held) // each registered in Redis (granted there while up)
+		l.mu.Unlock()
+	}
 	c.upMu.Lock()
 	c.upCancel()
 	c.upMu.Unlock()
@@ -475,6 +504,7 @@ func (c *Coordinator) refresh() error {
 	if c.mode.Load() != modeUp {
 		return nil
 	}
+	started := c.clock()
 	if err := c.heartbeat(ctx); err != nil {
 		return err
 	}
@@ -489,6 +519,7 @@ func (c *Coordinator) refresh() error {
 				slog.String("replica", l.name), slog.Int("leases", n))
 		}
 	}
+	c.refreshed.Store(started)
 	st, err := c.readStats(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster: reading the stats: %w", err)
@@ -539,6 +570,7 @@ func (c *Coordinator) rejoin() {
 		}
 	}
 	c.mu.Unlock()
+	started := c.clock()
 	for _, l := range c.limiters() {
 		share := strconv.Itoa(c.share(l.limit))
 		var res []string
@@ -556,6 +588,19 @@ func (c *Coordinator) rejoin() {
 		c.mode.Store(modeDown)
 		return
 	}
+	if err := c.replicated(ctx); err != nil {
+		// A primary without a replica acknowledging (the replica was
+		// promoted and nothing replaced it) answers, but every grant would
+		// fail its WAIT: stay on the local share rather than flap.
+		if !c.unreplicatedLogged.Swap(true) {
+			c.log.Warn("cluster: redis answers but no replica acknowledges its writes: staying on local shares",
+				slog.String("gateway", c.id), slog.Int("redis_wait_replicas", c.cfg.WaitReplicas))
+		}
+		c.mode.Store(modeDown)
+		return
+	}
+	c.unreplicatedLogged.Store(false)
+	c.refreshed.Store(started)
 	c.upMu.Lock()
 	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
 	c.upMu.Unlock()
@@ -566,6 +611,35 @@ func (c *Coordinator) rejoin() {
 		slog.Int("gateways_alive", len(c.lastAlive())))
 	c.announce()
 	c.pokeAll()
+}
+
+// replicated checks, with Config.WaitReplicas, that that many replicas
+// acknowledge a write of the primary owning the deployment's keys within
+// the operation time-out, as every grant's WAIT will require.
+func (c *Coordinator) replicated(ctx context.Context) error {
+	n := c.cfg.WaitReplicas
+	if n <= 0 {
+		return nil
+	}
+	key := c.prefix + "wait:" + c.id
+	var node redis.Cmdable = c.rdb
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		node = m
+	}
+	pipe := node.Pipeline()
+	pipe.Set(ctx, key, "1", c.cfg.LeaseTTL)
+	wait := pipe.Do(ctx, "WAIT", n, c.cfg.opTimeout.Milliseconds())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	if acked, err := wait.Int(); err != nil || acked < n {
+		return cmp.Or(err, errNotReplicated)
+	}
+	return nil
 }
 
 // heartbeat marks this gateway alive, publishes its stats and learns

@@ -37,7 +37,10 @@ type limiter struct {
 	held    map[string]struct{}  // lease ids of permits not released
 	pumping bool
 	queued  bool // this gateway may have a place in the Redis queue
-	closed  bool
+	// heldAtLoss is len(held) when Redis was last lost: the leases Redis
+	// still counts for this gateway (see Coordinator.localCap).
+	heldAtLoss int
+	closed     bool
 }
 
 type waiter struct {
@@ -96,7 +99,7 @@ func (l *limiter) acquire(ctx context.Context, prio pool.Priority) (pool.Permit,
 		return nil, fmt.Errorf("cluster: replica %s: %w", l.name, ErrRedisDown)
 	}
 	// Fast path while Redis is lost: no one waits and the share has room.
-	if l.waiters.Len() == 0 && down && len(l.held) < l.c.share(l.limit) {
+	if l.waiters.Len() == 0 && down && len(l.held) < l.c.localCap(l.limit, l.heldAtLoss) {
 		p := l.grantLocked(l.leaseID(l.c.seq.Add(1)))
 		l.mu.Unlock()
 		return p, nil
@@ -211,7 +214,7 @@ func (l *limiter) pump() {
 				l.mu.Unlock()
 				continue
 			}
-			share := l.c.share(l.limit)
+			share := l.c.localCap(l.limit, l.heldAtLoss)
 			for l.waiters.Len() > 0 && len(l.held) < share {
 				l.handLocked(l.leaseID(l.c.seq.Add(1)))
 			}
@@ -268,7 +271,7 @@ func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error)
 	l.c.ops[opAcquire].Add(1)
 	// On an error the carried releases are dropped: the gateway is then
 	// in local mode, and its rejoin removes every lease it no longer holds.
-	res, err := l.c.runAcquire(ctx, l.keys, args)
+	res, err := l.c.runAcquire(ctx, l.keys, args, l.c.cfg.opTimeout)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: acquire script: %w", err)
 	}
@@ -287,7 +290,9 @@ var errNotReplicated = errors.New("cluster: the grant was not acknowledged by a 
 // round trip) on the primary owning the keys, and returns the script's
 // answer only when n replicas have it: a grant lost in a failover (written
 // on the old primary, never replicated) would let the limit be exceeded.
-func (c *Coordinator) runAcquire(ctx context.Context, keys []string, args []any) ([]int64, error) {
+//
+// waitFor bounds the WAIT (at most until ctx ends).
+func (c *Coordinator) runAcquire(ctx context.Context, keys []string, args []any, waitFor time.Duration) ([]int64, error) {
 	n := c.cfg.WaitReplicas
 	if n <= 0 {
 		return acquireScript.Run(ctx, c.rdb, keys, args...).Int64Slice()
@@ -303,7 +308,7 @@ func (c *Coordinator) runAcquire(ctx context.Context, keys []string, args []any)
 	for try := 0; ; try++ {
 		pipe := node.Pipeline()
 		script := acquireScript.EvalSha(ctx, pipe, keys, args...)
-		wait := pipe.Do(ctx, "WAIT", n, c.cfg.opTimeout.Milliseconds())
+		wait := pipe.Do(ctx, "WAIT", n, waitFor.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := script.Err(); err != nil {
 			if try == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
