@@ -48,8 +48,10 @@ type Gateway struct {
 	front   *frontdoor.FrontDoor // the Gradio front door; nil when off
 
 	// pool and closers are what Open built (nil for New); Close ends them.
-	pool    *pool.Pool
-	closers []func() error
+	// poolBackend is the backend Open made over pool (nil for New).
+	pool        *pool.Pool
+	poolBackend *poolBackend
+	closers     []func() error
 	// member is this gateway's cluster membership when Open made one: the
 	// front door then keeps its sessions in Redis.
 	member  *clusterMember
@@ -81,6 +83,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 // built is what Open made around the backend: the Gateway owns it.
 type built struct {
 	pool    *pool.Pool
+	backend *poolBackend // over pool: a reload changes its max
 	closers []func() error
 	member  *clusterMember
 }
@@ -95,7 +98,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(tracerName),
 		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
-		pool: own.pool, closers: own.closers, member: own.member}
+		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member}
 	g.reload.running = cfg
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
