@@ -1,6 +1,9 @@
 package gateway
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetClock replaces the gateway's clock (pending-call expiry, durations).
 func (g *Gateway) SetClock(now func() time.Time) { g.now = now }
@@ -46,6 +49,9 @@ func (g *Gateway) PendingFinished() int {
 	_, n, _ := g.calls.Kept()
 	return n
 }
+
+// SetClusterStats exposes setClusterStats (Open's) to the external tests.
+func (g *Gateway) SetClusterStats(stats func(ctx context.Context) any) { g.setClusterStats(stats) }
 
 // Unexported settings and names the external tests check.
 const (
