@@ -112,10 +112,10 @@ func (cc ClusterConfig) validate() []error {
 	return errs
 }
 
-// SetClusterStats makes GET /api/admin/pool-stats?scope=cluster answer
-// with stats(ctx) (pool/cluster's view of every gateway). Call it before
-// serving. Without it, that scope answers 400.
-func (g *Gateway) SetClusterStats(stats func(ctx context.Context) any) { g.clusterStats = stats }
+// setClusterStats makes GET /api/admin/pool-stats?scope=cluster answer
+// with stats(ctx) (pool/cluster's view of every gateway); Open sets it for
+// a cluster, before serving. Without it, that scope answers 400.
+func (g *Gateway) setClusterStats(stats func(ctx context.Context) any) { g.clusterStats = stats }
 
 // serveScope answers pool-stats for a scope other than this gateway's
 // own; false means the default scope (the seed's JSON of this gateway).

@@ -100,7 +100,7 @@ func waitReplicas(n int, topo cluster.Topology) int {
 func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 	m.pool.Store(p)
 	m.coord.AddReplicas(p.Replicas()...)
-	g.SetClusterStats(func(ctx context.Context) any { return m.coord.Stats(ctx) })
+	g.setClusterStats(func(ctx context.Context) any { return m.coord.Stats(ctx) })
 	if g.front == nil {
 		return
 	}

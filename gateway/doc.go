@@ -1,7 +1,8 @@
 // Package gateway serves a pool of Gradio replicas (package pool) over HTTP
 // to callers in any language. Around the calls it adds the pool
 // statistics, Prometheus metrics, health endpoints, API keys, a graceful
-// drain and the Gradio front door (package frontdoor).
+// drain and the Gradio front door (package frontdoor, which serves every
+// Gradio-shaped route, /gradio_api/call included).
 //
 //	var cfg gateway.Config
 //	_ = cfg.LoadFile("gradiopool.yaml")    // optional; unknown keys are errors
@@ -51,12 +52,13 @@
 // proxies keep long streams open. A caller that disconnects cancels the
 // app's job; its session goes back to the pool.
 //
-// The Gradio REST shape keeps each call's records for pending_call_ttl after
-// it ended (at most max_pending_calls calls): "event: generating" per partial
-// output, then "event: complete" with the outputs or "event: error" with
-// {"error":"message","code":"...","title":"..."}; "event: heartbeat" while
-// waiting. An unknown or expired id gives `event: error` / `data: "404: Not Found"`
-// like Gradio.
+// The Gradio REST shape (frontdoor.Calls; the gateway reads, admits and
+// runs its calls as it does /v1's) keeps each call's records for
+// pending_call_ttl after it ended (at most max_pending_calls calls):
+// "event: generating" per partial output, then "event: complete" with the
+// outputs or "event: error" with {"error":"message","code":"...",
+// "title":"..."}; "event: heartbeat" while waiting. An unknown or expired
+// id gives `event: error` / `data: "404: Not Found"` like Gradio.
 //
 // # Errors
 //

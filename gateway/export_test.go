@@ -1,6 +1,9 @@
 package gateway
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetClock replaces the gateway's clock (pending-call expiry, durations).
 func (g *Gateway) SetClock(now func() time.Time) { g.now = now }
@@ -36,22 +39,19 @@ func (g *Gateway) SetConnTimeouts(header, idle time.Duration) {
 
 // PendingCalls is how many /gradio_api/call calls are kept and the bytes
 // of their unread output.
-func (g *Gateway) PendingCalls() (int, int64) { return g.pending.count() }
+func (g *Gateway) PendingCalls() (int, int64) {
+	n, _, b := g.calls.Kept()
+	return n, b
+}
 
 // PendingFinished is how many kept /gradio_api/call calls have ended.
 func (g *Gateway) PendingFinished() int {
-	g.pending.mu.Lock()
-	defer g.pending.mu.Unlock()
-	n := 0
-	for _, c := range g.pending.calls {
-		c.mu.Lock()
-		if c.done {
-			n++
-		}
-		c.mu.Unlock()
-	}
+	_, n, _ := g.calls.Kept()
 	return n
 }
+
+// SetClusterStats exposes setClusterStats (Open's) to the external tests.
+func (g *Gateway) SetClusterStats(stats func(ctx context.Context) any) { g.setClusterStats(stats) }
 
 // Unexported settings and names the external tests check.
 const (

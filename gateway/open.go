@@ -53,9 +53,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 	// ready once one has connected, and a replica that cannot is logged at
 	// start with its cause. The pool's prober retries those that failed.
 	p.CheckReplicas()
-	backend := PoolBackend(p, cfg.Pool.MaxConnections)
+	backend := newPoolBackend(p, cfg.Pool.MaxConnections)
 	metrics.Register(backend)
-	g := newGateway(cfg, backend, logger, metrics, built{pool: p, closers: closers, member: member})
+	g := newGateway(cfg, backend, logger, metrics, built{pool: p, backend: backend, closers: closers, member: member})
 	if member != nil {
 		member.attach(p, g)
 	}

@@ -18,6 +18,10 @@ import (
 // PoolBackend adapts a *pool.Pool to [Backend]. maxConnections is the
 // per-replica maximum reported by the gradiopool_sessions_max metric.
 func PoolBackend(p *pool.Pool, maxConnections int) Backend {
+	return newPoolBackend(p, maxConnections)
+}
+
+func newPoolBackend(p *pool.Pool, maxConnections int) *poolBackend {
 	b := &poolBackend{p: p}
 	b.max.Store(int64(maxConnections))
 	return b

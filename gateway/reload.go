@@ -104,8 +104,8 @@ func (g *Gateway) Reload() (Reloaded, error) {
 			return Reloaded{}, fmt.Errorf("reload: %w", err)
 		}
 		rl.running = applied
-		if b, ok := g.backend.(*poolBackend); ok {
-			b.max.Store(int64(applied.Pool.MaxConnections))
+		if g.poolBackend != nil {
+			g.poolBackend.max.Store(int64(applied.Pool.MaxConnections))
 		}
 		g.clientCalls.setMax(perClientLimit(applied))
 	}

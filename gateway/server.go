@@ -44,12 +44,14 @@ type Gateway struct {
 	// piles of idle connections.
 	headerTimeout, keepAliveTimeout time.Duration
 
-	pending *pendingCalls
-	front   *frontdoor.FrontDoor // the Gradio front door; nil when off
+	calls *frontdoor.Calls     // Gradio's REST call API (/gradio_api/call)
+	front *frontdoor.FrontDoor // the Gradio front door; nil when off
 
 	// pool and closers are what Open built (nil for New); Close ends them.
-	pool    *pool.Pool
-	closers []func() error
+	// poolBackend is the backend Open made over pool (nil for New).
+	pool        *pool.Pool
+	poolBackend *poolBackend
+	closers     []func() error
 	// member is this gateway's cluster membership when Open made one: the
 	// front door then keeps its sessions in Redis.
 	member  *clusterMember
@@ -81,6 +83,7 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 // built is what Open made around the backend: the Gateway owns it.
 type built struct {
 	pool    *pool.Pool
+	backend *poolBackend // over pool: a reload changes its max
 	closers []func() error
 	member  *clusterMember
 }
@@ -95,13 +98,16 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(tracerName),
 		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
-		pool: own.pool, closers: own.closers, member: own.member}
+		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member}
 	g.reload.running = cfg
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
-	g.pending = newPendingCalls(cfg.MaxPendingCalls, cfg.PendingCallTTL)
-	g.pending.maxPerClient = cfg.MaxPendingCallsPerClient
-	g.pending.maxResult, g.pending.maxBytes = cfg.MaxPendingResultBytes, cfg.MaxPendingBytes
+	g.calls = frontdoor.NewCalls(frontdoor.CallsConfig{
+		MaxPending: cfg.MaxPendingCalls, MaxPendingPerClient: cfg.MaxPendingCallsPerClient,
+		MaxResultBytes: cfg.MaxPendingResultBytes, MaxBytes: cfg.MaxPendingBytes,
+		TTL: cfg.PendingCallTTL, KeepAlive: cfg.KeepAliveInterval,
+		ClientID: g.clientID, Start: g.startRESTCall, Now: func() time.Time { return g.now() },
+	})
 	g.initAdmin()
 	g.routes()
 	return g
@@ -118,12 +124,8 @@ func (g *Gateway) routes() {
 
 	api("POST /v1/predict/{api_name}", g.handlePredict)
 	api("POST /v1/submit/{api_name}", g.handleSubmit)
-	// Gradio's REST shape, with the trailing-slash form Gradio accepts and
-	// the unprefixed paths of Gradio 4 recipes.
-	for _, prefix := range []string{"/gradio_api", ""} {
-		api("POST "+prefix+"/call/{api_name}", g.handleCallPost)
-		api("POST "+prefix+"/call/{api_name}/{$}", g.handleCallPost)
-		api("GET "+prefix+"/call/{api_name}/{event_id}", g.handleCallGet)
+	for _, rt := range g.calls.Routes() { // Gradio's REST shape, whatever the backend
+		api(rt.Pattern, rt.Handler)
 	}
 	admin("GET /api/admin/pool-stats", g.handleStats)
 	admin("POST /api/admin/reload", g.handleReload)

@@ -39,7 +39,7 @@ func (a *app) callTransport() bool { return a.set.callREST || a.useCall.Load() }
 // sse_v2 and later) and the endpoint an api_name to name them by.
 func callCapable(cfg *Config, dep *Dependency) bool {
 	switch cfg.Protocol {
-	case ProtocolSSEv2, ProtocolSSEv21, ProtocolSSEv3:
+	case protocolSSEv2, protocolSSEv21, protocolSSEv3:
 		return dep.APIName != ""
 	}
 	return false

@@ -78,9 +78,9 @@ func (s *appSession) dropsQueuedLocked(j *Job) bool {
 // closing leaves the event queued too.
 func hangUpDropsQueued(cfg *Config) bool {
 	switch cfg.Protocol {
-	case ProtocolSSEv1:
+	case protocolSSEv1:
 		return true
-	case ProtocolSSEv3:
+	case protocolSSEv3:
 		return !versionAtLeast(cfg.Version, "6.0")
 	}
 	return false
@@ -88,7 +88,7 @@ func hangUpDropsQueued(cfg *Config) bool {
 
 // hasCancelRoute reports whether the app has POST {prefix}/cancel.
 func hasCancelRoute(cfg *Config) bool {
-	return cfg.Protocol == ProtocolSSEv3 && versionAtLeast(cfg.Version, "4.29")
+	return cfg.Protocol == protocolSSEv3 && versionAtLeast(cfg.Version, "4.29")
 }
 
 // waitCutGrace delays a join that follows a hang-up by dropQueued (see

@@ -126,8 +126,8 @@ func Connect(ctx context.Context, src string, opts ...Option) (*Client, error) {
 		return fail(err)
 	}
 	switch cfg.Protocol {
-	case ProtocolSSEv3, ProtocolSSEv21, ProtocolSSEv2, ProtocolSSEv1, ProtocolSSE:
-	case ProtocolWS:
+	case protocolSSEv3, protocolSSEv21, protocolSSEv2, protocolSSEv1, protocolSSE:
+	case protocolWS:
 		if !versionAtLeast(cfg.Version, "3.0") {
 			return fail(&MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: Gradio %s", ErrUnsupportedProtocol, cfg.Version)})
 		}
@@ -149,7 +149,7 @@ var spaceIDRe = regexp.MustCompile(`^[a-zA-Z0-9_\-\.]+/[a-zA-Z0-9_\-\.]+$`)
 // newTransport builds the per-app transport: keep-alive pool sized for many
 // parallel calls, phase time-outs instead of a global one.
 func newTransport(set settings) *http.Transport {
-	d := &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
+	d := &net.Dialer{Timeout: defaultDialTimeout, KeepAlive: 30 * time.Second}
 	idle, noReuse := set.keepAlive, false
 	if idle <= 0 {
 		// net/http reads a zero IdleConnTimeout as "no limit".
@@ -161,9 +161,9 @@ func newTransport(set settings) *http.Transport {
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          0, // no global cap
-		MaxIdleConnsPerHost:   DefaultMaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   defaultMaxIdleConnsPerHost,
 		IdleConnTimeout:       idle,
-		TLSHandshakeTimeout:   DefaultTLSHandshakeTimeout,
+		TLSHandshakeTimeout:   defaultTLSHandshakeTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
 }
@@ -383,7 +383,7 @@ func (a *app) readBody(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
 	d := a.set.headerTimeout
 	if d <= 0 {
-		d = DefaultHeaderTimeout
+		d = defaultHeaderTimeout
 	}
 	var late atomic.Bool
 	t := time.AfterFunc(d, func() {
@@ -393,10 +393,10 @@ func (a *app) readBody(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetaBody+1))
 	t.Stop()
 	if late.Load() {
-		return nil, fmt.Errorf("%w: no complete response body within %s", ErrBodyTimeout, d)
+		return nil, fmt.Errorf("%w: no complete response body within %s", errBodyTimeout, d)
 	}
 	if err == nil && len(b) > maxMetaBody {
-		return nil, fmt.Errorf("%w: response body larger than %d MiB", ErrResponseTooLarge, maxMetaBody>>20)
+		return nil, fmt.Errorf("%w: response body larger than %d MiB", errResponseTooLarge, maxMetaBody>>20)
 	}
 	return b, err
 }
@@ -538,7 +538,7 @@ func (a *app) apiInfo(ctx context.Context) (*APIInfo, error) {
 	if code != http.StatusOK {
 		return nil, &MetadataError{Src: a.src, Op: "info", StatusCode: code, Err: statusErr(code)}
 	}
-	info, err := ParseAPIInfo(body)
+	info, err := parseAPIInfo(body)
 	if err != nil {
 		return nil, &MetadataError{Src: a.src, Op: "info", Err: err}
 	}

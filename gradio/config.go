@@ -10,19 +10,19 @@ import (
 
 // Protocol names as they appear in config.protocol.
 const (
-	ProtocolSSEv3  = "sse_v3"   // Gradio 4.22 - 6.x
-	ProtocolSSEv21 = "sse_v2.1" // Gradio 4.21
-	ProtocolSSEv2  = "sse_v2"   // Gradio 4.17 - 4.20
-	ProtocolSSEv1  = "sse_v1"   // Gradio 4.9 - 4.16
-	ProtocolSSE    = "sse"      // Gradio 4.0 - 4.8 ("v0")
-	ProtocolWS     = "ws"       // Gradio 3.x (config without protocol); unsupported
+	protocolSSEv3  = "sse_v3"   // Gradio 4.22 - 6.x
+	protocolSSEv21 = "sse_v2.1" // Gradio 4.21
+	protocolSSEv2  = "sse_v2"   // Gradio 4.17 - 4.20
+	protocolSSEv1  = "sse_v1"   // Gradio 4.9 - 4.16
+	protocolSSE    = "sse"      // Gradio 4.0 - 4.8 ("v0")
+	protocolWS     = "ws"       // Gradio 3.x (config without protocol); unsupported
 )
 
 // Config is the parsed GET /config of an app: the fields an API client
 // needs. Raw keeps the whole document.
 type Config struct {
 	Version          string // Gradio version, trimmed ("5.49.1")
-	Protocol         string // one of the Protocol constants; "ws" when absent
+	Protocol         string // sse_v3, sse_v2.1, sse_v2, sse_v1, sse or ws (also when absent)
 	APIPrefix        string // "/gradio_api" (5.x+) or ""
 	Root             string // the root URL the server computed (informational)
 	AppID            uint64 // random per server start; 0 when absent (3.x)
@@ -160,7 +160,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		c.EnableQueue = false // 3.x: null means queue off
 	}
 	if c.Protocol == "" {
-		c.Protocol = ProtocolWS
+		c.Protocol = protocolWS
 	}
 	if c.APIPrefix != "" && !strings.HasPrefix(c.APIPrefix, "/") {
 		c.APIPrefix = "/" + c.APIPrefix

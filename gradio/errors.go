@@ -33,13 +33,7 @@ var (
 	// call. The error also wraps ctx's error. The join finishes (or times
 	// out) in the background, and a job the app accepted after all is
 	// cancelled there; the call must not be retried blindly.
-	// ErrBodyTimeout: a response's headers came but its body did not
-	// arrive within the header time-out (a stalled or trickling replica).
-	ErrBodyTimeout = errors.New("gradio: response body timed out")
-	// ErrResponseTooLarge: a config, API info or join answer larger than
-	// any real app sends (16 MiB).
-	ErrResponseTooLarge = errors.New("gradio: response too large")
-	ErrMaybeAccepted    = errors.New("gradio: the app had not answered the join when the caller's context ended; the call may have been accepted")
+	ErrMaybeAccepted = errors.New("gradio: the app had not answered the join when the caller's context ended; the call may have been accepted")
 	// ErrSpaceNotRunning is wrapped by every *SpaceError.
 	ErrSpaceNotRunning = errors.New("gradio: space not running")
 	// ErrNotFound: the Hub or the app answered 404 for the Space or route.
@@ -52,6 +46,17 @@ var (
 	// ErrRateLimited: HTTP 429 (the Hugging Face proxy's rate limit) on
 	// the config or on queue/join; the call was NOT accepted.
 	ErrRateLimited = errors.New("gradio: rate limited (HTTP 429)")
+)
+
+// Causes wrapped in a *ProtocolError or *MetadataError (callers branch on
+// those).
+var (
+	// errBodyTimeout: a response's headers came but its body did not
+	// arrive within the header time-out (a stalled or trickling replica).
+	errBodyTimeout = errors.New("gradio: response body timed out")
+	// errResponseTooLarge: a config, API info or join answer larger than
+	// any real app sends (16 MiB).
+	errResponseTooLarge = errors.New("gradio: response too large")
 )
 
 // AppError is an error raised by the app's function (gr.Error, or any

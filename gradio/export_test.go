@@ -17,3 +17,15 @@ func PredictWithHook(ctx context.Context, c *Client, h EventHook, endpoint strin
 
 // HangUpDropsQueued exposes hangUpDropsQueued to the external tests.
 var HangUpDropsQueued = hangUpDropsQueued
+
+// Unexported names the external tests use.
+const (
+	ProtocolSSE   = protocolSSE
+	ProtocolSSEv1 = protocolSSEv1
+	ProtocolWS    = protocolWS
+)
+
+var (
+	ParseAPIInfo   = parseAPIInfo
+	ErrBodyTimeout = errBodyTimeout
+)

@@ -105,9 +105,6 @@ func FileURL(u string) Upload {
 	return Upload{url: u, name: name}
 }
 
-// Name is the file name the app will see.
-func (u Upload) Name() string { return u.name }
-
 // prepareArgs replaces Upload values (at any depth of []any /
 // map[string]any) with FileData, uploading local data, and adds meta to
 // FileData values given by the caller. changed reports whether anything was

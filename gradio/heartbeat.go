@@ -17,7 +17,7 @@ func (s *appSession) startHeartbeatLocked() {
 	}
 	set, cfg := s.app.set, s.config()
 	want := set.heartbeat == 1 || (set.heartbeat == 0 && cfg.ConnectHeartbeat)
-	if !want || cfg.Protocol != ProtocolSSEv3 {
+	if !want || cfg.Protocol != protocolSSEv3 {
 		return
 	}
 	s.hbOn = s.goLocked(s.heartbeatLoop)

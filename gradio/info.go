@@ -66,9 +66,9 @@ func (p *ParameterInfo) Name() string {
 	return p.Label
 }
 
-// ParseAPIInfo parses a /info body (Gradio 3.x-6.x, and the {"api": ...}
+// parseAPIInfo parses a /info body (Gradio 3.x-6.x, and the {"api": ...}
 // wrapper of the old API fetcher).
-func ParseAPIInfo(b []byte) (*APIInfo, error) {
+func parseAPIInfo(b []byte) (*APIInfo, error) {
 	var raw struct {
 		Named   map[string]*EndpointInfo `json:"named_endpoints"`
 		Unnamed map[string]*EndpointInfo `json:"unnamed_endpoints"`
@@ -78,7 +78,7 @@ func ParseAPIInfo(b []byte) (*APIInfo, error) {
 		return nil, fmt.Errorf("gradio: info: %w", err)
 	}
 	if raw.Named == nil && len(raw.API) > 0 {
-		return ParseAPIInfo(raw.API)
+		return parseAPIInfo(raw.API)
 	}
 	if raw.Named == nil {
 		raw.Named = map[string]*EndpointInfo{}

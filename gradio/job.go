@@ -533,7 +533,7 @@ func (j *Job) applyGenerating(data []json.RawMessage, diffs bool) ([]json.RawMes
 }
 
 func diffProtocol(p string) bool {
-	return p == ProtocolSSEv2 || p == ProtocolSSEv21 || p == ProtocolSSEv3
+	return p == protocolSSEv2 || p == protocolSSEv21 || p == protocolSSEv3
 }
 
 func seconds(f *float64) time.Duration {

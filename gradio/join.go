@@ -34,7 +34,7 @@ func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint
 	}
 	s.joining++
 	s.startHeartbeatLocked()
-	if s.knownQueue && s.app.cfg.Protocol == ProtocolSSEv3 && !s.streamOn && !s.app.noPreopen.Load() {
+	if s.knownQueue && s.app.cfg.Protocol == protocolSSEv3 && !s.streamOn && !s.app.noPreopen.Load() {
 		// Open the stream while the join is in flight: it saves a round
 		// trip per call. Messages that beat the join's answer are buffered
 		// (s.early); the server keeps a known session's queue waiting.
@@ -217,11 +217,11 @@ func (s *appSession) sendCancelBounded(j *Job) {
 func (s *appSession) sendCancel(ctx context.Context, j *Job) error {
 	a := s.app
 	cfg := a.cfg
-	if cfg.Protocol == ProtocolSSE {
+	if cfg.Protocol == protocolSSE {
 		return nil // v0: closing the job's own stream (done by finish) cancels it
 	}
 	id := j.ID()
-	if id == "" || cfg.Protocol != ProtocolSSEv3 || !versionAtLeast(cfg.Version, "4.29") {
+	if id == "" || cfg.Protocol != protocolSSEv3 || !versionAtLeast(cfg.Version, "4.29") {
 		return nil
 	}
 	body, _ := json.Marshal(map[string]any{"session_hash": s.hash, "fn_index": j.dep.FnIndex, "event_id": id})

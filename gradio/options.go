@@ -10,28 +10,28 @@ import (
 const (
 	// DefaultHubURL is the Hugging Face Hub API base.
 	DefaultHubURL = "https://huggingface.co"
-	// DefaultDialTimeout bounds TCP connect.
-	DefaultDialTimeout = 10 * time.Second
-	// DefaultTLSHandshakeTimeout bounds the TLS handshake.
-	DefaultTLSHandshakeTimeout = 10 * time.Second
-	// DefaultHeaderTimeout bounds the wait for response headers of
+	// defaultDialTimeout bounds TCP connect.
+	defaultDialTimeout = 10 * time.Second
+	// defaultTLSHandshakeTimeout bounds the TLS handshake.
+	defaultTLSHandshakeTimeout = 10 * time.Second
+	// defaultHeaderTimeout bounds the wait for response headers of
 	// non-streaming requests (config, info, queue/join, upload, cancel).
-	DefaultHeaderTimeout = 30 * time.Second
+	defaultHeaderTimeout = 30 * time.Second
 	// DefaultHeartbeatInterval is Gradio's in-stream heartbeat period.
 	DefaultHeartbeatInterval = 15 * time.Second
-	// DefaultStreamGapTimeout is the longest silence tolerated on a data stream
+	// defaultStreamGapTimeout is the longest silence tolerated on a data stream
 	// while calls are pending: about 3x the server's heartbeat interval.
 	// Long calls are fine: the server keeps sending heartbeats.
-	DefaultStreamGapTimeout = 3 * DefaultHeartbeatInterval
-	// DefaultCancelTimeout bounds the /cancel request sent when a call's
+	defaultStreamGapTimeout = 3 * DefaultHeartbeatInterval
+	// defaultCancelTimeout bounds the /cancel request sent when a call's
 	// context ends.
-	DefaultCancelTimeout = 5 * time.Second
-	// DefaultWakePollInterval is how often the Hub is asked for the stage of
+	defaultCancelTimeout = 5 * time.Second
+	// defaultWakePollInterval is how often the Hub is asked for the stage of
 	// a sleeping or building Space while waiting.
-	DefaultWakePollInterval = 2 * time.Second
-	// DefaultMaxIdleConnsPerHost sizes the idle pool of the Client's transport so
+	defaultWakePollInterval = 2 * time.Second
+	// defaultMaxIdleConnsPerHost sizes the idle pool of the Client's transport so
 	// that 50+ parallel calls (two requests each) reuse connections.
-	DefaultMaxIdleConnsPerHost = 256
+	defaultMaxIdleConnsPerHost = 256
 	// DefaultKeepAlive is how long an idle upstream connection is kept for
 	// reuse. It is below uvicorn's own keep-alive (5 s), so the client
 	// closes an idle connection before the server does: a request sent on
@@ -76,10 +76,10 @@ type settings struct {
 func defaultSettings() settings {
 	return settings{
 		hubURL:           DefaultHubURL,
-		wakePoll:         DefaultWakePollInterval,
-		headerTimeout:    DefaultHeaderTimeout,
-		streamGapTimeout: DefaultStreamGapTimeout,
-		cancelTimeout:    DefaultCancelTimeout,
+		wakePoll:         defaultWakePollInterval,
+		headerTimeout:    defaultHeaderTimeout,
+		streamGapTimeout: defaultStreamGapTimeout,
+		cancelTimeout:    defaultCancelTimeout,
 		keepAlive:        DefaultKeepAlive,
 		headers:          http.Header{},
 	}
@@ -119,7 +119,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.logger = l
 func WithWakeTimeout(d time.Duration) Option { return func(s *settings) { s.wakeTimeout = d } }
 
 // WithWakePollInterval sets how often the Hub is polled while waiting for a
-// Space (default DefaultWakePollInterval).
+// Space (default 2 s).
 func WithWakePollInterval(d time.Duration) Option {
 	return func(s *settings) {
 		if d > 0 {
@@ -129,19 +129,20 @@ func WithWakePollInterval(d time.Duration) Option {
 }
 
 // WithHeaderTimeout bounds the wait for response headers of non-streaming
-// requests (default DefaultHeaderTimeout; negative disables).
+// requests: config, info, queue/join, upload, cancel (default 30 s;
+// negative disables).
 func WithHeaderTimeout(d time.Duration) Option { return func(s *settings) { s.headerTimeout = d } }
 
 // WithStreamGapTimeout sets the data-stream watchdog: the stream is considered
 // dead after d without any bytes while calls are pending (default
-// DefaultStreamGapTimeout; negative disables). Keep it above the app's heartbeat
+// 45 s, three heartbeats; negative disables). Keep it above the app's heartbeat
 // interval (15 s unless GRADIO_HEARTBEAT_INTERVAL is set).
 func WithStreamGapTimeout(d time.Duration) Option {
 	return func(s *settings) { s.streamGapTimeout = d }
 }
 
 // WithCancelTimeout bounds the /cancel request sent when a call's context
-// ends (default DefaultCancelTimeout).
+// ends (default 5 s).
 func WithCancelTimeout(d time.Duration) Option {
 	return func(s *settings) {
 		if d > 0 {

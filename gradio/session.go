@@ -174,9 +174,9 @@ func (s *appSession) submit(ctx context.Context, endpoint string, args []any, jo
 		return s.submitCall(ctx, dep, endpoint, data, jo)
 	}
 	switch cfg.Protocol {
-	case ProtocolSSE:
+	case protocolSSE:
 		return s.submitV0(ctx, dep, endpoint, data, oauth, jo)
-	case ProtocolWS:
+	case protocolWS:
 		return s.submitWS(ctx, dep, endpoint, data, jo)
 	}
 	j, err := s.submitQueued(ctx, dep, endpoint, data, oauth, jo)

@@ -26,7 +26,7 @@ func (j *Job) streamTarget() (string, error) {
 	if !j.dep.Streaming() {
 		return "", fmt.Errorf("%w: %s has connection %q", ErrNotStreaming, j.endpoint, j.dep.Connection)
 	}
-	if j.s.app.cfg.Protocol != ProtocolSSEv3 {
+	if j.s.app.cfg.Protocol != protocolSSEv3 {
 		return "", fmt.Errorf("%w: protocol %s", ErrNotStreaming, j.s.app.cfg.Protocol)
 	}
 	id := j.ID()
