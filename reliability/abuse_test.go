@@ -928,6 +928,16 @@ func failedList(m map[string]int) string {
 	return fmt.Sprintf("%d (%s)", n, countString(m))
 }
 
-const abuseNotCovered = `Not covered here: "Why" 10 and 11 (credentials in replica URLs, texts and headers that leak) are not resource attacks; their tests are in ./gateway and ./gradio (TestReplicaCredentialsNeverLeak and others). The 3 GiB upload and the 10 000 held heartbeat streams of the issue are run smaller (the bounds refuse them at the same point whatever the size). A huge /config or join answer from a replica (gradiotest's other hostile modes) is measured by pool's TestHostileReplicaBounded, not here.
+const abuseNotCovered = `Not covered, and limits of this run:
+
+- "Why" 10 and 11 (credentials in replica URLs, texts and headers that reach callers or logs) are leaks, not resources a caller makes the gateway hold: TestReplicaCredentialsNeverLeak and the other tests of ./gateway and ./gradio check them.
+- The issue's sizes are run smaller: a 64 MiB upload instead of 3 GiB, 1100 connections instead of 10 000, 3000 sessions instead of 400 000. Each bound refuses at the same point whatever comes after it (an upload is counted as its bytes arrive), and the table shows the gateway stays flat past it.
+- The gateway-wide bounds (max_sessions 20 000, max_upload_bytes 8 GiB, max_pending_bytes 256 MiB, max_client_connections 10 000) are not reached: one attacker meets its per-client bound first. Their tests in ./gateway try to exceed them.
+- A huge /config or join answer (gradiotest's other hostile modes) is measured by pool's TestHostileReplicaBounded (1 GiB offered, heap within 320 MiB), not here.
+- max_calls_per_client is set to 12 (half of the 3 × 8 slots): its default, half of replicas × (max_connections + max_waiters), is 1512 with these replicas and would let one client take every slot.
+- The bound on a replica's event stream (lines and events up to 64 MiB) is per stream, with no total: a hostile replica that answers every stream that way makes the gateway hold up to 64 MiB (and its copies) per call in flight there, up to pool.max_connections calls (row 6's peak). The calls it took end with 502 connection_lost; those of the honest callers routed to it are counted as failed in its row, the others were served.
+- Unread /gradio_api/call results are kept until pending_call_ttl (10 min by default): row 5's "after" is measured with them still held.
+- A request refused while its body is still arriving (row 4's upload of many parts) is answered 413 and its connection closed: a client still sending may read a reset instead of the 413. Nothing is kept either way (the test counts the files on disk).
+- A stalled replica gets no anonymous caller while it connects, but a new signed-in user may still be assigned to it round robin and wait for that connect (up to the 30 s header time-out).
 
 `
