@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 JSCLIENT = testdata/jsclient
 
-.PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability test-real
+.PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability abuse test-real
 
 # demo installs the official JS client (pinned by its lock file) first when
 # Node and npm are there and it is missing, so that a fresh clone runs the
@@ -77,6 +77,13 @@ fuzz:
 # docs/RELIABILITY.md (CI runs the short version inside `go test`).
 reliability:
 	GRADIOPOOL_RELIABILITY=long $(GO) test -count=1 -timeout 120m -run 'TestFaultMatrix|TestSoak' -v ./reliability/
+
+# abuse runs each attack of issue 20 at full size against a `gradiopool
+# serve` subprocess (its RSS and goroutines measured) and rewrites the abuse
+# region of docs/RELIABILITY.md, about 3 minutes (CI runs the short form
+# inside `go test ./reliability/`).
+abuse:
+	GRADIOPOOL_RELIABILITY=abuse $(GO) test -count=1 -timeout 20m -run 'TestAbuse' -v ./reliability/
 
 # test-real runs the Go client's protocol suite, the official JS client's
 # conformance suite (sse_v3 apps) and the raw-wire suite against the real

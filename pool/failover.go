@@ -202,6 +202,32 @@ func (r *replica) usable(now time.Time) bool {
 	return !r.closed && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
 }
 
+// connectInFlight reports whether r has no app and its connect is under
+// way. A caller routed there waits for that connect, which a replica that
+// trickles its /config holds up to the header time-out (issue 20 "Why" 8),
+// so anonymous routing prefers a connected replica meanwhile. New users
+// still go round robin (their assignment is kept; see order).
+func (r *replica) connectInFlight() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.connecting && r.app == nil
+}
+
+// anyConnected reports whether a usable replica of list has its app
+// connected: then anonymous routing skips replicas whose connect is under
+// way. Only then: at a lazy start every replica connects at once and the
+// first calls wait for those connects, as before.
+func anyConnected(list []*replica, now time.Time) bool {
+	for _, r := range list {
+		if r.usable(now) && !r.connectInFlight() {
+			if app, _ := r.currentApp(); app != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ready reports whether the replica can serve a call now to the best of
 // our knowledge: connected, not ejected, not hung, and, when it was
 // unreachable, connected again since (a back-off that merely ran out

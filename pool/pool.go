@@ -374,15 +374,23 @@ func (p *Pool) leastLoaded(list []*replica) *replica {
 	start := int(p.rrAnon.Add(1)-1) % n
 	now := time.Now()
 	best, bestLoad := list[start], -1
-	for i := range n {
-		r := list[(start+i)%n]
-		if !r.usable(now) {
-			continue
+	// A replica whose connect is under way counts only when none is
+	// connected (see connectInFlight).
+	skipConnecting := anyConnected(list, now)
+	for _, connecting := range []bool{false, true} {
+		for i := range n {
+			r := list[(start+i)%n]
+			if !r.usable(now) || skipConnecting && r.connectInFlight() != connecting {
+				continue
+			}
+			st := r.sp.Stat()
+			load := st.InUse + st.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r)
+			if bestLoad < 0 || load < bestLoad {
+				best, bestLoad = r, load
+			}
 		}
-		st := r.sp.Stat()
-		load := st.InUse + st.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r)
-		if bestLoad < 0 || load < bestLoad {
-			best, bestLoad = r, load
+		if bestLoad >= 0 {
+			break
 		}
 	}
 	return best

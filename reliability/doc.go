@@ -25,6 +25,15 @@
 // callers, an ACL user without channel permission) on real redis-server
 // processes; plain `go test` leaves them out.
 //
+// The abuse suite (TestAbuse) runs each attack of issue 20 against a
+// `gradiopool serve` subprocess (so that its resident memory and
+// goroutines are the gateway's own) over simulated replicas, with honest
+// callers calling from another loopback address meanwhile: the attacker
+// must get the bound's answer, every honest call must be served and the
+// gateway's goroutines must come back. `go test` runs it small;
+// GRADIOPOOL_RELIABILITY=abuse (`make abuse`) runs it at full size and
+// rewrites the abuse region of docs/RELIABILITY.md.
+//
 // The package has only tests. `go test ./reliability/` runs the short
 // matrix (seconds per cell) and a 30 s soak; CI runs both. With GRADIOPOOL_RELIABILITY=long
 // (or -reliability.long) every cell runs longer under more load, and the
