@@ -329,23 +329,14 @@ func (p *Pool) quickest(list []*replica, ep string, start int) (best *replica, e
 	fallback := p.processTimes()
 	exp = make(map[*replica]time.Duration, n)
 	var bestT time.Duration
-	// A replica whose connect is under way is a candidate only when none
-	// is connected (see connectInFlight).
-	skipConnecting := anyConnected(list, now)
-	for _, connecting := range []bool{false, true} {
-		for i := range n {
-			r := list[(start+i)%n]
-			if !r.usable(now) || skipConnecting && r.connectInFlight() != connecting {
-				continue
-			}
-			t := r.expected(ep, now, fallback)
-			exp[r] = t
-			if best == nil || float64(t) < float64(bestT)*(1-tieTolerance) {
-				best, bestT = r, t
-			}
-		}
-		if best != nil {
+	for tier, r := range candidates(list, start, now) {
+		if tier > 0 && best != nil {
 			break
+		}
+		t := r.expected(ep, now, fallback)
+		exp[r] = t
+		if best == nil || float64(t) < float64(bestT)*(1-tieTolerance) {
+			best, bestT = r, t
 		}
 	}
 	return best, exp

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -217,6 +218,31 @@ func (r *replica) connectInFlight() bool {
 // connected: then anonymous routing skips replicas whose connect is under
 // way. Only then: at a lazy start every replica connects at once and the
 // first calls wait for those connects, as before.
+// candidates yields the usable replicas of list, round robin from start,
+// each with its tier: 1 for a replica whose connect is under way while
+// another is connected (see connectInFlight), yielded after every replica
+// of tier 0, so that a caller may stop at tier 1 when tier 0 had one.
+func candidates(list []*replica, start int, now time.Time) iter.Seq2[int, *replica] {
+	return func(yield func(int, *replica) bool) {
+		n := len(list)
+		tiered := anyConnected(list, now)
+		for tier := range 2 {
+			for i := range n {
+				r := list[(start+i)%n]
+				if !r.usable(now) || (tiered && r.connectInFlight()) != (tier == 1) {
+					continue
+				}
+				if !yield(tier, r) {
+					return
+				}
+			}
+			if !tiered {
+				return
+			}
+		}
+	}
+}
+
 func anyConnected(list []*replica, now time.Time) bool {
 	for _, r := range list {
 		if r.usable(now) && !r.connectInFlight() {

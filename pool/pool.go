@@ -374,23 +374,14 @@ func (p *Pool) leastLoaded(list []*replica) *replica {
 	start := int(p.rrAnon.Add(1)-1) % n
 	now := time.Now()
 	best, bestLoad := list[start], -1
-	// A replica whose connect is under way counts only when none is
-	// connected (see connectInFlight).
-	skipConnecting := anyConnected(list, now)
-	for _, connecting := range []bool{false, true} {
-		for i := range n {
-			r := list[(start+i)%n]
-			if !r.usable(now) || skipConnecting && r.connectInFlight() != connecting {
-				continue
-			}
-			st := r.sp.Stat()
-			load := st.InUse + st.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r)
-			if bestLoad < 0 || load < bestLoad {
-				best, bestLoad = r, load
-			}
-		}
-		if bestLoad >= 0 {
+	for tier, r := range candidates(list, start, now) {
+		if tier > 0 && bestLoad >= 0 {
 			break
+		}
+		st := r.sp.Stat()
+		load := st.InUse + st.Waiting + int(r.stickyWaiting.Load()) + p.limiterWaiting(r)
+		if bestLoad < 0 || load < bestLoad {
+			best, bestLoad = r, load
 		}
 	}
 	return best
