@@ -73,6 +73,10 @@ func (f *FrontDoor) handleConfig(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusServiceUnavailable, "gradiopool: "+err.Error())
 		return
 	}
+	if bridgedProtocol(app.Config().Protocol) {
+		f.bridgeConfig(w, r, app)
+		return
+	}
 	out := replaceRoots(app.Config().Raw, appRoots(app), f.root(r))
 	out = appIDRe.ReplaceAll(out, []byte(`"app_id":`+strconv.FormatUint(f.appID, 10)))
 	relay(w, http.StatusOK, "application/json", out)

@@ -66,6 +66,10 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
 	}
+	if br := s.bridgeOf(false); br != nil || f.bridged(r.Context()) {
+		f.bridgeCancel(w, br, str(m["event_id"]))
+		return
+	}
 	// The call's own replica and backend session: a spread call may run
 	// elsewhere than the session's replica.
 	replica, backend := s.laneOf(str(m["event_id"]))

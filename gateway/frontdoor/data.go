@@ -58,6 +58,10 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		_ = rc.Data(sessionNotFound)
 		return
 	}
+	if br := s.bridgeOf(false); br != nil || f.bridged(ctx) {
+		f.bridgeData(w, r, s, br)
+		return
+	}
 	defer s.stream()()
 	defer s.reading()()
 	b := s.binding()

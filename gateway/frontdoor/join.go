@@ -91,6 +91,10 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		f.annotate(r, slog.String("user", meta.user))
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
+	if f.bridged(ctx) {
+		f.bridgeJoin(w, r, s, u, m, meta)
+		return
+	}
 	spread := f.Spreadable(m["fn_index"])
 	var tried []string
 	var last *refusal

@@ -57,6 +57,8 @@ type callerSession struct {
 	// starts relaying the call's replica if it does not yet.
 	wake     chan struct{}
 	lastSeen time.Time
+	// br is the session's bridge (bridge.go) when its app is bridged.
+	br *bridgeState
 }
 
 // session returns the live session for front, creating it when create is
@@ -253,6 +255,10 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
 		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
 		slog.String("endpoint", meta.endpoint), logattr.Ms("grace", s.f.cfg.ReadGrace))
+	if br := s.bridgeOf(false); br != nil {
+		br.cancelJob(eventID)
+		return
+	}
 	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
 }
 
@@ -386,7 +392,11 @@ func (s *callerSession) releaseAll(code string) int {
 	ls, calls := s.pending, s.calls
 	s.pending, s.calls = map[string]*pool.Slot{}, nil
 	s.stopGrace("")
+	br := s.br
 	s.mu.Unlock()
+	if br != nil {
+		br.close()
+	}
 	for _, l := range ls {
 		l.Release()
 	}

@@ -1,0 +1,757 @@
+package frontdoor
+
+// The bridge: callers of a reference app older than sse_v3 are served
+// Gradio 5 (sse_v3) by the gateway itself.
+//
+// Why bridging and not relaying for the older generations: the official
+// clients of today (@gradio/client 2.x, gradio_client 1.x) only finish
+// calls over sse_v3. The older protocols differ from it in more than
+// message shapes: sse (Gradio 4.0-4.8) has one stream per call and asks
+// for the data with send_data; sse_v1, sse_v2 and sse_v2.1 hang up the
+// session's stream instead of sending close_stream and send their file
+// URLs differently; Gradio 3 speaks WebSockets. A byte relay would have to
+// rewrite each of these streams message by message and keep two different
+// stream lifetimes (the caller's and the replica's) in step — a second
+// implementation of every generation. The Go client (package gradio)
+// already speaks each of them and turns them into one generation-neutral
+// sequence of events (queued, started, progress, output with diffs
+// applied, completed or error), so for those apps the front door runs each
+// call with the Go client on a session of its own per caller session, and
+// writes the events as sse_v3 messages. sse_v3 replicas keep the byte
+// relay (data.go): nothing is lost in translation there.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// bridgeVersion is the Gradio version the bridge presents: the release
+// whose sse_v3 messages it writes (the captured 5.49.1 transcripts).
+const bridgeVersion = "5.49.1"
+
+// bridgePrefix is the API prefix the bridge presents (Gradio 5's).
+const bridgePrefix = "/gradio_api"
+
+// bridgedProtocol reports whether callers of an app speaking protocol p
+// are bridged: every generation older than sse_v3 that the Go client
+// speaks. Gradio 3 (ws) is not bridged yet: its config and file shapes
+// are not mapped (README "Not done yet").
+func bridgedProtocol(p string) bool {
+	switch p {
+	case "sse", "sse_v1", "sse_v2", "sse_v2.1":
+		return true
+	}
+	return false
+}
+
+// bridged reports whether the reference app is served through the bridge.
+func (f *FrontDoor) bridged(ctx context.Context) bool {
+	app, _, err := f.reference(ctx)
+	return err == nil && bridgedProtocol(app.Config().Protocol)
+}
+
+// bridgeState is a caller session's side of the bridge: its Go client
+// session on its replica (gr.State lives there between calls) and the
+// sse_v3 messages its queue/data stream has not taken yet.
+type bridgeState struct {
+	mu      sync.Mutex // guards the fields below; no I/O under it
+	replica string
+	app     *gradio.Client // the pool's app the session was made from
+	client  *gradio.Client // the caller session's own session there
+	jobs    map[string]*bridgeJob
+	out     [][]byte
+	closed  bool
+	wake    chan struct{} // a token when out or jobs changed
+}
+
+// bridgeJob is one bridged call the caller has not seen end yet.
+type bridgeJob struct {
+	cancel context.CancelFunc
+	gens   int  // process_generating messages queued
+	ended  bool // its last message is queued
+}
+
+// maxBridgeOut bounds the messages queued for a caller that does not read
+// its stream: past it the oldest progress and generating messages are
+// dropped (never a completion).
+const maxBridgeOut = 1024
+
+// bridgeOf returns s's bridge state, making it when make is set.
+func (s *callerSession) bridgeOf(create bool) *bridgeState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.br == nil && create {
+		s.br = &bridgeState{jobs: map[string]*bridgeJob{}, wake: make(chan struct{}, 1)}
+	}
+	return s.br
+}
+
+// signal wakes the stream; b.mu is held.
+func (b *bridgeState) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push queues msg for the caller; b.mu is held.
+func (b *bridgeState) push(msg []byte) {
+	if len(b.out) >= maxBridgeOut {
+		for i, m := range b.out {
+			if bytes.Contains(m, []byte(`"msg":"progress"`)) || bytes.Contains(m, []byte(`"msg":"process_generating"`)) {
+				b.out = slices.Delete(b.out, i, i+1)
+				break
+			}
+		}
+	}
+	b.out = append(b.out, msg)
+	b.signal()
+}
+
+// session returns the caller session's Go client on replica, made from
+// app (the pool's client there) when there is none or the replica's app
+// was reconnected since; a previous session elsewhere is closed (the
+// caller session moved: its gr.State starts empty, as for relayed calls).
+func (b *bridgeState) session(replica string, app *gradio.Client) (*gradio.Client, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, gradio.ErrClosed
+	}
+	if b.client != nil && b.replica == replica && b.app == app {
+		return b.client, nil
+	}
+	if b.client != nil {
+		_ = b.client.Close()
+	}
+	b.replica, b.app, b.client = replica, app, app.NewSession()
+	return b.client, nil
+}
+
+// close cancels the session's calls and closes its Go client session (the
+// caller session expired, or the front door closed).
+func (b *bridgeState) close() {
+	b.mu.Lock()
+	b.closed = true
+	c := b.client
+	b.client = nil
+	var cancels []context.CancelFunc
+	for _, j := range b.jobs {
+		cancels = append(cancels, j.cancel)
+	}
+	b.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// cancelJob ends call id for the caller as Gradio 5's /cancel does (a
+// process_completed with empty output) and cancels the Go job: the Go
+// client stops it at the replica in that protocol's way. False when the
+// call is unknown or already ended.
+func (b *bridgeState) cancelJob(id string) bool {
+	b.mu.Lock()
+	j := b.jobs[id]
+	if j == nil || j.ended {
+		b.mu.Unlock()
+		return false
+	}
+	j.ended = true
+	delete(b.jobs, id)
+	b.push(bridgeJSON(map[string]any{"msg": "process_completed", "event_id": id, "output": map[string]any{}, "success": true, "title": nil}))
+	b.mu.Unlock()
+	j.cancel()
+	return true
+}
+
+// cancelAll cancels every call of the session (its caller's stream went
+// away: Gradio drops a session's calls then).
+func (b *bridgeState) cancelAll() {
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.jobs))
+	for id := range b.jobs {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.cancelJob(id)
+	}
+}
+
+// take returns the queued messages and whether no call is left after them
+// (the stream may then close).
+func (b *bridgeState) take() ([][]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.out
+	b.out = nil
+	return out, len(b.jobs) == 0
+}
+
+// bridgeJSON encodes the bridge's messages as Gradio does (orjson): no
+// HTML escaping.
+func bridgeJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err) // only maps of JSON values are encoded here
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// bridgeJoin is POST queue/join for a bridged app: the call runs on the
+// caller session's replica with the Go client; the caller gets an event id
+// of the gateway's, and the call's events on its queue/data stream.
+func (f *FrontDoor) bridgeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta) {
+	ctx := r.Context()
+	var fn int
+	if err := json.Unmarshal(m["fn_index"], &fn); err != nil {
+		f.reportCall(meta, CodeBadInput)
+		detail(w, http.StatusUnprocessableEntity, "fn_index must be an integer")
+		return
+	}
+	var tried []string
+	var last error
+	for range len(f.replicaNames()) + 1 {
+		slot, b, err := f.slotFor(ctx, s, u, tried, meta.endpoint, false)
+		if err != nil {
+			if last != nil {
+				break
+			}
+			if ctx.Err() != nil {
+				f.reportCall(meta, CodeClientClosed)
+				return
+			}
+			f.reportCall(meta, CodeNoReplica)
+			f.annotate(r, slog.String("error_code", CodeNoReplica))
+			if busy := f.busyDetail(err, meta.start); busy != "" {
+				w.Header().Set("Retry-After", "1")
+				detail(w, http.StatusTooManyRequests, busy)
+				return
+			}
+			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+			return
+		}
+		meta.replica, meta.backend, meta.wait = b.Replica, b.Backend, f.cfg.Now().Sub(meta.start)
+		f.annotate(r, slog.String("replica", b.Replica))
+		err = f.bridgeSubmit(w, r, s, slot, fn, m["data"], meta)
+		if err == nil {
+			return
+		}
+		f.stats.refused.Add(1)
+		slot.Done(gradio.JoinNotAccepted, err)
+		f.log.Warn("front door: replica refused a bridged call", slog.String("replica", b.Replica),
+			slog.String("session", shortHash(s.front)), slog.Any("error", err))
+		last = err
+		if len(s.inFlightOn(b.Replica)) > 0 {
+			break // the session's other calls run there: it cannot move
+		}
+		tried = append(tried, b.Replica)
+	}
+	f.reportCall(meta, CodeRefused)
+	f.annotate(r, slog.String("error_code", CodeRefused))
+	if errors.Is(last, gradio.ErrQueueFull) {
+		// Gradio's own answer to a full queue; the JS client shows its busy message.
+		detail(w, http.StatusServiceUnavailable, "Queue is full! Please try again.")
+		return
+	}
+	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last)
+}
+
+// bridgeSubmit submits one call under slot. It answers the caller unless
+// the replica refused the call (a non-nil error: the call may go to
+// another replica; the slot is the caller's to report).
+func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, fn int, rawData json.RawMessage, meta callMeta) error {
+	ctx := r.Context()
+	replica := slot.Replica()
+	app, err := f.appFor(ctx, replica)
+	if err != nil {
+		return err
+	}
+	br := s.bridgeOf(true)
+	client, err := br.session(replica, app)
+	if err != nil {
+		return err
+	}
+	cfg := client.Config()
+	dep, err := cfg.Endpoint(gradio.FnIndex(fn))
+	if err != nil {
+		f.bridgeCallerFault(w, r, slot, meta, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index")
+		return nil
+	}
+	if len(rawData) > 0 {
+		nd, err := f.localizeFiles(ctx, app, replica, rawData)
+		if err != nil {
+			var bad *badFileError
+			if errors.As(err, &bad) {
+				f.bridgeCallerFault(w, r, slot, meta, err, http.StatusBadRequest, bad.Error())
+				return nil
+			}
+			return fmt.Errorf("sending uploads: %w", err)
+		}
+		rawData = nd
+	}
+	var data []json.RawMessage
+	if len(rawData) > 0 && string(rawData) != "null" {
+		if err := json.Unmarshal(rawData, &data); err != nil {
+			f.bridgeCallerFault(w, r, slot, meta, err, http.StatusUnprocessableEntity, "data must be a JSON list")
+			return nil
+		}
+	}
+	if len(data) != len(dep.Inputs) {
+		f.bridgeCallerFault(w, r, slot, meta, nil, http.StatusUnprocessableEntity,
+			fmt.Sprintf("data has %d values; fn_index %d takes %d inputs", len(data), fn, len(dep.Inputs)))
+		return nil
+	}
+	// The Go client takes the arguments without the State inputs (it
+	// sends them as null, for the app to fill in from the session).
+	args := make([]any, 0, len(data))
+	for i, id := range dep.Inputs {
+		if !cfg.IsState(id) {
+			args = append(args, data[i])
+		}
+	}
+	id := newEventID()
+	jctx, cancel := context.WithCancel(f.ctx)
+	stopOnDrain := context.AfterFunc(f.stopCalls, cancel)
+	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), start: meta.start}
+	br.mu.Lock()
+	if br.closed {
+		br.mu.Unlock()
+		cancel()
+		stopOnDrain()
+		return gradio.ErrClosed
+	}
+	br.jobs[id] = &bridgeJob{cancel: cancel}
+	br.signal()
+	br.mu.Unlock()
+	job, err := client.SubmitWith(jctx, gradio.SubmitOptions{Hook: conv.event}, gradio.FnIndex(fn), args...)
+	if err != nil {
+		br.mu.Lock()
+		delete(br.jobs, id)
+		br.signal()
+		br.mu.Unlock()
+		cancel()
+		stopOnDrain()
+		switch gradio.ClassifyJoin(err) {
+		case gradio.JoinNotAccepted:
+			return err
+		case gradio.JoinCallerFault:
+			msg := "gradiopool: the app refused the call's input"
+			var ae *gradio.ArgumentError
+			if errors.As(err, &ae) {
+				msg = err.Error()
+			}
+			f.bridgeCallerFault(w, r, slot, meta, err, http.StatusUnprocessableEntity, msg)
+			return nil
+		}
+		slot.Done(gradio.JoinMaybeAccepted, err)
+		f.stats.lost.Add(1)
+		f.reportCall(meta, CodeReplicaLost)
+		f.annotate(r, slog.String("error_code", CodeReplicaLost))
+		f.errDetail(w, http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err)
+		return nil
+	}
+	slot.Done(gradio.JoinAccepted, nil)
+	s.addPending(id, slot, meta)
+	if f.ctx.Err() == nil {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.awaitBridged(s, id, job, cancel, stopOnDrain)
+		}()
+	} else {
+		cancel()
+		stopOnDrain()
+	}
+	relay(w, http.StatusOK, "application/json", bridgeJSON(map[string]string{"event_id": id}))
+	return nil
+}
+
+// awaitBridged frees call id's slot when its Go job has ended (not when
+// the caller was told: a cancelled call holds its slot until the replica
+// let it go).
+func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, cancel context.CancelFunc, stopOnDrain func() bool) {
+	defer stopOnDrain()
+	defer cancel()
+	<-job.Done()
+	_, err := job.Wait(context.Background()) // Done is closed: returns at once
+	code := ""
+	var ae *gradio.AppError
+	switch {
+	case err == nil:
+	case errors.As(err, &ae):
+		code = CodeAppError
+	case f.stopCalls.Err() != nil:
+		code = CodeShutdown
+	case errors.Is(err, context.Canceled):
+		code = CodeClientClosed
+	default:
+		code = CodeReplicaLost
+		f.stats.lost.Add(1)
+	}
+	s.mu.Lock()
+	_, pending := s.pending[id]
+	s.mu.Unlock()
+	if pending {
+		s.complete(id, code)
+	}
+}
+
+// bridgeCallerFault answers a call refused for the caller's input.
+func (f *FrontDoor) bridgeCallerFault(w http.ResponseWriter, r *http.Request, slot *pool.Slot, meta callMeta, err error, status int, msg string) {
+	slot.Done(gradio.JoinCallerFault, err)
+	f.stats.callerFaults.Add(1)
+	f.reportCall(meta, CodeBadInput)
+	f.annotate(r, slog.String("error_code", CodeBadInput))
+	detail(w, status, msg)
+}
+
+// bridgeCancel is POST cancel of a bridged session.
+func (f *FrontDoor) bridgeCancel(w http.ResponseWriter, br *bridgeState, eventID string) {
+	if br != nil {
+		br.cancelJob(eventID)
+	}
+	relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+}
+
+// bridgeData is GET queue/data of a bridged session: the session's queued
+// sse_v3 messages, then close_stream once no call of the session is left
+// (Gradio 5's rule), with a heartbeat message while calls run quietly.
+//
+// A bridged session's calls live in the gateway instance that took its
+// joins (its Go client session is there): a session with none here (a
+// cluster sent its stream to another instance) is unknown, as in Gradio.
+func (f *FrontDoor) bridgeData(w http.ResponseWriter, r *http.Request, s *callerSession, br *bridgeState) {
+	if br == nil {
+		_ = startSSE(w).Data(sessionNotFound)
+		return
+	}
+	defer s.stream()()
+	defer s.reading()()
+	rc := startSSE(w)
+	t := time.NewTicker(f.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		msgs, idle := br.take()
+		for _, m := range msgs {
+			if rc.Data(m) != nil {
+				br.cancelAll()
+				return
+			}
+		}
+		if idle {
+			_ = rc.Data([]byte(`{"msg":"close_stream","event_id":null}`))
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			// The caller went away: as Gradio does when a session's
+			// stream closes, its calls are dropped.
+			br.cancelAll()
+			return
+		case <-f.ctx.Done():
+			return
+		case <-br.wake:
+		case <-t.C:
+			if rc.Data([]byte(`{"msg":"heartbeat"}`)) != nil {
+				br.cancelAll()
+				return
+			}
+		}
+	}
+}
+
+// bridgeConv turns one Go job's events into sse_v3 messages.
+type bridgeConv struct {
+	f     *FrontDoor
+	br    *bridgeState
+	id    string
+	cfg   *gradio.Config
+	dep   *gradio.Dependency
+	idx   int    // the replica's number in file URLs
+	gw    string // the gateway's root as the caller reached it
+	start time.Time
+}
+
+func secondsOrNil(d time.Duration) any {
+	if d <= 0 {
+		return nil
+	}
+	return d.Seconds()
+}
+
+// event is the job's EventHook: quick, no I/O (it queues a message).
+func (c *bridgeConv) event(ev gradio.Event) {
+	var msg map[string]any
+	terminal := false
+	b := c.br
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j := b.jobs[c.id]
+	if j == nil || j.ended {
+		return // cancelled by the caller: it was told already
+	}
+	switch ev.Kind {
+	case gradio.EventQueued:
+		var rank, size any
+		if ev.Rank >= 0 {
+			rank = ev.Rank
+		}
+		if ev.QueueSize >= 0 {
+			size = ev.QueueSize
+		}
+		msg = map[string]any{"msg": "estimation", "event_id": c.id, "rank": rank, "queue_size": size, "rank_eta": secondsOrNil(ev.ETA)}
+	case gradio.EventStarted:
+		msg = map[string]any{"msg": "process_starts", "event_id": c.id, "eta": secondsOrNil(ev.ETA)}
+	case gradio.EventProgress:
+		msg = map[string]any{"msg": "progress", "event_id": c.id, "progress_data": ev.Progress}
+	case gradio.EventLog:
+		msg = map[string]any{"msg": "log", "event_id": c.id, "log": ev.Log, "level": ev.Level, "title": ev.Title, "visible": true, "duration": nil}
+	case gradio.EventOutput:
+		data := c.outputs(ev.Data)
+		if j.gens > 0 {
+			// sse_v3 sends later generator outputs as diffs against the
+			// previous one (the JS client applies them); a "replace" of
+			// the whole value is a valid diff of any value.
+			for i, v := range data {
+				data[i] = bridgeJSON([]any{[]any{"replace", []any{}, v}})
+			}
+		}
+		j.gens++
+		msg = map[string]any{"msg": "process_generating", "event_id": c.id, "output": c.output(data, true), "success": true, "time_limit": nil}
+	case gradio.EventCompleted:
+		terminal = true
+		msg = map[string]any{"msg": "process_completed", "event_id": c.id, "output": c.output(c.outputs(ev.Data), false), "success": true, "title": nil}
+	case gradio.EventError:
+		terminal = true
+		msg = c.errorMessage(ev.Err)
+	default:
+		return
+	}
+	if terminal {
+		j.ended = true
+		delete(b.jobs, c.id)
+	}
+	b.push(bridgeJSON(msg))
+}
+
+func (c *bridgeConv) output(data []json.RawMessage, generating bool) map[string]any {
+	return map[string]any{"data": data, "is_generating": generating, "duration": secondsOrNil(c.f.cfg.Now().Sub(c.start)),
+		"average_duration": nil, "render_config": nil, "changed_state_ids": []int{}}
+}
+
+// errorMessage is the process_completed of a failed call: gr.Error's
+// message and title as Gradio 5 sends them, else the gateway's own text.
+func (c *bridgeConv) errorMessage(err error) map[string]any {
+	var ae *gradio.AppError
+	if errors.As(err, &ae) {
+		title := ae.Title
+		if title == "" {
+			title = "Error"
+		}
+		var text any = ae.Message
+		if ae.Hidden {
+			text = nil
+		}
+		return map[string]any{"msg": "process_completed", "event_id": c.id,
+			"output":  map[string]any{"error": text, "duration": secondsOrNil(ae.Duration), "visible": ae.Visible, "title": title},
+			"success": false, "title": title}
+	}
+	text := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"
+	switch {
+	case c.f.stopCalls.Err() != nil:
+		text = stoppedDetail
+	case c.f.ctx.Err() != nil:
+		text = "gradiopool: the gateway closed while this call ran"
+	case c.f.cfg.ShowReplicaErrors:
+		text = "gradiopool: the call failed at the replica: " + err.Error()
+	}
+	return map[string]any{"msg": "process_completed", "event_id": c.id,
+		"output":  map[string]any{"error": text, "visible": true, "title": "Error"},
+		"success": false, "title": "Error"}
+}
+
+// outputs turns a Go job's outputs (State outputs dropped) into the
+// caller's: one value per output component, null for State (as Gradio 5
+// sends them), file outputs pointing at the gateway.
+func (c *bridgeConv) outputs(in []json.RawMessage) []json.RawMessage {
+	out := in
+	nonState := 0
+	for _, id := range c.dep.Outputs {
+		if !c.cfg.IsState(id) {
+			nonState++
+		}
+	}
+	if nonState != len(c.dep.Outputs) && len(in) == nonState {
+		out = make([]json.RawMessage, 0, len(c.dep.Outputs))
+		k := 0
+		for _, id := range c.dep.Outputs {
+			if c.cfg.IsState(id) {
+				out = append(out, json.RawMessage("null"))
+				continue
+			}
+			out = append(out, in[k])
+			k++
+		}
+	} else {
+		out = slices.Clone(in)
+	}
+	for i, v := range out {
+		out[i] = c.files(v)
+	}
+	return out
+}
+
+// files rewrites the FileData in v to gateway paths and URLs (the signed
+// file= route), in Gradio 5's FileData shape: sse_v1 apps send url null,
+// older ones fewer fields.
+func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
+	if !bytes.Contains(v, []byte(`"path"`)) {
+		return v
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil {
+		return v
+	}
+	changed := false
+	var walk func(x any)
+	walk = func(x any) {
+		switch t := x.(type) {
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		case map[string]any:
+			p, ok := t["path"].(string)
+			if ok && len(p) > 1 && p[0] == '/' && isFileData(t) {
+				vp := c.f.virtualPath(c.idx, p)
+				t["path"] = vp
+				t["url"] = c.gw + bridgePrefix + "/file=" + vp
+				if n, _ := t["orig_name"].(string); n == "" {
+					t["orig_name"] = path.Base(p)
+				}
+				for k, def := range map[string]any{"size": nil, "mime_type": nil, "is_stream": false} {
+					if _, ok := t[k]; !ok {
+						t[k] = def
+					}
+				}
+				t["meta"] = map[string]any{"_type": "gradio.FileData"}
+				changed = true
+				return
+			}
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	walk(x)
+	if !changed {
+		return v
+	}
+	return bridgeJSON(x)
+}
+
+// isFileData reports whether a JSON object with a path is Gradio 4's
+// FileData (meta._type, or the fields every 4.x FileData has).
+func isFileData(t map[string]any) bool {
+	if m, ok := t["meta"].(map[string]any); ok {
+		return m["_type"] == "gradio.FileData"
+	}
+	_, url := t["url"]
+	_, name := t["orig_name"]
+	return url || name
+}
+
+// bridgeConfig is GET /config for a bridged app: the replica's config
+// presented as Gradio 5's (protocol sse_v3, the /gradio_api prefix, a 5.x
+// version, dependency ids, connect_heartbeat as Gradio 5 computes it),
+// with the gateway's root and app_id.
+func (f *FrontDoor) bridgeConfig(w http.ResponseWriter, r *http.Request, app *gradio.Client) {
+	cfg := app.Config()
+	dec := json.NewDecoder(bytes.NewReader(cfg.Raw))
+	dec.UseNumber()
+	var c map[string]any
+	if err := dec.Decode(&c); err != nil || c == nil {
+		detail(w, http.StatusBadGateway, "gradiopool: the replica's config is not a JSON object")
+		return
+	}
+	gw := f.root(r)
+	c["version"] = bridgeVersion
+	c["protocol"] = "sse_v3"
+	c["api_prefix"] = bridgePrefix
+	c["root"] = gw
+	c["app_id"] = json.Number(strconv.FormatUint(f.appID, 10))
+	heartbeat := cfg.ConnectHeartbeat
+	var compIDs []int
+	for _, comp := range cfg.Components {
+		compIDs = append(compIDs, comp.ID)
+		if comp.IsState() {
+			heartbeat = true // Gradio 5: any gr.State (or unload event)
+		}
+	}
+	var depIDs []int
+	if deps, ok := c["dependencies"].([]any); ok {
+		for i, d := range deps {
+			dm, ok := d.(map[string]any)
+			if !ok {
+				continue
+			}
+			if _, has := dm["id"]; !has {
+				dm["id"] = i // Gradio 5 numbers them; before, the index was the id
+			}
+			if i < len(cfg.Dependencies) {
+				if _, has := dm["connection"]; !has {
+					dm["connection"] = "sse"
+				}
+				depIDs = append(depIDs, cfg.Dependencies[i].FnIndex)
+				for _, t := range targetsOf(dm) {
+					if t == "unload" {
+						heartbeat = true
+					}
+				}
+			}
+		}
+	}
+	c["connect_heartbeat"] = heartbeat
+	if _, ok := c["page"]; !ok {
+		c["page"] = map[string]any{"": map[string]any{"layout": c["layout"], "components": compIDs, "dependencies": depIDs}}
+		c["pages"] = []any{[]any{"", "Home", true}}
+	}
+	delete(c, "path") // Gradio 4's; 5 has none
+	out := replaceRoots(bridgeJSON(c), appRoots(app), gw)
+	relay(w, http.StatusOK, "application/json", out)
+}
+
+// targetsOf lists the event names of a dependency's targets.
+func targetsOf(dm map[string]any) []string {
+	ts, _ := dm["targets"].([]any)
+	var out []string
+	for _, t := range ts {
+		if pair, ok := t.([]any); ok && len(pair) == 2 {
+			if s, ok := pair[1].(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
