@@ -15,14 +15,14 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// frontGatewayMode is frontGateway over n simulated replicas of one
-// Gradio generation.
-func frontGatewayMode(t *testing.T, n int, mode gradiotest.Mode) (*httptest.Server, *gateway.Gateway, []*gradiotest.Server) {
+// frontGatewayMode is frontGateway over simulated replicas of one Gradio
+// generation, one per app (nil: the default app).
+func frontGatewayMode(t *testing.T, mode gradiotest.Mode, apps []*gradiotest.App, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway, []*gradiotest.Server) {
 	t.Helper()
 	var sims []*gradiotest.Server
 	var urls []string
-	for range n {
-		s := gradiotest.NewUnstartedServer(nil)
+	for _, app := range apps {
+		s := gradiotest.NewUnstartedServer(app)
 		s.Mode = mode
 		s.StepDelay = 5 * time.Millisecond
 		s.Start()
@@ -31,6 +31,9 @@ func frontGatewayMode(t *testing.T, n int, mode gradiotest.Mode) (*httptest.Serv
 		urls = append(urls, s.URL)
 	}
 	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
+	if mod != nil {
+		mod(&cfg)
+	}
 	metrics := gateway.NewMetrics(nil)
 	p, err := pool.New(cfg.PoolConfig(nil, metrics))
 	if err != nil {
@@ -71,7 +74,7 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio4SSEv3, gradiotest.Gradio5, gradiotest.Gradio6} {
 		t.Run(string(mode), func(t *testing.T) {
-			srv, g, _ := frontGatewayMode(t, 2, mode)
+			srv, g, _ := frontGatewayMode(t, mode, make([]*gradiotest.App, 2), nil)
 			args := []string{srv.URL, "--sticky-header", gateway.UserHeader + ": conformance@example.com"}
 			if mode == gradiotest.Gradio4SSEv3 {
 				// relayed: the replica's own config (Gradio 4.44, no prefix)
@@ -124,7 +127,7 @@ func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio5} {
 		t.Run(string(mode), func(t *testing.T) {
-			gw, _, sims := frontGatewayMode(t, 1, mode)
+			gw, _, sims := frontGatewayMode(t, mode, make([]*gradiotest.App, 1), nil)
 			gwURL, _ := url.Parse(gw.URL)
 			toGateway := httputil.NewSingleHostReverseProxy(gwURL)
 			mux := http.NewServeMux()
