@@ -66,6 +66,16 @@
 // the replicas that match rather than failing to start, so that a rolling
 // upgrade does not take it down.
 //
+// # Older generations
+//
+// Over a reference app older than sse_v3 (sse, sse_v1, sse_v2, sse_v2.1:
+// Gradio 4.0-4.21), which today's official clients cannot finish calls
+// with, the front door presents Gradio 5 itself (bridge.go): /config
+// becomes sse_v3 under /gradio_api, and queue/join, queue/data and cancel
+// are served by the gateway, each call running with the Go client on a
+// session of the caller session's own on its replica and its events
+// written as sse_v3 messages.
+//
 // # Files
 //
 // Uploads carry no session hash, so the gateway keeps each upload and sends
