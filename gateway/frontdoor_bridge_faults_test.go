@@ -161,15 +161,63 @@ func TestFrontDoorBridgeReplicaLost(t *testing.T) {
 				t.Errorf("completion after the replica died: %v", m)
 			}
 			readUntil(t, sc, "close_stream")
-			total := 0
 			for _, s := range sims {
-				total += s.Executions("hold")
-			}
-			if total != 1 {
-				t.Errorf("hold ran %d times in all, want once (a lost call is never run again)", total)
+				if n := s.Executions("hold"); s != running && n != 0 {
+					t.Errorf("hold ran %d times on the other replica, want never (a lost call is not run again)", n)
+				}
 			}
 			waitFor(t, "the slot freed", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
+			// The session's next call moves to the live replica, on a new
+			// session there.
 			close(gate)
+			if got := fdCall(t, srv.URL, "lost", fn, "y"); got != "released" {
+				t.Errorf("the session's call after its replica died: %q", got)
+			}
+			if st := g.FrontDoor().Stats(); st.Moved != 1 {
+				t.Errorf("stats %+v: want the session moved once", st)
+			}
+		})
+	}
+}
+
+// TestFrontDoorBridgeReplicaRestart: a bridged session keeps its gr.State
+// between calls; when its replica restarts (the app's state is gone), the
+// session's next call runs on a new session of the restarted app instead
+// of failing.
+func TestFrontDoorBridgeReplicaRestart(t *testing.T) {
+	for _, mode := range bridgedModes {
+		t.Run(string(mode), func(t *testing.T) {
+			srv, _, sims := frontGatewayMode(t, mode, make([]*gradiotest.App, 1), nil)
+			counter := fnIndexOf(t, srv.URL, "counter")
+			if got := fdCall(t, srv.URL, "rs", counter, "a", nil); got != "1 items: a" {
+				t.Fatalf("first call: %q", got)
+			}
+			if got := fdCall(t, srv.URL, "rs", counter, "b", nil); got != "2 items: a, b" {
+				t.Fatalf("second call (gr.State kept): %q", got)
+			}
+			sims[0].Restart()
+			var got string
+			for range 50 { // the pool notices the restart on a failed call
+				id, err := fdJoin(srv.URL, "rs", counter, "c", nil)
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				done, err := fdStream(srv.URL, "rs")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m := done[id]; m != nil && m["success"] == true {
+					out, _ := m["output"].(map[string]any)
+					data, _ := out["data"].([]any)
+					got = fmt.Sprint(data[0])
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if got != "1 items: c" {
+				t.Errorf("call after the replica restarted: %q, want a fresh state (1 items: c)", got)
+			}
 		})
 	}
 }

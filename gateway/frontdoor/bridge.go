@@ -127,18 +127,24 @@ func (b *bridgeState) push(msg []byte) {
 // caller session moved: its gr.State starts empty, as for relayed calls).
 func (b *bridgeState) session(replica string, app *gradio.Client) (*gradio.Client, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return nil, gradio.ErrClosed
 	}
 	if b.client != nil && b.replica == replica && b.app == app {
+		defer b.mu.Unlock()
 		return b.client, nil
 	}
-	if b.client != nil {
-		_ = b.client.Close()
-	}
+	old := b.client
 	b.replica, b.app, b.client = replica, app, app.NewSession()
-	return b.client, nil
+	c := b.client
+	b.mu.Unlock()
+	if old != nil {
+		// Not under b.mu: closing ends the session's jobs, whose events
+		// reach the hook (bridgeConv.event), which takes b.mu.
+		_ = old.Close()
+	}
+	return c, nil
 }
 
 // close cancels the session's calls and closes its Go client session (the
