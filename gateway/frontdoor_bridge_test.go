@@ -162,3 +162,66 @@ func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestFrontDoorBridgeMixedGenerations: replicas of one app on different
+// bridged generations (a rolling upgrade from Gradio 4.8 to 4.21) serve one
+// Gradio 5 app through the front door: the official client's checks pass
+// with its sessions spread over them. A replica of the app on sse_v3 next
+// to them is still reported as another app (the relay and the bridge
+// present different configs).
+func TestFrontDoorBridgeMixedGenerations(t *testing.T) {
+	nodeOrSkip(t)
+	var sims []*gradiotest.Server
+	var urls []string
+	for _, m := range append(bridgedModes, gradiotest.Gradio5) {
+		s := gradiotest.NewUnstartedServer(nil)
+		s.Mode = m
+		s.StepDelay = 5 * time.Millisecond
+		s.Start()
+		t.Cleanup(s.Close)
+		sims = append(sims, s)
+		urls = append(urls, s.URL)
+	}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(nil, metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(b)
+	g := gateway.New(cfg, b, nil, metrics)
+	srv := httptest.NewServer(g)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = g.Close(context.Background())
+		_ = p.Close(context.Background())
+	})
+	got := map[string]jsCheck{}
+	for _, c := range runNode(t, "conformance.mjs", srv.URL, "--sticky-header", gateway.UserHeader+": conformance@example.com") {
+		got[c.Name] = c
+	}
+	for _, must := range bridgeMust {
+		if c, ok := got[must]; !ok || !c.OK || c.Skipped {
+			t.Errorf("check %s did not pass through the gateway over mixed generations: %s", must, c.Detail)
+		}
+	}
+	st := g.FrontDoor().Stats()
+	used := 0
+	for _, s := range sims[:len(bridgedModes)] {
+		if s.Executions("upper") > 0 {
+			used++
+		}
+	}
+	if used < 2 {
+		t.Errorf("calls ran on %d of the bridged replicas, want them spread over several: %+v", used, st.Pinned)
+	}
+	if n := sims[len(sims)-1].Executions("upper"); n != 0 {
+		t.Errorf("the sse_v3 replica ran %d calls, want none (another app for the front door)", n)
+	}
+	if _, ok := st.Mismatched[replicaName(sims[len(sims)-1])]; !ok {
+		t.Errorf("the sse_v3 replica is not reported as mismatched: %+v", st.Mismatched)
+	}
+	t.Logf("front door stats: %+v", st)
+}

@@ -74,7 +74,8 @@
 // becomes sse_v3 under /gradio_api, and queue/join, queue/data and cancel
 // are served by the gateway, each call running with the Go client on a
 // session of the caller session's own on its replica and its events
-// written as sse_v3 messages.
+// written as sse_v3 messages. Replicas of these generations may mix: the
+// shape check counts them as one protocol.
 //
 // # Files
 //

@@ -47,14 +47,21 @@ func (e *MismatchError) Error() string {
 func (e *MismatchError) Unwrap() error { return ErrConfigMismatch }
 
 // ConfigShape is the part of a Gradio config that callers depend on, one
-// line per feature: the protocol, the API prefix, whether login is needed,
+// line per feature: the protocol (one for every bridged one), the API prefix, whether login is needed,
 // and each dependency's fn_index, api_name, visibility, generator and queue
 // flags and its input and output components (id and type). Volatile fields
 // (app_id, root, version, labels, layout, component class hashes) are left
 // out, so two replicas of one app give the same lines.
 func ConfigShape(c *gradio.Config) []string {
+	proto := c.Protocol
+	if bridgedProtocol(proto) {
+		// The bridge speaks each replica's own protocol (the Go client)
+		// and presents the same sse_v3 app over all of them: Gradio
+		// 4.0-4.21 replicas of one app mix (a rolling upgrade).
+		proto = "bridged"
+	}
 	out := []string{
-		"protocol " + c.Protocol,
+		"protocol " + proto,
 		"api_prefix " + c.APIPrefix,
 		"auth_required " + strconv.FormatBool(c.AuthRequired),
 	}
