@@ -41,7 +41,14 @@ func holdApp(release <-chan struct{}) *gradiotest.App {
 // Serve's end.
 func drainGateway(t *testing.T, app *gradiotest.App, drainTimeout time.Duration) (url string, sim *gradiotest.Server, logs *logbuf.Buffer, drain func(), served <-chan struct{}) {
 	t.Helper()
+	return drainGatewayMode(t, gradiotest.Gradio5, app, drainTimeout)
+}
+
+// drainGatewayMode is drainGateway over a replica of one Gradio generation.
+func drainGatewayMode(t *testing.T, mode gradiotest.Mode, app *gradiotest.App, drainTimeout time.Duration) (url string, sim *gradiotest.Server, logs *logbuf.Buffer, drain func(), served <-chan struct{}) {
+	t.Helper()
 	sim = gradiotest.NewUnstartedServer(app)
+	sim.Mode = mode
 	sim.Start()
 	t.Cleanup(sim.Close)
 	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4}, DrainTimeout: drainTimeout}
