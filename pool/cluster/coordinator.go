@@ -558,6 +558,18 @@ func (c *Coordinator) rejoin() {
 		}
 		c.unchecked.Store(false)
 	}
+	if err := c.replicated(ctx); err != nil {
+		// A primary without a replica acknowledging (the replica was
+		// promoted and nothing replaced it yet) answers, but every grant
+		// would fail its WAIT: stay on the local share rather than flap.
+		// Checked before rejoining, as callers get no grant meanwhile.
+		if !c.unreplicatedLogged.Swap(true) {
+			c.log.Warn("cluster: redis answers but no replica acknowledges its writes: staying on local shares",
+				slog.String("gateway", c.id), slog.Int("redis_wait_replicas", c.cfg.WaitReplicas), slog.Any("error", err))
+		}
+		return
+	}
+	c.unreplicatedLogged.Store(false)
 	if !c.mode.CompareAndSwap(modeDown, modeRejoining) {
 		return
 	}
@@ -588,18 +600,6 @@ func (c *Coordinator) rejoin() {
 		c.mode.Store(modeDown)
 		return
 	}
-	if err := c.replicated(ctx); err != nil {
-		// A primary without a replica acknowledging (the replica was
-		// promoted and nothing replaced it) answers, but every grant would
-		// fail its WAIT: stay on the local share rather than flap.
-		if !c.unreplicatedLogged.Swap(true) {
-			c.log.Warn("cluster: redis answers but no replica acknowledges its writes: staying on local shares",
-				slog.String("gateway", c.id), slog.Int("redis_wait_replicas", c.cfg.WaitReplicas))
-		}
-		c.mode.Store(modeDown)
-		return
-	}
-	c.unreplicatedLogged.Store(false)
 	c.refreshed.Store(started)
 	c.upMu.Lock()
 	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
