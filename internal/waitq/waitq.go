@@ -23,6 +23,7 @@ type Link[T any] struct {
 	queued     bool
 	class      int
 	start      int64
+	rank       int // position in serving order at the last ranking (see Rank)
 	Value      T
 }
 
@@ -42,6 +43,13 @@ type Queue[T any] struct {
 	// starvation bound: a class head that has waited this long is served
 	// before younger waiters of higher classes. <= 0: strict classes.
 	MaxWait int64
+	// RankEvery, in the queue's clock, bounds how often Rank walks the
+	// queue to number its links again: a 10 000-deep queue polled by
+	// each of its waiters is walked at most once per RankEvery, not once
+	// per poll. <= 0: at every Rank after a change.
+	RankEvery int64
+	dirty     bool  // pushed or removed since the last ranking
+	rankedAt  int64 // the clock at the last ranking
 }
 
 // ClassOf maps a priority (low -1, normal 0, high 1; others clamped) to
@@ -65,8 +73,14 @@ func (q *Queue[T]) Push(l *Link[T], class int, start int64) {
 	}
 	q.tails[class] = l
 	l.queued = true
+	// Until the next ranking: behind everyone of its class and above.
+	l.rank = 0
+	for c := class; c < Classes; c++ {
+		l.rank += q.counts[c]
+	}
 	q.counts[class]++
 	q.n++
+	q.dirty = true
 }
 
 // Remove takes l out of the queue (it must be queued).
@@ -85,6 +99,7 @@ func (q *Queue[T]) Remove(l *Link[T]) {
 	l.next, l.prev, l.queued = nil, nil, false
 	q.counts[c]--
 	q.n--
+	q.dirty = true
 }
 
 // Next returns the link to serve at now (nil if none), without removing
@@ -138,4 +153,26 @@ func (q *Queue[T]) All(yield func(*Link[T]) bool) {
 			}
 		}
 	}
+}
+
+// Rank returns l's 0-based place in serving order at now: the links of
+// higher classes, then those ahead of it in its class. It ignores the
+// starvation bound's promotions (an estimate, as Gradio's own rank is),
+// and it may be up to RankEvery old: links pushed since are placed last of
+// their class, removals show at the next ranking. -1 when l is not queued.
+func (q *Queue[T]) Rank(l *Link[T], now int64) int {
+	if !l.queued {
+		return -1
+	}
+	if q.dirty && (q.RankEvery <= 0 || now-q.rankedAt >= q.RankEvery) {
+		q.dirty, q.rankedAt = false, now
+		r := 0
+		for c := Classes - 1; c >= 0; c-- {
+			for x := q.heads[c]; x != nil; x = x.next {
+				x.rank = r
+				r++
+			}
+		}
+	}
+	return l.rank
 }

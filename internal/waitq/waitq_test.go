@@ -96,3 +96,60 @@ func TestRemoveAndPopAny(t *testing.T) {
 		t.Error("ClassOf does not clamp")
 	}
 }
+
+// TestRank: serving order over classes, a push placed last of its class
+// until the next ranking, removals shown at the next ranking, at most one
+// walk per RankEvery.
+func TestRank(t *testing.T) {
+	q := Queue[*waiter]{RankEvery: 10}
+	a := push(&q, "a", 1, 0)
+	b := push(&q, "b", 1, 1)
+	c := push(&q, "c", 1, 2)
+	if got := []int{q.Rank(&a.link, 0), q.Rank(&b.link, 0), q.Rank(&c.link, 0)}; fmt.Sprint(got) != "[0 1 2]" {
+		t.Fatalf("ranks %v", got)
+	}
+	h := push(&q, "h", 2, 3) // high: first once ranked
+	if r := q.Rank(&h.link, 10); r != 0 {
+		t.Errorf("high rank %d, want 0", r)
+	}
+	if r := q.Rank(&c.link, 10); r != 3 {
+		t.Errorf("c rank %d after a high push, want 3", r)
+	}
+	q.Remove(&a.link)
+	if r := q.Rank(&c.link, 15); r != 3 {
+		t.Errorf("c rank %d before RankEvery passed, want the old 3", r)
+	}
+	if r := q.Rank(&c.link, 20); r != 2 {
+		t.Errorf("c rank %d after the removal, want 2", r)
+	}
+	if r := q.Rank(&a.link, 20); r != -1 {
+		t.Errorf("removed link rank %d, want -1", r)
+	}
+	l := push(&q, "low", 0, 21)
+	if r := q.Rank(&l.link, 21); r != 3 {
+		t.Errorf("low pushed rank %d, want 3 (last)", r)
+	}
+}
+
+// TestRankBoundedWalks: with RankEvery set, a deep queue polled by every
+// waiter after each change is walked once per RankEvery, not per poll.
+func TestRankBoundedWalks(t *testing.T) {
+	q := Queue[*waiter]{RankEvery: 100}
+	var ws []*waiter
+	for i := range 10000 {
+		ws = append(ws, push(&q, fmt.Sprint(i), 1, int64(i)))
+	}
+	q.Rank(&ws[0].link, 0)
+	for now := int64(1); now < 100; now++ {
+		q.Remove(q.Next(now))
+		for _, w := range ws[now:] {
+			q.Rank(&w.link, now)
+		}
+		if q.rankedAt != 0 {
+			t.Fatalf("walked again at %d, before RankEvery", now)
+		}
+	}
+	if r := q.Rank(&ws[9999].link, 100); r != 9999-99 {
+		t.Errorf("last rank %d after 99 served, want %d", r, 9999-99)
+	}
+}

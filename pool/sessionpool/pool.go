@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/waitq"
 )
 
 // Pool is a pool of sessions of type T for one replica. It is safe for
@@ -91,8 +93,13 @@ func New[T any](cfg Config[T]) (*Pool[T], error) {
 		return w
 	}
 	p.waitq.setMaxWait(int64(cfg.PriorityMaxWait))
+	p.waitq.q.RankEvery = int64(rankEvery)
 	return p, nil
 }
+
+// rankEvery bounds how often a waiter's rank is computed again (see
+// waitq.Queue.RankEvery): ranks shown to callers may be this old.
+const rankEvery = 100 * time.Millisecond
 
 // now is the pool clock: monotonic nanoseconds since New. (time.Since is
 // cheaper than time.Now, and it follows a synctest bubble's fake clock.)
@@ -235,9 +242,21 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64, prio Priority)
 	if p.hooks {
 		p.emit(ev)
 	}
+	// A watcher (the front door showing the caller its place) sees the
+	// wait; Left runs before w is reused (waitq.Watcher).
+	left := func() {}
+	if wt := waitq.WatcherFrom(ctx); wt != nil {
+		wt.Queued(func() (int, int) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.waitq.q.Rank(&w.link, p.now()), p.waitq.n
+		})
+		left = wt.Left
+	}
 
 	select {
 	case r := <-w.ch:
+		left()
 		p.waiters.Put(w)
 		if r.err == nil && p.hooks {
 			p.emit(Event{Kind: EventWaiterServed, SessionID: r.s.it.id, Duration: time.Duration(p.now() - entered)})
@@ -252,6 +271,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64, prio Priority)
 		p.canceledAcquires.Add(1)
 		ev := p.eventLocked(EventAcquireCanceled)
 		p.mu.Unlock()
+		left()
 		p.waiters.Put(w)
 		if p.hooks {
 			ev.Err = ctx.Err()
@@ -265,6 +285,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context, entered int64, prio Priority)
 	p.mu.Unlock()
 	r := <-w.ch
 	waited := w.served - w.start
+	left()
 	p.waiters.Put(w)
 	if r.err != nil {
 		return nil, r.err
