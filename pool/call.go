@@ -35,6 +35,7 @@ type Call struct {
 	released chan struct{} // closed once the lease is released
 	trace    *callTrace    // nil when not traced
 	load     *callLoad     // the call's share of its replica's capacity bookkeeping
+	granted  time.Time     // when its lease was taken: its hold time feeds QueuePosition.ETA
 }
 
 // Replica returns the name of the replica running the call.
@@ -138,6 +139,7 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 			return nil, err
 		}
 		r := l.r
+		granted := time.Now()
 		l.route = routeOf(ctx)
 		if span != nil {
 			span.SetAttributes(attrReplica.String(r.name))
@@ -152,7 +154,7 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		endSpan(span, err)
 		if err == nil {
 			r.served(t0)
-			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{}), trace: ct, load: load}
+			c := &Call{job: job, lease: l, replica: r.name, attempts: failed + 1, waited: waited, released: make(chan struct{}), trace: ct, load: load, granted: granted}
 			ct.joined()
 			p.releaseWhenDone(c, endpoint, start)
 			return c, nil
@@ -217,6 +219,9 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 		}
 		r := c.lease.r
 		var appErr *gradio.AppError
+		if err == nil || errors.As(err, &appErr) {
+			r.slotTime.add(time.Since(c.granted)) // a call run to its end: what a waiter waits for
+		}
 		switch {
 		case err == nil:
 			r.served(start)

@@ -69,6 +69,7 @@ func (p *Pool) limiterWaiting(r *replica) int {
 // plainLease takes a permit of Config.Limiter (if any), then a pooled
 // session of r: a lease that is only the slot (no sticky reservation).
 func (p *Pool) plainLease(ctx context.Context, r *replica, key string, prio Priority) (*Lease, error) {
+	ctx = watchOn(ctx, r)
 	permit, err := p.takePermit(ctx, r, prio)
 	if err != nil {
 		return nil, err

@@ -75,8 +75,9 @@ type replica struct {
 	stickyTimeouts         atomic.Uint64 // sticky users who gave up waiting for their own session
 	stickyWaiting          atomic.Int32  // sticky users waiting for their own session
 
-	cap    capacity    // the Space's queues as reported, and our calls there
-	waking atomic.Bool // a background wake of the sleeping Space is running (wake.go)
+	cap      capacity    // the Space's queues as reported, and our calls there
+	slotTime slotTimes   // how long accepted slot calls (the front door's) hold their slot
+	waking   atomic.Bool // a background wake of the sleeping Space is running (wake.go)
 	// checking: a background probe or hang check of this replica is
 	// running (probe.go), so the prober never stacks them.
 	checking atomic.Bool

@@ -40,6 +40,8 @@ type Slot struct {
 	l        *Lease
 	endpoint string
 	reported atomic.Bool
+	granted  time.Time   // when the slot was taken
+	accepted atomic.Bool // its join was accepted: its hold time is measured at Release
 }
 
 // Reserve takes a slot for one call of user ("" anonymous) and refreshes
@@ -69,7 +71,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 			return nil, err
 		}
 		l.route = routeOf(ctx)
-		return &Slot{l: l, endpoint: opts.Endpoint}, nil
+		return &Slot{l: l, endpoint: opts.Endpoint, granted: time.Now()}, nil
 	}
 	r := p.set.Load().byName[opts.Replica]
 	if r == nil {
@@ -93,7 +95,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 		p.pin(ctx, key, r, r)
 	}
 	l.route = routeOf(ctx)
-	return &Slot{l: l, endpoint: opts.Endpoint}, nil
+	return &Slot{l: l, endpoint: opts.Endpoint, granted: time.Now()}, nil
 }
 
 // Replica returns the name of the slot's replica.
@@ -123,6 +125,7 @@ func (s *Slot) Done(outcome gradio.JoinOutcome, err error) {
 	l := s.l
 	switch outcome {
 	case gradio.JoinAccepted:
+		s.accepted.Store(true)
 		l.r.calls.Add(1)
 		l.r.served(l.p.now())
 		return
@@ -137,8 +140,15 @@ func (s *Slot) Done(outcome gradio.JoinOutcome, err error) {
 }
 
 // Release frees the slot: after the accepted call ended, or when no join
-// was sent under it. Calling it again does nothing.
-func (s *Slot) Release() { s.l.Release() }
+// was sent under it. Calling it again does nothing. An accepted call's
+// hold time feeds the ETA shown to callers waiting for a slot
+// (QueuePosition).
+func (s *Slot) Release() {
+	if s.accepted.Swap(false) {
+		s.l.r.slotTime.add(time.Since(s.granted))
+	}
+	s.l.Release()
+}
 
 // App returns the connected app of the named replica, connecting it first
 // if needed. It is the pool's own client: do not Close it; its URL,

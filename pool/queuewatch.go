@@ -1,0 +1,161 @@
+package pool
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gradiopool/gradiopool/internal/waitq"
+)
+
+// QueuePosition is a call's place in the queue it waits in for a slot of a
+// replica (a session of the replica's pool): what Gradio's estimation
+// message tells its callers.
+type QueuePosition struct {
+	Replica string
+	// Rank is the 0-based place in serving order (Gradio's rank); Size
+	// the callers waiting there (queue_size).
+	Rank, Size int
+	// ETA is when the call is expected to get its slot: Rank+1 slot
+	// times (the measured time a slot is held, see Slot) over the
+	// replica's MaxConnections. Zero with ETAKnown false until a slot
+	// call has been measured on some replica (Gradio sends rank_eta null
+	// until the function has run once).
+	ETA      time.Duration
+	ETAKnown bool
+}
+
+// QueueWatcher sees the waits of a call for a slot (see
+// WithQueueWatcher). Queued is called when the call starts waiting; pos
+// gives its position now, and must not be called once Left has begun
+// (serialise the two with a lock). A call may wait several times in turn
+// (a Config.Limiter's permit, then a session).
+type QueueWatcher interface {
+	Queued(pos func() QueuePosition)
+	Left()
+}
+
+type queueWatcherKey struct{}
+
+// WithQueueWatcher returns ctx carrying w: a Reserve under it reports its
+// waits to w. It is how the gateway's front door shows a waiting caller
+// its place, as Gradio shows its own queue.
+func WithQueueWatcher(ctx context.Context, w QueueWatcher) context.Context {
+	return context.WithValue(ctx, queueWatcherKey{}, w)
+}
+
+// watchOn returns ctx with the waitq.Watcher that reports the waits at r
+// to the call's QueueWatcher, ctx itself without one.
+func watchOn(ctx context.Context, r *replica) context.Context {
+	qw, _ := ctx.Value(queueWatcherKey{}).(QueueWatcher)
+	if qw == nil {
+		return ctx
+	}
+	return waitq.WithWatcher(ctx, replicaWatch{qw: qw, r: r})
+}
+
+// replicaWatch adds the replica and the ETA to the queue's rank.
+type replicaWatch struct {
+	qw QueueWatcher
+	r  *replica
+}
+
+func (w replicaWatch) Queued(pos func() (int, int)) {
+	w.qw.Queued(func() QueuePosition {
+		rank, size := pos()
+		eta, known := w.r.queueETA(max(rank, 0))
+		return QueuePosition{Replica: w.r.name, Rank: rank, Size: size, ETA: eta, ETAKnown: known}
+	})
+}
+
+func (w replicaWatch) Left() { w.qw.Left() }
+
+// slotTimeWeight is the weight of a new measure in the slot time's
+// moving average.
+const slotTimeWeight = 0.2
+
+// slotTimes holds the measured time calls held their slot: from the lease
+// to the end of a call the app accepted (an accepted Slot's Release; a
+// Call's final event, its app's error included).
+type slotTimes struct {
+	avg atomic.Int64 // nanoseconds, exponentially weighted; 0 none yet
+}
+
+func (s *slotTimes) add(d time.Duration) {
+	for {
+		old := s.avg.Load()
+		nv := int64(d)
+		if old != 0 {
+			nv = old + int64(slotTimeWeight*float64(int64(d)-old))
+		}
+		if s.avg.CompareAndSwap(old, max(nv, 1)) {
+			return
+		}
+	}
+}
+
+// queueETA is when a caller at rank is expected to get a slot of r: rank+1
+// slot times over its MaxConnections. The slot time is r's own, else the
+// mean of the other replicas' (r has served no slot call yet).
+func (r *replica) queueETA(rank int) (time.Duration, bool) {
+	avg := time.Duration(r.slotTime.avg.Load())
+	if avg == 0 {
+		var sum time.Duration
+		n := 0
+		for _, o := range r.p.set.Load().list {
+			if a := o.slotTime.avg.Load(); a > 0 {
+				sum += time.Duration(a)
+				n++
+			}
+		}
+		if n == 0 {
+			return 0, false
+		}
+		avg = sum / time.Duration(n)
+	}
+	slots := max(r.p.live.Load().maxConns, 1)
+	return avg * time.Duration(rank+1) / time.Duration(slots), true
+}
+
+// QueueWatch is a QueueWatcher that keeps the call's position for
+// polling: a caller shows it (Position) from its own goroutine. Make it
+// with NewQueueWatch.
+type QueueWatch struct {
+	mu     sync.Mutex
+	pos    func() QueuePosition
+	queued chan struct{}
+	once   sync.Once
+}
+
+// NewQueueWatch returns a QueueWatch for one call.
+func NewQueueWatch() *QueueWatch { return &QueueWatch{queued: make(chan struct{})} }
+
+// Queued implements QueueWatcher.
+func (w *QueueWatch) Queued(pos func() QueuePosition) {
+	w.mu.Lock()
+	w.pos = pos
+	w.mu.Unlock()
+	w.once.Do(func() { close(w.queued) })
+}
+
+// Left implements QueueWatcher.
+func (w *QueueWatch) Left() {
+	w.mu.Lock()
+	w.pos = nil
+	w.mu.Unlock()
+}
+
+// Waited is closed when the call first waits for a slot.
+func (w *QueueWatch) Waited() <-chan struct{} { return w.queued }
+
+// Position returns the call's position now; false when it does not wait
+// (not yet, or not any more).
+func (w *QueueWatch) Position() (QueuePosition, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pos == nil {
+		return QueuePosition{}, false
+	}
+	return w.pos(), true
+}
