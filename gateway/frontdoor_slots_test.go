@@ -79,6 +79,10 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 	if n := sims[0].Requests("queue/join"); n != maxConn {
 		t.Errorf("the replica received %d joins while %d calls held the slots, want %d", n, maxConn, maxConn)
 	}
+	// The joins that took the slots are answered; so are those waiting
+	// in the pool's queue (with an event id of the gateway's: their
+	// caller is shown its place, see frontdoor_queue_test.go), and the
+	// replica saw none of them (above).
 	for range maxConn {
 		r := <-results
 		if r.err != nil {
@@ -88,9 +92,6 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 	}
 	if st := g.FrontDoor().Stats(); st.InFlight != maxConn {
 		t.Errorf("front door holds %d slots, want %d", st.InFlight, maxConn)
-	}
-	if n := len(results); n != 0 {
-		t.Errorf("%d joins past max_connections returned while every slot was held", n)
 	}
 
 	// Open the gate: each completed call frees its slot as its

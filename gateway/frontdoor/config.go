@@ -20,6 +20,8 @@ const (
 	// stream after the join's answer (the official clients do at once),
 	// short enough that joins nobody reads cannot hold the pool's slots.
 	DefaultReadGrace = 5 * time.Second
+	// DefaultQueueUpdateInterval is Config.QueueUpdateInterval's default.
+	DefaultQueueUpdateInterval = 500 * time.Millisecond
 	// DefaultMaxSessions bounds the caller sessions kept (about 1 KiB
 	// each): 20 MiB at most.
 	DefaultMaxSessions = 20000
@@ -60,6 +62,14 @@ type Config struct {
 	// DefaultReadGrace; negative: never. Not applied with OnForeignEnd
 	// set (a cluster), where the stream may be open at another gateway.
 	ReadGrace time.Duration
+	// QueueUpdateInterval bounds how often a join waiting in the
+	// gateway's queue (every replica busy) gets an estimation message
+	// (its rank, the queue's size, an ETA) on its caller's stream: at
+	// most one per interval per call, only when its place changed. Zero
+	// means DefaultQueueUpdateInterval; negative: the join waits for its
+	// slot before it is answered, and the caller sees no place. Not with
+	// OnForeignEnd set (a cluster), whose joins always wait so.
+	QueueUpdateInterval time.Duration
 	// MaxSessions bounds the caller sessions this front door keeps; a new
 	// one past it is answered 503. Zero means DefaultMaxSessions;
 	// negative: no limit.

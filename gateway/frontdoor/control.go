@@ -62,6 +62,11 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if validHash(front) {
 		s = f.session(r.Context(), front, f.owner(r), false)
 	}
+	if s != nil && s.cancelQueuedCall(str(m["event_id"])) {
+		// It waits in the gateway's queue: no replica has it.
+		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		return
+	}
 	if s == nil || s.binding().Replica == "" {
 		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
@@ -71,8 +76,11 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The call's own replica and backend session: a spread call may run
-	// elsewhere than the session's replica.
-	replica, backend := s.laneOf(str(m["event_id"]))
+	// elsewhere than the session's replica; the replica knows a call
+	// that waited in the gateway's queue by its own event id.
+	rid := s.replicaID(str(m["event_id"]))
+	m["event_id"], _ = json.Marshal(rid)
+	replica, backend := s.laneOf(rid)
 	app, err := f.appFor(r.Context(), replica)
 	if err != nil {
 		detail(w, http.StatusBadGateway, err.Error())

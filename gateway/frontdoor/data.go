@@ -53,7 +53,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	if validHash(front) {
 		s = f.session(ctx, front, f.owner(r), false)
 	}
-	if s == nil || s.binding().Replica == "" {
+	if s == nil || (s.binding().Replica == "" && !s.waitingQueued()) {
 		rc := startSSE(w)
 		_ = rc.Data(sessionNotFound)
 		return
@@ -111,10 +111,21 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		s.releaseAll(CodeClientClosed)
 		f.foreignEnd(s.front, "")
 	}
+	// notes writes the gateway's own messages: estimations of the calls
+	// in its queue, the end of those that got no replica.
+	notes := func() {
+		for _, m := range s.takeQueuedNotes() {
+			_ = out.data(m)
+		}
+	}
 	startBusy()
-	if len(active) == 0 {
+	if len(active) == 0 && b.Replica != "" && !s.waitingQueued() {
 		start(b.Replica, b.Backend)
 	}
+	if len(active) == 0 {
+		out.start() // only calls in the gateway's queue: their messages come from here
+	}
+	notes()
 	failed := false
 	for {
 		select {
@@ -123,6 +134,11 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-s.wake:
 			startBusy()
+			notes()
+			if len(active) == 0 && !s.waitingQueued() {
+				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
+				return
+			}
 		case e := <-ends:
 			delete(active, e.replica)
 			if e.gone || ctx.Err() != nil {
@@ -141,7 +157,8 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				f.failLane(out, s, e.replica, e.cause)
 			}
 			startBusy()
-			if len(active) == 0 {
+			notes()
+			if len(active) == 0 && !s.waitingQueued() {
 				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
 				if failed {
 					f.foreignEnd(s.front, "")
@@ -281,7 +298,11 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 		if msg.Msg == "close_stream" {
 			return relayed, len(s.inFlightOn(b.Replica)) > 0, len(s.inFlightOn(b.Replica)) == 0, nil
 		}
-		if werr := out.data(rw.rewrite(ev.Data)); werr != nil {
+		data := ev.Data
+		if msg.EventID != nil {
+			data = s.frontIDs(data, *msg.EventID)
+		}
+		if werr := out.data(rw.rewrite(data)); werr != nil {
 			return relayed, false, false, nil // the caller went away
 		}
 		if msg.EventID != nil {
@@ -314,7 +335,7 @@ func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, c
 			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", replica, cause)
 		}
 		rec, _ := json.Marshal(map[string]any{
-			"msg": "process_completed", "event_id": id,
+			"msg": "process_completed", "event_id": s.frontID(id),
 			"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},
 			"success": false, "title": "Error",
 		})

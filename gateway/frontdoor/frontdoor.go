@@ -80,10 +80,11 @@ type FrontDoor struct {
 	// calls in flight end with an error message of their own.
 	stopCalls     context.Context
 	stopCallsDone context.CancelFunc
+	qwg           sync.WaitGroup // the goroutines of calls in the gateway's queue (queued.go)
 }
 
 type counters struct {
-	created, expired, moved, stateLost, lost, joins, refused, callerFaults, notRead, sessionsRefused atomic.Uint64
+	created, expired, moved, stateLost, lost, joins, refused, callerFaults, notRead, sessionsRefused, queued atomic.Uint64
 }
 
 // New returns the front door of p. From its first session on it runs a
@@ -109,6 +110,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
 	cfg.MaxSessionsPerClient = cmp.Or(cfg.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
 	cfg.ReadGrace = cmp.Or(cfg.ReadGrace, DefaultReadGrace)
+	cfg.QueueUpdateInterval = cmp.Or(cfg.QueueUpdateInterval, DefaultQueueUpdateInterval)
 	if len(cfg.HashKey) == 0 {
 		cfg.HashKey = make([]byte, 32)
 		_, _ = rand.Read(cfg.HashKey)
@@ -183,6 +185,11 @@ func (f *FrontDoor) CallsInFlight() int {
 	for _, s := range list {
 		s.mu.Lock()
 		n += len(s.pending)
+		for _, qc := range s.queued {
+			if qc.replica == "" && qc.final == nil {
+				n++ // waits in the gateway's queue
+			}
+		}
 		s.mu.Unlock()
 	}
 	return n
@@ -195,6 +202,7 @@ func (f *FrontDoor) Close() error {
 	f.startOnce.Do(func() {})     // no sweeper after Close
 	f.fps.checkOnce.Do(func() {}) // nor a replica check
 	f.wg.Wait()
+	f.qwg.Wait() // their waits ended with f.ctx
 	f.mu.Lock()
 	all := f.sessions
 	f.sessions = map[string]*callerSession{}

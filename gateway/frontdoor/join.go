@@ -72,6 +72,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
 	meta := callMeta{endpoint: endpoint, start: f.cfg.Now(), kept: new(atomic.Bool)}
+	handedOff := false // the call waits in the gateway's queue: its goroutine owns release
 	if f.cfg.BeginCall != nil {
 		release, ok := f.cfg.BeginCall(r)
 		if !ok {
@@ -81,7 +82,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		}
 		meta.release = release
 		defer func() {
-			if !meta.kept.Load() {
+			if !handedOff && !meta.kept.Load() {
 				release()
 			}
 		}()
@@ -96,6 +97,19 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spread := f.Spreadable(m["fn_index"])
+	if f.queueShown() {
+		handedOff = f.joinQueued(w, r, s, u, m, meta, spread)
+		return
+	}
+	f.placeJoin(w, r, s, u, m, meta, spread)
+}
+
+// placeJoin takes a slot for the call (waiting in the gateway's queue
+// when every replica is busy), forwards its join and answers w: the
+// join's answer, or the gateway's refusal.
+func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta, spread bool) {
+	ctx := r.Context()
+	front, endpoint := s.front, meta.endpoint
 	var tried []string
 	var last *refusal
 	for range len(f.replicaNames()) + 1 {
@@ -308,6 +322,15 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		body["data"] = nd
 	}
 	out, _ := json.Marshal(body)
+	if meta.qc.aliased() {
+		// The replica may run the call and stream its messages before
+		// its answer is read here: the caller's stream holds them until
+		// the replica's event id is mapped to the gateway's (frontIDs).
+		s.joining.Add(1)
+		s.aliasMu.Lock()
+		defer s.joining.Add(-1)
+		defer s.aliasMu.Unlock()
+	}
 	// The join must not be cut half-way by a caller that goes away: the
 	// app may have queued the call, and its slot must be accounted.
 	jctx := context.WithoutCancel(r.Context())
@@ -335,7 +358,6 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		slot.Release()
 		f.stats.lost.Add(1)
 		f.reportCall(meta, CodeReplicaLost)
-		f.annotate(r, slog.String("error_code", CodeReplicaLost))
 		f.annotate(r, slog.String("error_code", CodeReplicaLost))
 		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
 		return nil, true

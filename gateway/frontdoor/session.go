@@ -59,6 +59,17 @@ type callerSession struct {
 	lastSeen time.Time
 	// br is the session's bridge (bridge.go) when its app is bridged.
 	br *bridgeState
+
+	// queued holds the calls answered with the gateway's event id
+	// (queued.go), by that id, until they end; alias maps the replica's
+	// event id of those accepted to the gateway's.
+	queued map[string]*queuedCall
+	alias  map[string]string
+	// aliasMu is held (written) across a queued call's forwarded join,
+	// joining counts those joins: a message of a call the stream does not
+	// know yet waits for them (frontIDs).
+	aliasMu sync.RWMutex
+	joining atomic.Int32
 }
 
 // session returns the live session for front, creating it when create is
@@ -193,6 +204,10 @@ type callMeta struct {
 	// kept is set once a call's slot is kept past its join (accepted):
 	// the join's handler then leaves release to the call's end.
 	kept *atomic.Bool
+	// qc is the call's entry in the gateway's queue (queued.go), nil
+	// when it was not run so; its caller knows it by the gateway's
+	// event id when it waited (qc.aliased).
+	qc *queuedCall
 }
 
 // addPending records an accepted call holding l (or frees l at once when
@@ -215,6 +230,13 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	}
 	if meta.kept != nil {
 		meta.kept.Store(true)
+	}
+	if meta.qc != nil && meta.qc.isShown() {
+		if s.alias == nil {
+			s.alias = map[string]string{}
+		}
+		s.alias[eventID] = meta.qc.id
+		meta.qc.replica, meta.qc.est = eventID, nil
 	}
 	s.pending[eventID] = l
 	if s.calls == nil {
@@ -301,6 +323,10 @@ func (s *callerSession) complete(eventID, code string) bool {
 	meta, known := s.calls[eventID]
 	delete(s.pending, eventID)
 	delete(s.calls, eventID)
+	if gid, ok := s.alias[eventID]; ok {
+		delete(s.alias, eventID)
+		delete(s.queued, gid)
+	}
 	s.stopGrace(eventID)
 	if !ok {
 		if s.early == nil || len(s.early) >= maxEarly {
@@ -388,9 +414,14 @@ func (s *callerSession) laneOf(eventID string) (replica, backend string) {
 //
 // code is how the calls ended, for Config.OnCall.
 func (s *callerSession) releaseAll(code string) int {
+	s.cancelQueued()
 	s.mu.Lock()
 	ls, calls := s.pending, s.calls
 	s.pending, s.calls = map[string]*pool.Slot{}, nil
+	for rid, gid := range s.alias {
+		delete(s.queued, gid)
+		delete(s.alias, rid)
+	}
 	s.stopGrace("")
 	br := s.br
 	s.mu.Unlock()

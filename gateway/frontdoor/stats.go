@@ -16,9 +16,12 @@ type Stats struct {
 	// CallerFaults counts joins the app refused for the caller's input
 	// (answered 4xx, never retried, never counted against a replica).
 	CallerFaults uint64 `json:"joinsRefusedInput"`
-	Moved        uint64 `json:"sessionsMoved"`
-	StateLost    uint64 `json:"stateLost"`
-	Lost         uint64 `json:"callsLost"`
+	// Queued counts joins answered with the gateway's event id because
+	// they had to wait for a slot (shown their place, see queued.go).
+	Queued    uint64 `json:"joinsQueued"`
+	Moved     uint64 `json:"sessionsMoved"`
+	StateLost uint64 `json:"stateLost"`
+	Lost      uint64 `json:"callsLost"`
 	// NotRead counts calls cancelled because no data stream was opened
 	// for them within Config.ReadGrace.
 	NotRead uint64 `json:"callsNotRead"`
@@ -58,6 +61,7 @@ func (f *FrontDoor) Stats() Stats {
 	st.Joins = f.stats.joins.Load()
 	st.Refused = f.stats.refused.Load()
 	st.CallerFaults = f.stats.callerFaults.Load()
+	st.Queued = f.stats.queued.Load()
 	st.Moved = f.stats.moved.Load()
 	st.StateLost = f.stats.stateLost.Load()
 	st.Lost = f.stats.lost.Load()

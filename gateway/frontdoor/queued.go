@@ -1,0 +1,401 @@
+package frontdoor
+
+// The gateway's own queue, shown as Gradio shows its own: a join that
+// must wait for a slot (every replica busy) is answered at once with an
+// event id of the gateway's, and the caller's queue/data stream carries
+// Gradio estimation messages (rank, queue size, ETA) while it waits. Once
+// a replica accepts the join, the replica's event id is mapped to the
+// gateway's on the caller's stream; a wait that ends in the gateway's
+// time-out (or any refusal) reaches the caller as process_completed with
+// success false and the gateway's message, which @gradio/client shows.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// queuedCall is a join answered with the gateway's event id while it
+// waits for a slot (or is being forwarded).
+type queuedCall struct {
+	id     string             // the gateway's event id, the caller's
+	cancel context.CancelFunc // ends the wait (the caller's cancel, its stream gone)
+	// est is the latest estimation not yet written to the caller's
+	// stream: only the latest is kept, however fast the queue moves.
+	est []byte
+	// final is the call's process_completed when it ended without a
+	// replica accepting it; the entry goes once it is written.
+	final []byte
+	// replica is the replica's event id once the replica accepted.
+	replica string
+
+	// mu decides, once, whether the caller is answered with the
+	// gateway's event id (shown: the call waited) or with the replica's
+	// (direct: its join was forwarded before the handler saw it wait).
+	mu            sync.Mutex
+	shown, direct bool
+}
+
+// show commits the caller to the gateway's event id; false when the
+// join went to a replica first (the caller gets the replica's answer).
+func (qc *queuedCall) show() bool {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	if qc.direct {
+		return false
+	}
+	qc.shown = true
+	return true
+}
+
+func (qc *queuedCall) isShown() bool {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	return qc.shown
+}
+
+// aliased, before a join is forwarded, says whether the replica's event
+// id is to be mapped to the gateway's; if not decided yet, it never is.
+func (qc *queuedCall) aliased() bool {
+	if qc == nil {
+		return false
+	}
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	if !qc.shown {
+		qc.direct = true
+	}
+	return qc.shown
+}
+
+// queueShown reports whether joins that must wait are answered at once
+// and shown the gateway's queue. Not when the stream of a session may be
+// served by another gateway instance (Config.OnForeignEnd): that
+// instance would not know the gateway's event id.
+func (f *FrontDoor) queueShown() bool {
+	return f.cfg.QueueUpdateInterval >= 0 && f.cfg.OnForeignEnd == nil
+}
+
+// capture is the answer placeJoin would have written to the caller.
+type capture struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) Header() http.Header { return c.h }
+func (c *capture) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.body.Write(b)
+}
+
+// joinQueued runs placeJoin for the caller; when the call has to wait for
+// a slot it answers the join with a gateway event id and returns true
+// (the call's goroutine then owns meta.release); otherwise the caller gets
+// placeJoin's answer as it would have.
+func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta, spread bool) bool {
+	// The call outlives the join's request once answered: it ends with
+	// the front door, at StopCalls, or when the caller cancels it or
+	// closes its stream (qc.cancel).
+	bctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stopF := context.AfterFunc(f.ctx, cancel)
+	stopS := context.AfterFunc(f.stopCalls, cancel)
+	jw := pool.NewQueueWatch()
+	qc := &queuedCall{id: newEventID(), cancel: cancel} // shaped like Gradio's: 32 hex digits
+	meta.qc = qc
+	rec := &capture{h: http.Header{}}
+	br := r.WithContext(pool.WithQueueWatcher(bctx, jw))
+	done := make(chan struct{})
+	f.qwg.Add(1)
+	go func() {
+		defer f.qwg.Done()
+		defer close(done)
+		f.placeJoin(rec, br, s, u, m, meta, spread)
+	}()
+	end := func() { stopF(); stopS(); cancel() }
+	select {
+	case <-done:
+		end()
+		copyCapture(w, rec)
+		return false
+	case <-r.Context().Done():
+		// Gone before its join was answered: nothing was sent for it.
+		cancel()
+		<-done
+		end()
+		return false
+	case <-jw.Waited():
+	}
+	if !qc.show() {
+		<-done // its join is being forwarded: the caller gets its answer
+		end()
+		copyCapture(w, rec)
+		return false
+	}
+	s.addQueued(qc)
+	f.stats.queued.Add(1)
+	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
+	f.qwg.Add(1)
+	go func() {
+		defer f.qwg.Done()
+		defer end()
+		f.showQueue(s, qc, jw, done)
+		if meta.release != nil && !meta.kept.Load() {
+			meta.release()
+		}
+		f.queuedEnded(s, qc, rec, bctx.Err() != nil)
+	}()
+	return true
+}
+
+// copyCapture writes placeJoin's answer to the caller.
+func copyCapture(w http.ResponseWriter, rec *capture) {
+	for k, v := range rec.h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(cmpStatus(rec.status))
+	_, _ = w.Write(rec.body.Bytes())
+}
+
+func cmpStatus(s int) int {
+	if s == 0 {
+		return http.StatusServiceUnavailable
+	}
+	return s
+}
+
+// showQueue sends the caller estimation messages while its call waits,
+// at most one per Config.QueueUpdateInterval and only when the rank, the
+// queue's size or whether an ETA is known changed, until done.
+func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw *pool.QueueWatch, done <-chan struct{}) {
+	t := time.NewTicker(f.cfg.QueueUpdateInterval)
+	defer t.Stop()
+	last := pool.QueuePosition{Rank: -1}
+	for {
+		if pos, ok := jw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown) {
+			last = pos
+			s.noteQueued(qc, estimation(qc.id, pos))
+		}
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// estimation is Gradio 5's estimation message for pos.
+func estimation(id string, pos pool.QueuePosition) []byte {
+	var eta any
+	if pos.ETAKnown {
+		eta = math.Round(pos.ETA.Seconds()*1000) / 1000
+	}
+	b, _ := json.Marshal(map[string]any{"msg": "estimation", "event_id": id, "rank": max(pos.Rank, 0), "queue_size": max(pos.Size, pos.Rank+1, 1), "rank_eta": eta})
+	return b
+}
+
+// queuedEnded settles a queued call once placeJoin returned: accepted
+// (the replica's event id is mapped already: nothing to do), or refused,
+// failed or cancelled: the caller's stream gets process_completed with
+// success false and the gateway's message (the detail placeJoin would
+// have answered the join with).
+func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, rec *capture, cancelled bool) {
+	s.mu.Lock()
+	accepted := qc.replica != ""
+	s.mu.Unlock()
+	if accepted {
+		return
+	}
+	msg := ""
+	var d struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(rec.body.Bytes(), &d) == nil && d.Detail != "" {
+		msg = d.Detail
+	}
+	switch {
+	case f.stopCalls.Err() != nil:
+		msg = stoppedDetail
+	case msg == "" && cancelled:
+		msg = "gradiopool: the call was cancelled while it waited for a replica"
+	case msg == "":
+		msg = fmt.Sprintf("gradiopool: no replica could take the call (%d)", cmpStatus(rec.status))
+	}
+	rb, _ := json.Marshal(map[string]any{
+		"msg": "process_completed", "event_id": qc.id,
+		"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},
+		"success": false, "title": "Error",
+	})
+	f.log.Info("front door: a call that waited in the gateway's queue ended without a replica",
+		slog.String("session", shortHash(s.front)), slog.String("error", msg))
+	s.finishQueued(qc, rb)
+}
+
+// addQueued records a call answered with the gateway's event id.
+func (s *callerSession) addQueued(qc *queuedCall) {
+	s.mu.Lock()
+	if s.queued == nil {
+		s.queued = map[string]*queuedCall{}
+	}
+	s.queued[qc.id] = qc
+	s.mu.Unlock()
+	s.poke()
+}
+
+// poke wakes the session's data stream.
+func (s *callerSession) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// noteQueued makes est the estimation of qc to write (the one before is
+// dropped if not written yet).
+func (s *callerSession) noteQueued(qc *queuedCall, est []byte) {
+	s.mu.Lock()
+	if qc.replica != "" || s.queued[qc.id] != qc {
+		s.mu.Unlock()
+		return
+	}
+	qc.est = est
+	s.mu.Unlock()
+	s.poke()
+}
+
+// finishQueued sets qc's last message.
+func (s *callerSession) finishQueued(qc *queuedCall, final []byte) {
+	s.mu.Lock()
+	if s.queued[qc.id] != qc {
+		s.mu.Unlock()
+		return // its stream went away: nobody to tell
+	}
+	qc.est, qc.final = nil, final
+	s.mu.Unlock()
+	s.poke()
+}
+
+// takeQueuedNotes returns the gateway's messages to write to the
+// caller's stream now, forgetting the ended calls they end.
+func (s *callerSession) takeQueuedNotes() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out [][]byte
+	for id, qc := range s.queued {
+		if qc.est != nil {
+			out = append(out, qc.est)
+			qc.est = nil
+		}
+		if qc.final != nil {
+			out = append(out, qc.final)
+			delete(s.queued, id)
+		}
+	}
+	return out
+}
+
+// waitingQueued reports whether a call of s waits in the gateway's queue
+// (or has a message still to write): the caller's stream must stay open.
+func (s *callerSession) waitingQueued() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, qc := range s.queued {
+		if qc.replica == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelQueued ends the waits of s's queued calls and forgets them (the
+// caller's stream is gone: Gradio drops a session's calls then).
+func (s *callerSession) cancelQueued() {
+	s.mu.Lock()
+	var cs []context.CancelFunc
+	for id, qc := range s.queued {
+		if qc.replica == "" {
+			cs = append(cs, qc.cancel)
+			delete(s.queued, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
+}
+
+// cancelQueuedCall ends the wait of the call the caller knows as id;
+// false when it does not wait (unknown, or accepted already).
+func (s *callerSession) cancelQueuedCall(id string) bool {
+	s.mu.Lock()
+	qc := s.queued[id]
+	s.mu.Unlock()
+	if qc == nil || qc.replica != "" {
+		return false
+	}
+	qc.cancel()
+	return true
+}
+
+// frontIDs rewrites a replica's message for the caller: the event id of
+// a queued call becomes the gateway's. While a queued call's join is in
+// flight (s.joining), a message of a call not known yet waits for the
+// join's answer: it may be that call's, already running.
+func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
+	look := func() (string, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if gid, ok := s.alias[eventID]; ok {
+			return gid, true
+		}
+		_, known := s.pending[eventID]
+		return "", known
+	}
+	gid, known := look()
+	if gid == "" && !known && s.joining.Load() > 0 {
+		s.aliasMu.RLock()
+		//lint:ignore SA2001 an empty critical section: it waits for the queued joins in flight
+		s.aliasMu.RUnlock()
+		gid, _ = look()
+	}
+	if gid == "" {
+		return data
+	}
+	return bytes.Replace(data, []byte(`"`+eventID+`"`), []byte(`"`+gid+`"`), 1)
+}
+
+// frontID is the caller's event id of a call (the gateway's for a
+// queued call), and replicaID the reverse.
+func (s *callerSession) frontID(eventID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gid, ok := s.alias[eventID]; ok {
+		return gid
+	}
+	return eventID
+}
+
+func (s *callerSession) replicaID(eventID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if qc := s.queued[eventID]; qc != nil && qc.replica != "" {
+		return qc.replica
+	}
+	return eventID
+}

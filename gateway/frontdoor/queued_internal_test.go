@@ -1,0 +1,86 @@
+package frontdoor
+
+import (
+	"encoding/json"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// TestShowQueueBounded: a waiter whose place changes at every look (a
+// deep queue moving fast) is looked at once per QueueUpdateInterval, and
+// its stream gets only the latest estimation however many were made
+// since it last wrote: no storm.
+func TestShowQueueBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &FrontDoor{cfg: Config{QueueUpdateInterval: 500 * time.Millisecond}}
+		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
+		qc := &queuedCall{id: "gw1"}
+		s.addQueued(qc)
+		qw := pool.NewQueueWatch()
+		looks := 0
+		qw.Queued(func() pool.QueuePosition {
+			looks++
+			return pool.QueuePosition{Rank: 10000 - looks, Size: 10001 - looks, ETA: time.Second, ETAKnown: true}
+		})
+		done := make(chan struct{})
+		go func() {
+			time.Sleep(10 * time.Second)
+			close(done)
+		}()
+		f.showQueue(s, qc, qw, done)
+		if want := 21; looks > want {
+			t.Errorf("looked at the queue %d times in 10 s, want at most %d (one per interval)", looks, want)
+		}
+		notes := s.takeQueuedNotes()
+		if len(notes) != 1 {
+			t.Fatalf("%d messages to write, want only the latest", len(notes))
+		}
+		var m struct {
+			Msg     string  `json:"msg"`
+			EventID string  `json:"event_id"`
+			Rank    int     `json:"rank"`
+			Size    int     `json:"queue_size"`
+			ETA     float64 `json:"rank_eta"`
+		}
+		if err := json.Unmarshal(notes[0], &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Msg != "estimation" || m.EventID != "gw1" || m.Rank != 10000-looks || m.Size != m.Rank+1 || m.ETA != 1 {
+			t.Errorf("latest estimation %s, want rank %d", notes[0], 10000-looks)
+		}
+		qw.Left()
+	})
+}
+
+// TestShowQueueOnlyChanges: a place that does not change sends nothing
+// after its first estimation; a call not waiting (Left) sends nothing.
+func TestShowQueueOnlyChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &FrontDoor{cfg: Config{QueueUpdateInterval: 500 * time.Millisecond}}
+		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
+		qc := &queuedCall{id: "gw2"}
+		s.addQueued(qc)
+		qw := pool.NewQueueWatch()
+		qw.Queued(func() pool.QueuePosition { return pool.QueuePosition{Rank: 3, Size: 7} })
+		done := make(chan struct{})
+		go f.showQueue(s, qc, qw, done)
+		synctest.Wait()
+		if n := len(s.takeQueuedNotes()); n != 1 {
+			t.Fatalf("%d first estimations, want 1", n)
+		}
+		time.Sleep(5 * time.Second)
+		if n := len(s.takeQueuedNotes()); n != 0 {
+			t.Errorf("%d estimations for an unchanged place", n)
+		}
+		qw.Left()
+		time.Sleep(5 * time.Second)
+		if n := len(s.takeQueuedNotes()); n != 0 {
+			t.Errorf("%d estimations after the call left the queue", n)
+		}
+		close(done)
+		synctest.Wait()
+	})
+}
