@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -265,14 +267,44 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	defer g.track()()
 	start := g.now()
-	call, err := g.backend.Submit(ctx, c.user, c.opts, endpoint, c.args)
+	// While the call waits for a slot (every session busy) the stream
+	// starts and carries its place in the gateway's queue (waiting).
+	var smu sync.Mutex
+	var s *sse.Writer
+	qw := pool.NewQueueWatch()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		showWaiting(qw, stop, func(pos pool.QueuePosition) {
+			smu.Lock()
+			defer smu.Unlock()
+			if s == nil {
+				s = startSSE(w)
+			}
+			_ = sendEvent(s, "waiting", waitingEvent(pos))
+		})
+	})
+	call, err := g.backend.Submit(pool.WithQueueWatcher(ctx, qw), c.user, c.opts, endpoint, c.args)
+	close(stop)
+	wg.Wait()
+	if err != nil && s != nil {
+		// The stream started: the error is its last event.
+		e := callError(r.Context(), err)
+		g.metrics.observeCall(CallRecord{Route: routeV1, Replica: errReplica(err), Endpoint: endpoint, Total: g.now().Sub(start), Code: e.Code})
+		addLog(r, slog.String("endpoint", endpoint))
+		addLog(r, g.errorLogAttrs(e)...)
+		_ = sendEvent(s, "error", map[string]*apiError{"error": e})
+		return
+	}
 	if err != nil {
 		g.failCall(w, r, routeV1, endpoint, g.now().Sub(start), err)
 		return
 	}
 	wait := call.Waited()
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
-	s := startSSE(w)
+	if s == nil {
+		s = startSSE(w)
+	}
 	_ = sendEvent(s, "accepted", map[string]string{"replica": call.Replica()})
 	tick := time.NewTicker(g.cfg.KeepAliveInterval)
 	defer tick.Stop()
@@ -316,6 +348,48 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if writeErr == nil {
 		_ = sendEvent(s, "complete", map[string]any{"data": nonNil(out), "replica": call.Replica(), "duration_ms": d.Milliseconds()})
 	}
+}
+
+// waitingInterval bounds how often a /v1/submit call waiting for a slot
+// gets a waiting event: at most one per interval, only when its place
+// changed (a deep queue that moves sends no storm).
+const waitingInterval = 500 * time.Millisecond
+
+// showWaiting calls show with the call's place in the gateway's queue
+// when it starts waiting and whenever its rank, the queue's size or
+// whether an ETA is known changed, polled every waitingInterval, until
+// stop.
+func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.QueuePosition)) {
+	select {
+	case <-stop:
+		return
+	case <-qw.Waited():
+	}
+	t := time.NewTicker(waitingInterval)
+	defer t.Stop()
+	last := pool.QueuePosition{Rank: -1}
+	for {
+		if pos, ok := qw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown) {
+			last = pos
+			show(pos)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// waitingEvent is the data of a waiting event: rank (0-based) and size
+// of the gateway's queue for a session of the replica, eta in seconds
+// (null until a call was measured).
+func waitingEvent(pos pool.QueuePosition) map[string]any {
+	var eta any
+	if pos.ETAKnown {
+		eta = math.Round(pos.ETA.Seconds()*1000) / 1000
+	}
+	return map[string]any{"rank": max(pos.Rank, 0), "queue_size": max(pos.Size, pos.Rank+1, 1), "eta": eta}
 }
 
 // writeEvent forwards one update; complete and error are written by the

@@ -39,6 +39,7 @@
 //
 // POST /v1/submit answers these events, each "event: NAME\ndata: JSON":
 //
+//	waiting   {"rank":0,"queue_size":3,"eta":0.8}      place in the gateway's own queue (all sessions busy; eta null until measured)
 //	accepted  {"replica":"app"}                        the app accepted the call
 //	queued    {"rank":0,"queue_size":2,"eta":1.5}      position in the app's own queue
 //	started   {}                                       the app began running it
