@@ -153,3 +153,26 @@ func TestRankBoundedWalks(t *testing.T) {
 		t.Errorf("last rank %d after 99 served, want %d", r, 9999-99)
 	}
 }
+
+// BenchmarkRank10000: one ranking walk of a 10 000-deep queue (what a
+// moving queue costs once per RankEvery), and a waiter's look between
+// walks.
+func BenchmarkRank10000(b *testing.B) {
+	var q Queue[*waiter]
+	var ws []*waiter
+	for i := range 10000 {
+		ws = append(ws, push(&q, "w", 1, int64(i)))
+	}
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			q.dirty = true
+			q.Rank(&ws[9999].link, 0)
+		}
+	})
+	b.Run("look", func(b *testing.B) {
+		q.RankEvery = 1 << 62
+		for b.Loop() {
+			q.Rank(&ws[5000].link, 1)
+		}
+	})
+}

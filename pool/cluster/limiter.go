@@ -56,7 +56,9 @@ func newLimiter(c *Coordinator, name string) *limiter {
 		c: c, name: name, limit: c.cfg.Limit,
 		keys: []string{b + "h", b + "q", b + "qx", b + "r", c.prefix + "seq", c.prefix + "gw"},
 		wake: make(chan struct{}, 1), held: map[string]struct{}{},
-		waiters: waitq.Queue[*waiter]{MaxWait: int64(c.cfg.PriorityMaxWait)}, // negative: strict classes
+		// negative MaxWait: strict classes; ranks shown to waiting callers
+		// are computed again at most every 100 ms (waitq.Queue.RankEvery)
+		waiters: waitq.Queue[*waiter]{MaxWait: int64(c.cfg.PriorityMaxWait), RankEvery: int64(100 * time.Millisecond)},
 	}
 }
 
@@ -126,6 +128,16 @@ func (l *limiter) acquire(ctx context.Context, prio pool.Priority) (pool.Permit,
 		}
 	} else {
 		l.poke()
+	}
+	// A watcher (the gateway showing the caller its place) sees the wait
+	// among this gateway's waiters for the replica.
+	if wt := waitq.WatcherFrom(ctx); wt != nil {
+		wt.Queued(func() (int, int) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return l.waiters.Rank(&w.link, l.c.clock()), l.waiters.Len()
+		})
+		defer wt.Left()
 	}
 	select {
 	case p := <-w.ch:
