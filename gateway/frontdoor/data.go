@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/sse"
@@ -126,16 +127,25 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		out.start() // only calls in the gateway's queue: their messages come from here
 	}
 	notes()
+	// While only the gateway's queue feeds the stream (no replica's
+	// stream relayed, whose own heartbeats pass), Gradio's heartbeat
+	// keeps proxies from closing it during a long wait.
+	hb := time.NewTicker(f.cfg.HeartbeatInterval)
+	defer hb.Stop()
 	failed := false
 	for {
 		select {
 		case <-ctx.Done():
 			gone()
 			return
+		case <-hb.C:
+			if len(active) == 0 {
+				_ = out.data([]byte(`{"msg":"heartbeat"}`))
+			}
 		case <-s.wake:
 			startBusy()
 			notes()
-			if len(active) == 0 && !s.waitingQueued() {
+			if len(active) == 0 && s.drained() {
 				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
 				return
 			}
@@ -158,7 +168,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			}
 			startBusy()
 			notes()
-			if len(active) == 0 && !s.waitingQueued() {
+			if len(active) == 0 && s.drained() {
 				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
 				if failed {
 					f.foreignEnd(s.front, "")

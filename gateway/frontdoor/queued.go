@@ -323,6 +323,24 @@ func (s *callerSession) waitingQueued() bool {
 	return false
 }
 
+// drained reports that s has no call left for its stream: none in flight
+// and none in the gateway's queue. Checked at once, under one lock: a
+// call accepted after the stream started its lanes (startBusy) is in
+// flight here, and its wake token makes the stream start its lane.
+func (s *callerSession) drained() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > 0 {
+		return false
+	}
+	for _, qc := range s.queued {
+		if qc.replica == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // cancelQueued ends the waits of s's queued calls and forgets them (the
 // caller's stream is gone: Gradio drops a session's calls then).
 func (s *callerSession) cancelQueued() {

@@ -1,7 +1,11 @@
 package frontdoor
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -82,5 +86,36 @@ func TestShowQueueOnlyChanges(t *testing.T) {
 		}
 		close(done)
 		synctest.Wait()
+	})
+}
+
+// TestQueuedStreamHeartbeats: a stream fed only by the gateway's queue
+// (its call waits for a slot) gets Gradio's heartbeat every
+// HeartbeatInterval, so that proxies keep it open through a long wait.
+func TestQueuedStreamHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTestDoor(t, Config{HeartbeatInterval: time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		req := httptest.NewRequest(http.MethodGet, "/gradio_api/queue/data?session_hash=hb1", nil).WithContext(ctx)
+		s, err := f.sessionFor(ctx, "hb1", f.owner(req), "", true)
+		if err != nil || s == nil {
+			t.Fatalf("session: %v", err)
+		}
+		s.addQueued(&queuedCall{id: "gw3", cancel: func() {}})
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.handleData(rec, req)
+		}()
+		time.Sleep(3500 * time.Millisecond)
+		cancel()
+		<-done
+		if n := strings.Count(rec.Body.String(), `{"msg":"heartbeat"}`); n != 3 {
+			t.Errorf("%d heartbeats in 3.5 s at 1 s, want 3; stream %q", n, rec.Body.String())
+		}
+		if s.drained() != true {
+			t.Error("the gone caller's queued call is still there")
+		}
 	})
 }
