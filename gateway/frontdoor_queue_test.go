@@ -254,3 +254,40 @@ func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 		t.Errorf("hold ran %d times, want only the occupier's", n)
 	}
 }
+
+// TestFrontDoorQueuedStoppedByDrainTimeout: a call still waiting in the
+// gateway's queue when the drain's time-out stops the calls (StopCalls)
+// ends on its caller's stream with the gateway's stopped message, and is
+// never sent to the replica.
+func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	app := spreadApp(gate)
+	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+	})
+	base := srv.URL
+	hold := fnIndexOf(t, base, "hold")
+	if _, err := fdJoin(base, "occupier", hold, "o"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := fdJoin(base, "stopped", hold, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := fdMessages(t, base, "stopped")
+	nextMsg(t, ch, "estimation", id)
+	if n := g.FrontDoor().CallsInFlight(); n != 2 {
+		t.Errorf("calls in flight %d, want 2 (the waiting call counts: a drain waits for it)", n)
+	}
+	g.FrontDoor().StopCalls()
+	done := nextMsg(t, ch, "process_completed", id)
+	out, _ := done["output"].(map[string]any)
+	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "drain_timeout") {
+		t.Errorf("process_completed %v, want the gateway's stopped message", done)
+	}
+	nextMsg(t, ch, "close_stream", "")
+	if n := sims[0].Requests("queue/join"); n != 1 {
+		t.Errorf("the replica got %d joins, want only the occupier's", n)
+	}
+}
