@@ -26,29 +26,20 @@ type QueuePosition struct {
 	ETAKnown bool
 }
 
-// QueueWatcher sees the waits of a call for a slot (see
-// WithQueueWatcher). Queued is called when the call starts waiting; pos
-// gives its position now, and must not be called once Left has begun
-// (serialise the two with a lock). A call may wait several times in turn
-// (a Config.Limiter's permit, then a session).
-type QueueWatcher interface {
-	Queued(pos func() QueuePosition)
-	Left()
-}
-
 type queueWatcherKey struct{}
 
-// WithQueueWatcher returns ctx carrying w: a Reserve under it reports its
-// waits to w. It is how the gateway's front door shows a waiting caller
-// its place, as Gradio shows its own queue.
-func WithQueueWatcher(ctx context.Context, w QueueWatcher) context.Context {
+// WithQueueWatcher returns ctx carrying w: a Reserve or a call under it
+// reports its waits for a slot to w (a call may wait several times in
+// turn: a Config.Limiter's permit, then a session). It is how the
+// gateway shows a waiting caller its place, as Gradio shows its own queue.
+func WithQueueWatcher(ctx context.Context, w *QueueWatch) context.Context {
 	return context.WithValue(ctx, queueWatcherKey{}, w)
 }
 
 // watchOn returns ctx with the waitq.Watcher that reports the waits at r
 // to the call's QueueWatcher, ctx itself without one.
 func watchOn(ctx context.Context, r *replica) context.Context {
-	qw, _ := ctx.Value(queueWatcherKey{}).(QueueWatcher)
+	qw, _ := ctx.Value(queueWatcherKey{}).(*QueueWatch)
 	if qw == nil {
 		return ctx
 	}
@@ -57,19 +48,19 @@ func watchOn(ctx context.Context, r *replica) context.Context {
 
 // replicaWatch adds the replica and the ETA to the queue's rank.
 type replicaWatch struct {
-	qw QueueWatcher
+	qw *QueueWatch
 	r  *replica
 }
 
 func (w replicaWatch) Queued(pos func() (int, int)) {
-	w.qw.Queued(func() QueuePosition {
+	w.qw.queuedAt(func() QueuePosition {
 		rank, size := pos()
 		eta, known := w.r.queueETA(max(rank, 0))
 		return QueuePosition{Replica: w.r.name, Rank: rank, Size: size, ETA: eta, ETAKnown: known}
 	})
 }
 
-func (w replicaWatch) Left() { w.qw.Left() }
+func (w replicaWatch) Left() { w.qw.left() }
 
 // slotTimeWeight is the weight of a new measure in the slot time's
 // moving average.
@@ -118,9 +109,9 @@ func (r *replica) queueETA(rank int) (time.Duration, bool) {
 	return avg * time.Duration(rank+1) / time.Duration(slots), true
 }
 
-// QueueWatch is a QueueWatcher that keeps the call's position for
-// polling: a caller shows it (Position) from its own goroutine. Make it
-// with NewQueueWatch.
+// QueueWatch follows one call's wait for a slot (WithQueueWatcher) and
+// keeps its position for polling: the caller shows it (Position) from its
+// own goroutine. Make it with NewQueueWatch.
 type QueueWatch struct {
 	mu     sync.Mutex
 	pos    func() QueuePosition
@@ -131,16 +122,16 @@ type QueueWatch struct {
 // NewQueueWatch returns a QueueWatch for one call.
 func NewQueueWatch() *QueueWatch { return &QueueWatch{queued: make(chan struct{})} }
 
-// Queued implements QueueWatcher.
-func (w *QueueWatch) Queued(pos func() QueuePosition) {
+// queuedAt records that the call waits; pos gives its position until
+// left begins (the waiter is reused after: waitq.Watcher).
+func (w *QueueWatch) queuedAt(pos func() QueuePosition) {
 	w.mu.Lock()
 	w.pos = pos
 	w.mu.Unlock()
 	w.once.Do(func() { close(w.queued) })
 }
 
-// Left implements QueueWatcher.
-func (w *QueueWatch) Left() {
+func (w *QueueWatch) left() {
 	w.mu.Lock()
 	w.pos = nil
 	w.mu.Unlock()

@@ -3,7 +3,6 @@ package pool_test
 import (
 	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,34 +11,6 @@ import (
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/pool"
 )
-
-// posWatch records a QueueWatcher's view.
-type posWatch struct {
-	mu   sync.Mutex
-	pos  func() pool.QueuePosition
-	left int
-}
-
-func (w *posWatch) Queued(pos func() pool.QueuePosition) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pos = pos
-}
-
-func (w *posWatch) Left() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pos, w.left = nil, w.left+1
-}
-
-func (w *posWatch) at() (pool.QueuePosition, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.pos == nil {
-		return pool.QueuePosition{}, false
-	}
-	return w.pos(), true
-}
 
 // TestReserveQueueWatcher: a Reserve waiting for a slot reports its
 // replica, rank and queue size; no ETA until a slot call was measured,
@@ -56,7 +27,7 @@ func TestReserveQueueWatcher(t *testing.T) {
 			}
 			held = append(held, sl)
 		}
-		ws := []*posWatch{{}, {}}
+		ws := []*pool.QueueWatch{pool.NewQueueWatch(), pool.NewQueueWatch()}
 		got := make(chan *pool.Slot, 2)
 		for _, w := range ws {
 			go func() {
@@ -67,7 +38,7 @@ func TestReserveQueueWatcher(t *testing.T) {
 			}()
 			synctest.Wait()
 		}
-		pos, ok := ws[1].at()
+		pos, ok := ws[1].Position()
 		if !ok || pos.Replica != p.Replicas()[0] || pos.Rank != 1 || pos.Size != 2 || pos.ETAKnown {
 			t.Fatalf("second waiter: %+v (queued %v), want rank 1 of 2 on %s, no ETA", pos, ok, p.Replicas()[0])
 		}
@@ -79,20 +50,25 @@ func TestReserveQueueWatcher(t *testing.T) {
 		first := <-got
 		synctest.Wait()
 		time.Sleep(time.Second) // past the rank's refresh
-		pos, ok = ws[1].at()
+		pos, ok = ws[1].Position()
 		if !ok || pos.Rank != 0 || pos.Size != 1 || !pos.ETAKnown || pos.ETA != 2*time.Second {
 			t.Errorf("second waiter after one served: %+v, want rank 0 of 1, ETA 2s", pos)
 		}
-		if ws[0].left != 1 {
-			t.Errorf("served waiter left %d times", ws[0].left)
+		if _, ok := ws[0].Position(); ok {
+			t.Error("the served waiter still shows a position")
 		}
 		held[1].Release() // never accepted: not measured
 		second := <-got
 		synctest.Wait()
 		first.Release()
 		second.Release()
-		if ws[1].left != 1 {
-			t.Errorf("second waiter left %d times", ws[1].left)
+		if _, ok := ws[1].Position(); ok {
+			t.Error("the second waiter still shows a position once served")
+		}
+		select {
+		case <-ws[1].Waited():
+		default:
+			t.Error("Waited not closed for a call that waited")
 		}
 	})
 }

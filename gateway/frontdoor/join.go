@@ -97,7 +97,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spread := f.Spreadable(m["fn_index"])
-	if f.queueShown() {
+	if f.queueShown() && f.knownFn(m["fn_index"]) {
 		handedOff = f.joinQueued(w, r, s, u, m, meta, spread)
 		return
 	}

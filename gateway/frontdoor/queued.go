@@ -84,6 +84,24 @@ func (f *FrontDoor) queueShown() bool {
 	return f.cfg.QueueUpdateInterval >= 0 && f.cfg.OnForeignEnd == nil
 }
 
+// knownFn reports whether the app (the reference, as a connected replica
+// serving it shows it) has fnIndex. A join of an unknown function, or one
+// that comes before any replica is connected, waits for its answer as
+// before: the app refuses it at once (a 4xx for the caller's input), never
+// after the caller was told it waits.
+func (f *FrontDoor) knownFn(fnIndex json.RawMessage) bool {
+	var fn int
+	if json.Unmarshal(fnIndex, &fn) != nil || !f.hasReference() {
+		return false
+	}
+	for _, n := range f.replicaNames() {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
+			return app.Config().HasFn(fn)
+		}
+	}
+	return false
+}
+
 // capture is the answer placeJoin would have written to the caller.
 type capture struct {
 	h      http.Header
@@ -183,7 +201,7 @@ func cmpStatus(s int) int {
 // showQueue sends the caller estimation messages while its call waits,
 // at most one per Config.QueueUpdateInterval and only when the rank, the
 // queue's size or whether an ETA is known changed, until done.
-func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw *pool.QueueWatch, done <-chan struct{}) {
+func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw positioner, done <-chan struct{}) {
 	t := time.NewTicker(f.cfg.QueueUpdateInterval)
 	defer t.Stop()
 	last := pool.QueuePosition{Rank: -1}
@@ -198,6 +216,11 @@ func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw *pool.QueueWa
 		case <-t.C:
 		}
 	}
+}
+
+// positioner is where a waiting call is (pool.QueueWatch).
+type positioner interface {
+	Position() (pool.QueuePosition, bool)
 }
 
 // estimation is Gradio 5's estimation message for pos.

@@ -6,12 +6,34 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/gradiopool/gradiopool/pool"
 )
+
+// fakePos is a waiting call's position, as pool.QueueWatch gives it.
+type fakePos struct {
+	mu  sync.Mutex
+	pos func() pool.QueuePosition // nil: not waiting
+}
+
+func (f *fakePos) Position() (pool.QueuePosition, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pos == nil {
+		return pool.QueuePosition{}, false
+	}
+	return f.pos(), true
+}
+
+func (f *fakePos) leave() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pos = nil
+}
 
 // TestShowQueueBounded: a waiter whose place changes at every look (a
 // deep queue moving fast) is looked at once per QueueUpdateInterval, and
@@ -23,12 +45,11 @@ func TestShowQueueBounded(t *testing.T) {
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
 		qc := &queuedCall{id: "gw1"}
 		s.addQueued(qc)
-		qw := pool.NewQueueWatch()
 		looks := 0
-		qw.Queued(func() pool.QueuePosition {
+		qw := &fakePos{pos: func() pool.QueuePosition {
 			looks++
 			return pool.QueuePosition{Rank: 10000 - looks, Size: 10001 - looks, ETA: time.Second, ETAKnown: true}
-		})
+		}}
 		done := make(chan struct{})
 		go func() {
 			time.Sleep(10 * time.Second)
@@ -55,7 +76,6 @@ func TestShowQueueBounded(t *testing.T) {
 		if m.Msg != "estimation" || m.EventID != "gw1" || m.Rank != 10000-looks || m.Size != m.Rank+1 || m.ETA != 1 {
 			t.Errorf("latest estimation %s, want rank %d", notes[0], 10000-looks)
 		}
-		qw.Left()
 	})
 }
 
@@ -67,8 +87,7 @@ func TestShowQueueOnlyChanges(t *testing.T) {
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
 		qc := &queuedCall{id: "gw2"}
 		s.addQueued(qc)
-		qw := pool.NewQueueWatch()
-		qw.Queued(func() pool.QueuePosition { return pool.QueuePosition{Rank: 3, Size: 7} })
+		qw := &fakePos{pos: func() pool.QueuePosition { return pool.QueuePosition{Rank: 3, Size: 7} }}
 		done := make(chan struct{})
 		go f.showQueue(s, qc, qw, done)
 		synctest.Wait()
@@ -79,7 +98,7 @@ func TestShowQueueOnlyChanges(t *testing.T) {
 		if n := len(s.takeQueuedNotes()); n != 0 {
 			t.Errorf("%d estimations for an unchanged place", n)
 		}
-		qw.Left()
+		qw.leave()
 		time.Sleep(5 * time.Second)
 		if n := len(s.takeQueuedNotes()); n != 0 {
 			t.Errorf("%d estimations after the call left the queue", n)
