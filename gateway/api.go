@@ -271,7 +271,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	// starts and carries its place in the gateway's queue (waiting).
 	var smu sync.Mutex
 	var s *sse.Writer
-	qw := pool.NewQueueWatch()
+	qw := new(pool.QueueWatch)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -284,7 +284,9 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			_ = sendEvent(s, "waiting", waitingEvent(pos))
 		})
 	})
-	call, err := g.backend.Submit(pool.WithQueueWatcher(ctx, qw), c.user, c.opts, endpoint, c.args)
+	opts := c.opts
+	opts.Watch = qw
+	call, err := g.backend.Submit(ctx, c.user, opts, endpoint, c.args)
 	close(stop)
 	wg.Wait()
 	if err != nil && s != nil {

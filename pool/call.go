@@ -102,6 +102,9 @@ type CallOptions struct {
 	// Priority is the class the call waits in when its replica has no
 	// free session (and for a Config.Limiter's permit).
 	Priority Priority
+	// Watch, when set, follows the call's waits for a slot: its place in
+	// the queue, as Gradio shows its own (see QueueWatch).
+	Watch *QueueWatch
 }
 
 // SubmitWith is Submit with per-call options. They are a parameter rather
@@ -112,7 +115,7 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		return nil, ErrClosed
 	}
 	p.init()
-	ctx, ct := p.startCall(ctx, endpoint)
+	ctx, ct := p.startCall(withQueueWatch(ctx, opts.Watch), endpoint)
 	key := p.users.hash(user)
 	start := time.Now()
 	exclude := map[*replica]bool{}

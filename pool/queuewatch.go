@@ -28,11 +28,13 @@ type QueuePosition struct {
 
 type queueWatcherKey struct{}
 
-// WithQueueWatcher returns ctx carrying w: a Reserve or a call under it
-// reports its waits for a slot to w (a call may wait several times in
-// turn: a Config.Limiter's permit, then a session). It is how the
-// gateway shows a waiting caller its place, as Gradio shows its own queue.
-func WithQueueWatcher(ctx context.Context, w *QueueWatch) context.Context {
+// withQueueWatch carries a call's QueueWatch (CallOptions.Watch,
+// ReserveOptions.Watch) down to where it waits: the wait queues see only
+// a context (waitq.WithWatcher).
+func withQueueWatch(ctx context.Context, w *QueueWatch) context.Context {
+	if w == nil {
+		return ctx
+	}
 	return context.WithValue(ctx, queueWatcherKey{}, w)
 }
 
@@ -109,26 +111,35 @@ func (r *replica) queueETA(rank int) (time.Duration, bool) {
 	return avg * time.Duration(rank+1) / time.Duration(slots), true
 }
 
-// QueueWatch follows one call's wait for a slot (WithQueueWatcher) and
-// keeps its position for polling: the caller shows it (Position) from its
-// own goroutine. Make it with NewQueueWatch.
+// QueueWatch follows one call's wait for a slot (CallOptions.Watch,
+// ReserveOptions.Watch) and keeps its position for polling: the caller
+// shows it (Position) from its own goroutine. The zero value is ready; use
+// one per call.
 type QueueWatch struct {
 	mu     sync.Mutex
 	pos    func() QueuePosition
-	queued chan struct{}
-	once   sync.Once
+	queued chan struct{} // made on first use (waitedCh)
+	closed bool
 }
 
-// NewQueueWatch returns a QueueWatch for one call.
-func NewQueueWatch() *QueueWatch { return &QueueWatch{queued: make(chan struct{})} }
+// waitedCh returns the channel Waited gives, made on first use.
+func (w *QueueWatch) waitedCh() chan struct{} {
+	if w.queued == nil {
+		w.queued = make(chan struct{})
+	}
+	return w.queued
+}
 
 // queuedAt records that the call waits; pos gives its position until
 // left begins (the waiter is reused after: waitq.Watcher).
 func (w *QueueWatch) queuedAt(pos func() QueuePosition) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.pos = pos
-	w.mu.Unlock()
-	w.once.Do(func() { close(w.queued) })
+	if !w.closed {
+		w.closed = true
+		close(w.waitedCh())
+	}
 }
 
 func (w *QueueWatch) left() {
@@ -138,7 +149,11 @@ func (w *QueueWatch) left() {
 }
 
 // Waited is closed when the call first waits for a slot.
-func (w *QueueWatch) Waited() <-chan struct{} { return w.queued }
+func (w *QueueWatch) Waited() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waitedCh()
+}
 
 // Position returns the call's position now; false when it does not wait
 // (not yet, or not any more).

@@ -27,11 +27,11 @@ func TestReserveQueueWatcher(t *testing.T) {
 			}
 			held = append(held, sl)
 		}
-		ws := []*pool.QueueWatch{pool.NewQueueWatch(), pool.NewQueueWatch()}
+		ws := []*pool.QueueWatch{{}, {}}
 		got := make(chan *pool.Slot, 2)
 		for _, w := range ws {
 			go func() {
-				sl, err := p.Reserve(pool.WithQueueWatcher(ctx, w), "", pool.ReserveOptions{})
+				sl, err := p.Reserve(ctx, "", pool.ReserveOptions{Watch: w})
 				if err == nil {
 					got <- sl
 				}

@@ -25,6 +25,8 @@ type ReserveOptions struct {
 	// weighs every endpoint: the pool does not see the events of calls
 	// sent under a slot, so it keeps no per-endpoint times for them.
 	Endpoint string
+	// Watch, when set, follows the wait for the slot (see QueueWatch).
+	Watch *QueueWatch
 }
 
 // Slot is one call's share of a replica's capacity, for callers that speak
@@ -57,6 +59,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 		return nil, ErrClosed
 	}
 	p.init()
+	ctx = withQueueWatch(ctx, opts.Watch)
 	key := p.users.hash(user)
 	if opts.Replica == "" {
 		skip := map[*replica]bool{}

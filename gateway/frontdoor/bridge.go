@@ -236,7 +236,7 @@ func (f *FrontDoor) bridgeJoin(w http.ResponseWriter, r *http.Request, s *caller
 	var tried []string
 	var last error
 	for range len(f.replicaNames()) + 1 {
-		slot, b, err := f.slotFor(ctx, s, u, tried, meta.endpoint, false)
+		slot, b, err := f.slotFor(ctx, s, u, tried, meta.endpoint, meta.watch, false)
 		if err != nil {
 			if last != nil {
 				break

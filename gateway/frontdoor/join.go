@@ -113,7 +113,7 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 	var tried []string
 	var last *refusal
 	for range len(f.replicaNames()) + 1 {
-		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint, spread)
+		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint, meta.watch, spread)
 		if err != nil {
 			if last != nil {
 				break
@@ -201,12 +201,12 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // A spread call (spread set) goes to the replica the pool picks, under
 // the session's backend session there; it binds the session only when
 // the session has no replica yet.
-func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, spread bool) (*pool.Slot, Binding, error) {
+func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, watch *pool.QueueWatch, spread bool) (*pool.Slot, Binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
 		return nil, Binding{}, err
 	}
 	if spread && s.binding().Replica != "" {
-		l, err := f.pickReplica(ctx, u, slices.Clone(tried), endpoint)
+		l, err := f.pickReplica(ctx, u, slices.Clone(tried), endpoint, watch)
 		if err != nil {
 			return nil, Binding{}, err
 		}
@@ -219,7 +219,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 	b := s.binding()
 	skip := slices.Clone(tried)
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
-		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint})
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint, Watch: watch})
 		if err == nil {
 			cerr := f.checkApp(b.Replica, l.App().Config())
 			if cerr == nil {
@@ -240,7 +240,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		}
 		skip = append(skip, b.Replica)
 	}
-	l, err := f.pickReplica(ctx, u, skip, endpoint)
+	l, err := f.pickReplica(ctx, u, skip, endpoint, watch)
 	if err != nil {
 		return nil, b, err
 	}
@@ -267,7 +267,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 // pickReplica reserves a slot on the replica the pool's rule picks,
 // skipping skip and the replicas known to serve another app than the
 // reference.
-func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, endpoint string) (*pool.Slot, error) {
+func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, endpoint string, watch *pool.QueueWatch) (*pool.Slot, error) {
 	// Replicas known to serve another app are skipped; one that is
 	// connected again is re-checked first (its app may be fixed now).
 	var odd []string
@@ -278,7 +278,7 @@ func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, en
 		}
 	}
 	for range len(f.replicaNames()) {
-		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint})
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint, Watch: watch})
 		if err != nil {
 			if len(odd) > 0 {
 				slices.Sort(odd)

@@ -134,11 +134,12 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	bctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	stopF := context.AfterFunc(f.ctx, cancel)
 	stopS := context.AfterFunc(f.stopCalls, cancel)
-	jw := pool.NewQueueWatch()
+	jw := new(pool.QueueWatch)
 	qc := &queuedCall{id: newEventID(), cancel: cancel} // shaped like Gradio's: 32 hex digits
 	meta.qc = qc
+	meta.watch = jw
 	rec := &capture{h: http.Header{}}
-	br := r.WithContext(pool.WithQueueWatcher(bctx, jw))
+	br := r.WithContext(bctx)
 	done := make(chan struct{})
 	f.qwg.Add(1)
 	go func() {
