@@ -41,7 +41,12 @@ func (b *poolBackend) Predict(ctx context.Context, user string, opts pool.CallOp
 	}
 	wait := c.Waited()
 	data, err := c.Wait(ctx)
-	<-c.Done() // the session is back in the pool before the answer
+	// The session is back in the pool before the answer, unless the
+	// caller's deadline passed: it then comes back when the app's job is
+	// cancelled, which a hung replica can delay past that deadline.
+	if ctx.Err() == nil {
+		<-c.Done()
+	}
 	if err != nil {
 		return nil, err
 	}

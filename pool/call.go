@@ -68,7 +68,9 @@ func (c *Call) Wait(ctx context.Context) ([]json.RawMessage, error) {
 
 // Predict runs endpoint (api_name, with or without "/") with args for user
 // ("" for anonymous) and waits for the result. It acquires a session,
-// submits, waits and releases. When ctx ends the app's job is cancelled.
+// submits, waits and releases. When ctx ends the app's job is cancelled and
+// Predict returns without waiting for that (the session is released once
+// it is done).
 //
 // A call is never run twice: it moves to another session or replica only
 // when the replica provably did not accept it (connect failure, queue full,
@@ -81,7 +83,12 @@ func (p *Pool) Predict(ctx context.Context, user, endpoint string, args ...any) 
 		return nil, err
 	}
 	data, err := c.job.Wait(ctx)
-	<-c.released
+	// Once ctx has ended, the session comes back when the app's job is
+	// cancelled, which a hung replica can delay past ctx's deadline: the
+	// answer does not wait for that.
+	if ctx.Err() == nil {
+		<-c.released
+	}
 	if err != nil {
 		return nil, &ReplicaError{Replica: c.replica, Err: err}
 	}
