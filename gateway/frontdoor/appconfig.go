@@ -120,6 +120,9 @@ func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body = rb
+		if app.Config().Protocol == protocolWS {
+			body = wsInfo(body) // the bridge presents Gradio 5's /info
+		}
 		f.refMu.Lock()
 		if f.ref.app == app && len(f.ref.info) < 16 {
 			f.ref.info[q] = body

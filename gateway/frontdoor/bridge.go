@@ -47,11 +47,11 @@ const bridgePrefix = "/gradio_api"
 
 // bridgedProtocol reports whether callers of an app speaking protocol p
 // are bridged: every generation older than sse_v3 that the Go client
-// speaks. Gradio 3 (ws) is not bridged yet: its config and file shapes
-// are not mapped (README "Not done yet").
+// speaks, Gradio 3 (ws) included (its file and /info shapes are mapped in
+// bridge_ws.go).
 func bridgedProtocol(p string) bool {
 	switch p {
-	case "sse", "sse_v1", "sse_v2", "sse_v2.1":
+	case "sse", "sse_v1", "sse_v2", "sse_v2.1", "ws":
 		return true
 	}
 	return false
@@ -313,6 +313,12 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 			return fmt.Errorf("sending uploads: %w", err)
 		}
 		rawData = nd
+		if cfg.Protocol == protocolWS {
+			if rawData, err = wsArgs(rawData); err != nil {
+				f.bridgeCallerFault(w, r, slot, meta, err, http.StatusBadRequest, err.Error())
+				return nil
+			}
+		}
 	}
 	var data []json.RawMessage
 	if len(rawData) > 0 && string(rawData) != "null" {
@@ -630,6 +636,9 @@ func (c *bridgeConv) outputs(in []json.RawMessage) []json.RawMessage {
 // file= route), in Gradio 5's FileData shape: sse_v1 apps send url null,
 // older ones fewer fields.
 func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
+	if c.cfg.Protocol == protocolWS {
+		v = wsOutputFiles(v)
+	}
 	if !bytes.Contains(v, []byte(`"path"`)) {
 		return v
 	}
