@@ -6,6 +6,7 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/chromedp/chromedp v0.23.1
+	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/jackc/puddle/v2 v2.2.4
 	github.com/prometheus/client_golang v1.25.0

@@ -71,7 +71,7 @@ var bridgeMust = []string{
 // relayed, older ones bridged (the gateway presents Gradio 5).
 func TestFrontDoorEveryGeneration(t *testing.T) {
 	nodeOrSkip(t)
-	for _, mode := range []gradiotest.Mode{gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
+	for _, mode := range []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio4SSEv3, gradiotest.Gradio5, gradiotest.Gradio6} {
 		t.Run(string(mode), func(t *testing.T) {
 			srv, g, _ := frontGatewayMode(t, mode, make([]*gradiotest.App, 2), nil)

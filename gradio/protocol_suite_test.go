@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,9 @@ func TestProtocolSuite(t *testing.T) {
 		runProtocolSuite(t, suiteTarget{url: u, seconds: func(s float64) float64 { return s }})
 		return
 	}
-	for _, mode := range gradiotest.Modes {
+	// Gradio3WS is not in Modes (the other all-modes tests use routes
+	// Gradio 3 lacks); the suite runs over it too.
+	for _, mode := range append(slices.Clone(gradiotest.Modes), gradiotest.Gradio3WS) {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := startSim(t, mode, nil, nil)
 			scale := srv.TimeScale

@@ -459,8 +459,11 @@ func (s *Server) config(r *http.Request) obj {
 	if m.atLeast(protoV21) {
 		c = c.set("max_file_size", maxFile)
 	}
-	c = c.set("stylesheets", []any{}).set("theme", "default").set("protocol", m.Protocol()).
-		set("body_css", obj{{"body_background_fill", "white"}, {"body_text_color", "#27272a"}, {"body_background_fill_dark", "#0f0f11"}, {"body_text_color_dark", "#f4f4f5"}}).
+	c = c.set("stylesheets", []any{}).set("theme", "default")
+	if m.major() >= 4 {
+		c = c.set("protocol", m.Protocol()) // Gradio 3 has none
+	}
+	c = c.set("body_css", obj{{"body_background_fill", "white"}, {"body_text_color", "#27272a"}, {"body_background_fill_dark", "#0f0f11"}, {"body_text_color_dark", "#f4f4f5"}}).
 		set("fill_height", false)
 	if m.major() >= 5 {
 		c = c.set("fill_width", false).set("theme_hash", "2fa39f6df94156f7ef9d84370dbb2657d672827c75f082ac995879c32290c5ca").
@@ -528,6 +531,9 @@ func (s *Server) info() obj {
 			}
 			p = p.set("type", kd.apiInfo()).set("python_type", obj{{"type", kd.pyType}, {"description", kd.pyTypeDesc}}).
 				set("component", kd.class).set("example_input", kd.example)
+			if m.major() < 4 {
+				p = gradio3Value(p, c.Type)
+			}
 			params = append(params, p)
 		}
 		for _, c := range ep.Outputs {
@@ -535,8 +541,12 @@ func (s *Server) info() obj {
 				continue
 			}
 			kd := kindOf(c.Type)
-			returns = append(returns, obj{{"label", c.Label}, {"type", kd.apiInfo()},
-				{"python_type", obj{{"type", kd.pyType}, {"description", ""}}}, {"component", kd.class}})
+			r := obj{{"label", c.Label}, {"type", kd.apiInfo()},
+				{"python_type", obj{{"type", kd.pyType}, {"description", ""}}}, {"component", kd.class}}
+			if m.major() < 4 {
+				r = gradio3Value(r, c.Type)
+			}
+			returns = append(returns, r)
 		}
 		if params == nil {
 			params = []obj{}
@@ -554,4 +564,38 @@ func (s *Server) info() obj {
 		named = named.set("/"+ep.APIName, e)
 	}
 	return obj{{"named_endpoints", named}, {"unnamed_endpoints", obj{}}}
+}
+
+// gradio3Serializers are the serializer names of Gradio 3's /info by
+// component type (3.50.2's gradio_client.serializing).
+var gradio3Serializers = map[string]string{"textbox": "StringSerializable", "number": "NumberSerializable",
+	"file": "FileSerializable", "json": "JSONSerializable"}
+
+// gradio3Value gives an /info parameter or return Gradio 3's shape: its
+// serializer, and a file's Gradio 3 types (a path, or the file dict).
+func gradio3Value(o obj, typ string) obj {
+	ser, ok := gradio3Serializers[typ]
+	if !ok {
+		ser = "JSONSerializable"
+	}
+	if typ == "file" {
+		desc := "filepath on your computer (or URL) of file"
+		for i := range o {
+			switch o[i].k {
+			case "type":
+				o[i].v = obj{{"oneOf", []any{obj{{"type", "string"}, {"description", desc}}, obj{{"type", "object"},
+					{"properties", obj{{"name", obj{{"type", "string"}, {"description", "name of file"}}},
+						{"data", obj{{"type", "string"}, {"description", "base64 representation of file"}}},
+						{"size", obj{{"type", "integer"}, {"description", "size of image in bytes"}}},
+						{"is_file", obj{{"type", "boolean"}, {"description", "true if the file has been uploaded to the server"}}},
+						{"orig_name", obj{{"type", "string"}, {"description", "original name of the file"}}}}},
+					{"required", []string{"name", "data"}}}}}}
+			case "python_type":
+				o[i].v = obj{{"type", "str"}, {"description", desc}}
+			case "example_input":
+				o[i].v = "https://github.com/gradio-app/gradio/raw/main/test/test_files/sample_file.pdf"
+			}
+		}
+	}
+	return o.set("serializer", ser)
 }

@@ -73,8 +73,16 @@
 //	Gradio4SSEv2   4.20.1  sse_v2   no prefix    diffs, no meta, no close_stream, /call
 //	Gradio4SSEv1   4.16.0  sse_v1   no prefix    full values, no close_stream, no /call
 //	Gradio4SSE     4.8.0   sse (v0) no prefix    GET queue/join per event, send_data, POST queue/data
+//	Gradio3WS      3.50.2  (none)   no prefix    WebSocket queue/join per event, send_hash, send_data, file dicts
 //
-// The ws protocol of Gradio 3 is not simulated.
+// Gradio3WS is not in [Modes] (the all-modes tests exercise routes Gradio
+// 3 lacks); the Go client's protocol suite and the front door's
+// conformance test run over it. Its WebSocket (ws.go) follows the recorded
+// 3.50.2 traffic in gradio/testdata/transcripts; /info has Gradio 3's
+// serializers; the config is Gradio 4.8's without "protocol" (component
+// props are not 3.50.2's); a socket closed while its call still waits in
+// the queue is noticed only when the call reaches send_data, where it is
+// dropped (real 3.50.2 may run it for nobody).
 //
 // # Knobs
 //

@@ -26,6 +26,10 @@ const (
 	// Gradio4SSE is Gradio 4.8.0: protocol sse (v0), one GET queue/join
 	// stream per event, send_data, POST queue/data.
 	Gradio4SSE Mode = "gradio4-sse"
+	// Gradio3WS is Gradio 3.50.2: no protocol in /config, one WebSocket
+	// queue/join per call (send_hash, send_data), Gradio 3 file dicts
+	// (ws.go). Not in Modes: only the tests that name it run it.
+	Gradio3WS Mode = "gradio3-ws"
 )
 
 // Modes lists every mode, newest first.
@@ -56,6 +60,7 @@ var modeInfos = map[Mode]modeInfo{
 	Gradio4SSEv2:  {"4.20.1", "sse_v2", protoV2, "", 4},
 	Gradio4SSEv1:  {"4.16.0", "sse_v1", protoV1, "", 4},
 	Gradio4SSE:    {"4.8.0", "sse", protoV0, "", 4},
+	Gradio3WS:     {"3.50.2", "ws", protoV0, "", 3},
 }
 
 // ParseMode accepts a mode name, a protocol name ("sse_v2.1") or a Gradio
@@ -78,6 +83,8 @@ func ParseMode(s string) (Mode, error) {
 		return Gradio4SSEv1, nil
 	case "sse", "sse_v0":
 		return Gradio4SSE, nil
+	case "ws", "3":
+		return Gradio3WS, nil
 	}
 	if _, ok := modeInfos[Mode(s)]; ok {
 		return Mode(s), nil
@@ -95,7 +102,8 @@ func (m Mode) info() modeInfo {
 // Version is the Gradio version the mode reports in /config.
 func (m Mode) Version() string { return m.info().version }
 
-// Protocol is the config "protocol" value of the mode.
+// Protocol is the config "protocol" value of the mode ("ws" for Gradio
+// 3, whose config has none: the Go client's name for it).
 func (m Mode) Protocol() string { return m.info().protocol }
 
 // APIPrefix is the config "api_prefix" of the mode ("" before Gradio 5).

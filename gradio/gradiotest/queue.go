@@ -453,7 +453,7 @@ func (s *Server) encode(m *message) []byte {
 			o = o.set("event_id", nil)
 		}
 	default:
-		if s.Mode.atLeast(protoV1) || m.kind == msgSendData {
+		if s.Mode.atLeast(protoV1) || (m.kind == msgSendData && s.Mode.major() >= 4) {
 			o = o.set("event_id", m.eventID)
 		}
 	}

@@ -53,7 +53,9 @@ func (s *Server) buildRoutes() *routeTable {
 	})
 	both("upload", onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleUpload) }))
 	t.exact["reset"] = postOr404(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, obj{{"success", true}}) })
-	if s.Mode.atLeast(protoV1) {
+	if s.Mode.major() < 4 {
+		t.exact["queue/join"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleJoinWS) })
+	} else if s.Mode.atLeast(protoV1) {
 		t.exact["queue/join"] = onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleJoin) })
 		t.exact["queue/data"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleData) })
 	} else { // sse v0: the join is the GET stream, data goes up by POST
