@@ -14,8 +14,9 @@ import (
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
-// bridgedModes are the generations the front door bridges.
-var bridgedModes = []gradiotest.Mode{gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2, gradiotest.Gradio4SSEv21}
+// bridgedModes are the generations the front door bridges (Gradio 3's ws
+// included: the simulator's gradio3-ws mode is not in gradiotest.Modes).
+var bridgedModes = []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2, gradiotest.Gradio4SSEv21}
 
 // postJSON posts body to the front door and returns the status and body.
 func postJSON(t *testing.T, u string, body any) (int, string) {

@@ -112,7 +112,8 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 // Their /info is the app's own, relayed: before Gradio 4.?? it has no
 // parameter_name (the JS client then names parameters by label, and
 // keyword arguments fail), so view_api and predict/keyword_args are not
-// required of them.
+// required of them. Gradio 3's has none either: the bridge names the
+// parameters after their labels, with no defaults.
 func bridgedMode(m gradiotest.Mode) bool {
 	return m.Protocol() != "sse_v3"
 }
@@ -164,7 +165,7 @@ func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 }
 
 // TestFrontDoorBridgeMixedGenerations: replicas of one app on different
-// bridged generations (a rolling upgrade from Gradio 4.8 to 4.21) serve one
+// bridged generations (a rolling upgrade from Gradio 3.50 to 4.21) serve one
 // Gradio 5 app through the front door: the official client's checks pass
 // with its sessions spread over them. A replica of the app on sse_v3 next
 // to them is still reported as another app (the relay and the bridge
