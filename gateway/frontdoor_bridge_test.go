@@ -125,7 +125,7 @@ func bridgedMode(m gradiotest.Mode) bool {
 // handler really stopped at the replica.
 func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 	nodeOrSkip(t)
-	for _, mode := range []gradiotest.Mode{gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
+	for _, mode := range []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio5} {
 		t.Run(string(mode), func(t *testing.T) {
 			gw, _, sims := frontGatewayMode(t, mode, make([]*gradiotest.App, 1), nil)
@@ -144,7 +144,8 @@ func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 					// The script expects real Gradio 4/5's behaviour: the
 					// cancelled queued call runs later, for nobody (two
 					// slow starts). Here it never started (one): the Go
-					// client took it back (sse: its own stream closed;
+					// client took it back (ws: its socket closed, and the
+					// simulator drops it at send_data; sse: its own stream closed;
 					// sse_v1, and sse_v2 when it was the session's only
 					// call: the session's stream hung up). Everything the
 					// caller sees was checked before that line.
