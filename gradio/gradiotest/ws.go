@@ -47,6 +47,9 @@ func (s *Server) handleJoinWS(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(wsReadLimit)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// An upgraded connection outlives the server's Shutdown: the server's
+	// stop ends it (a client that never sends its first frame included).
+	defer context.AfterFunc(s.baseCtx, cancel)()
 	write := func(b []byte) error {
 		wctx, done := context.WithTimeout(ctx, 10*time.Second)
 		defer done()

@@ -253,3 +253,37 @@ func TestGradio3WSCloseCancels(t *testing.T) {
 		}
 	}
 }
+
+// TestGradio3WSServerCloseEndsSockets: closing the server ends sockets
+// waiting for the client's first frame and sockets of running calls (the
+// package's goleak check sees no handler left).
+func TestGradio3WSServerCloseEndsSockets(t *testing.T) {
+	s := newWSServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	idle := dialWS(t, ctx, s)
+	readFrame(t, ctx, idle) // send_hash; no answer
+	running := dialWS(t, ctx, s)
+	readFrame(t, ctx, running)
+	_ = running.Write(ctx, websocket.MessageText, []byte(`{"fn_index": 2, "session_hash": "h"}`))
+	for {
+		m := readFrame(t, ctx, running)
+		if string(m["msg"]) == `"send_data"` {
+			_ = running.Write(ctx, websocket.MessageText, []byte(`{"data": [3600], "fn_index": 2, "session_hash": "h"}`))
+		}
+		if string(m["msg"]) == `"process_starts"` {
+			break
+		}
+	}
+	s.Close()
+	for name, c := range map[string]*websocket.Conn{"idle": idle, "running": running} {
+		for {
+			if _, _, err := c.Read(ctx); err != nil {
+				if ctx.Err() != nil {
+					t.Errorf("%s socket still open after Close", name)
+				}
+				break
+			}
+		}
+	}
+}
