@@ -287,3 +287,29 @@ func TestGradio3WSServerCloseEndsSockets(t *testing.T) {
 		}
 	}
 }
+
+// TestGradio3WSFrameBound: a client frame over the read limit (16 MiB)
+// closes the socket; one of 1 MiB (large inputs; the library's default
+// limit is 32 KiB) is read; the server stays usable.
+func TestGradio3WSFrameBound(t *testing.T) {
+	s := newWSServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok := dialWS(t, ctx, s)
+	readFrame(t, ctx, ok)
+	_ = ok.Write(ctx, websocket.MessageText, []byte(`{"fn_index": 0, "session_hash": "`+strings.Repeat("y", 1<<20)+`"}`))
+	if m := readFrame(t, ctx, ok); string(m["msg"]) != `"estimation"` {
+		t.Errorf("a 1 MiB first frame: got %v, want estimation", m)
+	}
+	c := dialWS(t, ctx, s)
+	readFrame(t, ctx, c)
+	big := `{"fn_index": 0, "session_hash": "` + strings.Repeat("x", 16<<20) + `"}`
+	_ = c.Write(ctx, websocket.MessageText, []byte(big))
+	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Errorf("a frame over the bound: %v, want a message-too-big close", err)
+	}
+	c2 := dialWS(t, ctx, s)
+	if m := readFrame(t, ctx, c2); string(m["msg"]) != `"send_hash"` {
+		t.Errorf("after the big frame: %v", m)
+	}
+}
