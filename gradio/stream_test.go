@@ -332,22 +332,23 @@ func TestStreamOpenedAheadOfJoin(t *testing.T) {
 						case <-time.After(2 * time.Second):
 						}
 					}
-					mu.Lock()
+					mu.Lock() // the session and its event exist together
 					known = true
-					mu.Unlock()
 					msgs <- completed("ev-"+b.Data[0], strings.ToUpper(b.Data[0]))
+					mu.Unlock()
 					fmt.Fprintf(w, `{"event_id":"ev-%s"}`, b.Data[0])
 				case "/gradio_api/queue/data":
 					w.Header().Set("Content-Type", "text/event-stream")
+					// Checked and forgotten under one lock: a join between
+					// the two would otherwise have its session forgotten
+					// right after it was created, which no server does.
 					mu.Lock()
-					k := known
+					notFound := !known || forget && len(msgs) == 0
+					if notFound && forget {
+						known = false
+					}
 					mu.Unlock()
-					if !k || forget && len(msgs) == 0 {
-						if forget {
-							mu.Lock()
-							known = false
-							mu.Unlock()
-						}
+					if notFound {
 						io.WriteString(w, "data: {\"msg\":\"unexpected_error\",\"event_id\":null,\"message\":\"404: Not Found\",\"session_not_found\":true,\"success\":false}\n\n")
 						return
 					}
