@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/gradiopool/gradiopool/internal/jsonwalk"
 )
 
 // protocolWS is the Go client's name for Gradio 3's protocol.
@@ -54,36 +56,24 @@ func wsArgs(data json.RawMessage) (json.RawMessage, error) {
 		return data, nil // the caller's fault is reported by the join
 	}
 	var bad error
-	var walk func(x any) any
-	walk = func(x any) any {
-		switch t := x.(type) {
-		case []any:
-			for i := range t {
-				t[i] = walk(t[i])
-			}
-		case map[string]any:
-			p, ok := t["path"].(string)
-			if ok && isFileData(t) {
-				if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") || p == "" {
-					bad = &badFileError{msg: "gradiopool: this app runs Gradio 3, which takes only uploaded files: upload the file instead of passing its URL"}
-					return x
-				}
-				lf := map[string]any{"name": p, "data": nil, "is_file": true}
-				if n, _ := t["orig_name"].(string); n != "" {
-					lf["orig_name"] = n
-				}
-				if s, ok := t["size"].(json.Number); ok {
-					lf["size"] = s
-				}
-				return lf
-			}
-			for k, e := range t {
-				t[k] = walk(e)
-			}
+	v, _ = jsonwalk.Replace(v, func(t map[string]any) (any, bool) {
+		p, ok := t["path"].(string)
+		if !ok || !isFileData(t) {
+			return nil, false
 		}
-		return x
-	}
-	v = walk(v)
+		if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") || p == "" {
+			bad = &badFileError{msg: "gradiopool: this app runs Gradio 3, which takes only uploaded files: upload the file instead of passing its URL"}
+			return t, true
+		}
+		lf := map[string]any{"name": p, "data": nil, "is_file": true}
+		if n, _ := t["orig_name"].(string); n != "" {
+			lf["orig_name"] = n
+		}
+		if s, ok := t["size"].(json.Number); ok {
+			lf["size"] = s
+		}
+		return lf, true
+	})
 	if bad != nil {
 		return nil, bad
 	}
@@ -100,32 +90,18 @@ func wsOutputFiles(v json.RawMessage) json.RawMessage {
 	if !ok {
 		return v
 	}
-	changed := false
-	var walk func(x any) any
-	walk = func(x any) any {
-		switch t := x.(type) {
-		case []any:
-			for i := range t {
-				t[i] = walk(t[i])
-			}
-		case map[string]any:
-			name, ok := t["name"].(string)
-			if isFile, _ := t["is_file"].(bool); ok && isFile && strings.HasPrefix(name, "/") {
-				changed = true
-				fd := map[string]any{"path": name, "url": nil, "orig_name": t["orig_name"], "size": t["size"],
-					"mime_type": nil, "is_stream": false, "meta": map[string]any{"_type": "gradio.FileData"}}
-				if fd["orig_name"] == nil {
-					fd["orig_name"] = ""
-				}
-				return fd
-			}
-			for k, e := range t {
-				t[k] = walk(e)
-			}
+	x, changed := jsonwalk.Replace(x, func(t map[string]any) (any, bool) {
+		name, ok := t["name"].(string)
+		if isFile, _ := t["is_file"].(bool); !ok || !isFile || !strings.HasPrefix(name, "/") {
+			return nil, false
 		}
-		return x
-	}
-	x = walk(x)
+		fd := map[string]any{"path": name, "url": nil, "orig_name": t["orig_name"], "size": t["size"],
+			"mime_type": nil, "is_stream": false, "meta": map[string]any{"_type": "gradio.FileData"}}
+		if fd["orig_name"] == nil {
+			fd["orig_name"] = ""
+		}
+		return fd, true
+	})
 	if !changed {
 		return v
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/gradiopool/gradiopool/internal/jsonwalk"
 )
 
 // wsReadLimit bounds one client frame (the data of a call), as the
@@ -183,26 +184,7 @@ func wsWalkFiles(b []byte, marker []byte, conv func(map[string]any) (any, bool))
 	if dec.Decode(&x) != nil {
 		return b
 	}
-	changed := false
-	var walk func(x any) any
-	walk = func(x any) any {
-		switch t := x.(type) {
-		case []any:
-			for i := range t {
-				t[i] = walk(t[i])
-			}
-		case map[string]any:
-			if n, ok := conv(t); ok {
-				changed = true
-				return n
-			}
-			for k, e := range t {
-				t[k] = walk(e)
-			}
-		}
-		return x
-	}
-	x = walk(x)
+	x, changed := jsonwalk.Replace(x, conv)
 	if !changed {
 		return b
 	}
