@@ -241,18 +241,7 @@ func (f *FrontDoor) bridgeJoin(w http.ResponseWriter, r *http.Request, s *caller
 			if last != nil {
 				break
 			}
-			if ctx.Err() != nil {
-				f.reportCall(meta, CodeClientClosed)
-				return
-			}
-			f.reportCall(meta, CodeNoReplica)
-			f.annotate(r, slog.String("error_code", CodeNoReplica))
-			if busy := f.busyDetail(err, meta.start); busy != "" {
-				w.Header().Set("Retry-After", "1")
-				detail(w, http.StatusTooManyRequests, busy)
-				return
-			}
-			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+			f.noSlot(w, r, s, meta, err)
 			return
 		}
 		meta.replica, meta.backend, meta.wait = b.Replica, b.Backend, f.cfg.Now().Sub(meta.start)

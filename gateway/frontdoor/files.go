@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+
+	"github.com/gradiopool/gradiopool/internal/jsonwalk"
 )
 
 // heldPrefix starts the paths the gateway answers for its uploads; a join
@@ -125,32 +127,20 @@ func (f *FrontDoor) localizeFiles(ctx context.Context, app *gradio.Client, repli
 		return nil, &badFileError{msg: "data is not JSON: " + err.Error()}
 	}
 	var werr error
-	var walk func(x any) any
-	walk = func(x any) any {
-		switch t := x.(type) {
-		case []any:
-			for i := range t {
-				t[i] = walk(t[i])
-			}
-		case map[string]any:
-			if p, ok := t["path"].(string); ok && werr == nil {
-				np, changed, err := f.localPath(ctx, app, replica, p)
-				if err != nil {
-					werr = err
-				} else if changed {
-					t["path"] = np
-					if _, ok := t["url"]; ok {
-						t["url"] = nil
-					}
+	v, _ = jsonwalk.Replace(v, func(t map[string]any) (any, bool) {
+		if p, ok := t["path"].(string); ok && werr == nil {
+			np, changed, err := f.localPath(ctx, app, replica, p)
+			if err != nil {
+				werr = err
+			} else if changed {
+				t["path"] = np
+				if _, ok := t["url"]; ok {
+					t["url"] = nil
 				}
 			}
-			for k, e := range t {
-				t[k] = walk(e)
-			}
 		}
-		return x
-	}
-	v = walk(v)
+		return nil, false // rewritten in place; its members are walked too
+	})
 	if werr != nil {
 		return nil, werr
 	}

@@ -118,22 +118,7 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 			if last != nil {
 				break
 			}
-			if ctx.Err() != nil {
-				f.reportCall(meta, CodeClientClosed)
-				return
-			}
-			f.reportCall(meta, CodeNoReplica)
-			f.annotate(r, slog.String("error_code", CodeNoReplica))
-			f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(front)), slog.Any("error", err))
-			if busy := f.busyDetail(err, meta.start); busy != "" {
-				// Not 503: the official JS client shows its own "This
-				// application is currently busy" for a 503 and drops the
-				// detail; for other statuses it shows the detail.
-				w.Header().Set("Retry-After", "1")
-				detail(w, http.StatusTooManyRequests, busy)
-				return
-			}
-			f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+			f.noSlot(w, r, s, meta, err)
 			return
 		}
 		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.cfg.Now().Sub(meta.start)
@@ -167,6 +152,27 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 
 // tooManyCallsDetail answers a join past the client's call limit.
 const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client calls in flight already; retry when one ends"
+
+// noSlot answers a join for which no replica gave a slot (the first
+// attempt: later ones answer with the last replica's refusal).
+func (f *FrontDoor) noSlot(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, err error) {
+	if r.Context().Err() != nil {
+		f.reportCall(meta, CodeClientClosed)
+		return
+	}
+	f.reportCall(meta, CodeNoReplica)
+	f.annotate(r, slog.String("error_code", CodeNoReplica))
+	f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(s.front)), slog.Any("error", err))
+	if busy := f.busyDetail(err, meta.start); busy != "" {
+		// Not 503: the official JS client shows its own "This
+		// application is currently busy" for a 503 and drops the
+		// detail; for other statuses it shows the detail.
+		w.Header().Set("Retry-After", "1")
+		detail(w, http.StatusTooManyRequests, busy)
+		return
+	}
+	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+}
 
 // busyDetail is the gateway's own message for a join that found every
 // replica busy (its queue time-out, or its queue full), "" for other
