@@ -2,6 +2,10 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -145,10 +149,18 @@ func (f *fake) Stats(context.Context) pool.Stats {
 	return pool.Stats{Pools: map[string]pool.ReplicaStats{"r1": {InUseConnections: int(f.inUse.Load())}}, Initialized: true}
 }
 
-// users hashes e-mails as a pool does (a random key per fake).
-var users = pool.NewUserHasher(nil)
+// UserTag names a user in logs as a pool does: a short keyed hash of the
+// normalised e-mail (the key random per test binary).
+func (f *fake) UserTag(user string) string {
+	if user == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, fakeTagKey[:])
+	m.Write([]byte(strings.ToLower(strings.TrimSpace(user))))
+	return hex.EncodeToString(m.Sum(nil)[:4])
+}
 
-func (f *fake) UserTag(user string) string { return users.Tag(user) }
+var fakeTagKey = func() (k [32]byte) { _, _ = rand.Read(k[:]); return }()
 
 func (f *fake) Gauges(context.Context) []gateway.ReplicaGauges {
 	return []gateway.ReplicaGauges{{Name: "r1", Idle: 4, InUse: int(f.inUse.Load()), Max: 50, QueueTimeouts: 2}}

@@ -513,8 +513,8 @@ func TestLogsHideSecretsAndEmails(t *testing.T) {
 			t.Errorf("%q leaked", s)
 		}
 	}
-	if !strings.Contains(logs.String(), users.Tag(email)) {
-		t.Errorf("the access log lacks the user hash %s", users.Tag(email))
+	if !strings.Contains(logs.String(), (&fake{}).UserTag(email)) {
+		t.Errorf("the access log lacks the user hash %s", (&fake{}).UserTag(email))
 	}
 	if n := strings.Count(logs.String(), `"msg":"http request"`); n != 6 {
 		t.Errorf("%d access lines, want 6", n)

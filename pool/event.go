@@ -174,7 +174,7 @@ func (p *Pool) emit(e Event) {
 		if errors.As(e.Err, &appErr) {
 			// An app's error text often quotes the user's input: its length
 			// and keyed hash (the users' key), never the text.
-			attrs = append(attrs, slog.String("error", "app error"), slog.Int("error_len", len(appErr.Message)), slog.String("error_hash", p.users.Tag(appErr.Message)))
+			attrs = append(attrs, slog.String("error", "app error"), slog.Int("error_len", len(appErr.Message)), slog.String("error_hash", p.users.tag(appErr.Message)))
 		} else {
 			attrs = append(attrs, slog.String("error", e.Err.Error()))
 		}

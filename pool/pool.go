@@ -26,7 +26,7 @@ type Pool struct {
 	reconfMu sync.Mutex // one Reconfigure at a time, and none during Close
 	store    assign.Store
 	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
-	users    UserHasher     // e-mail -> user key, under Config.HashKey
+	users    userHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
 
 	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
@@ -60,7 +60,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg.withDefaults()}
 	p.live.Store(p.cfg.liveSettings())
-	p.users = NewUserHasher(cfg.HashKey)
+	p.users = newUserHasher(cfg.HashKey)
 	p.store = cfg.Store
 	if p.store == nil {
 		p.ownStore = assign.NewMemory(assign.MemoryConfig{})
@@ -121,7 +121,7 @@ func (p *Pool) goBackground(f func()) (started bool) {
 // UserTag is how the pool's logs and events name user: the first 8 hex
 // digits of its keyed hash ("" for anonymous). A gateway logs the same tag,
 // so the lines of one call match without a second hash or key.
-func (p *Pool) UserTag(user string) string { return p.users.Tag(user) }
+func (p *Pool) UserTag(user string) string { return p.users.tag(user) }
 
 // Replicas returns the replica names in configuration order.
 func (p *Pool) Replicas() []string {

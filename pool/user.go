@@ -42,27 +42,28 @@ func ParseUser(s string) (string, error) {
 	return u, nil
 }
 
-// UserHasher turns e-mails into the keyed hashes that stand for them
+// userHasher turns e-mails into the keyed hashes that stand for them
 // everywhere (assignment store, logs, stats): HMAC-SHA256 under one key.
-// A [Pool] owns one (Config.HashKey); the gateway logs the pool's tags, so
-// both name a user the same way. The zero value is not usable.
-type UserHasher struct {
+// A [Pool] owns the one hasher (Config.HashKey) and lends its tags out
+// through [Pool.UserTag], so the gateway's logs and the front door's name a
+// user the way the pool's store does. The zero value is not usable.
+type userHasher struct {
 	key []byte
 }
 
-// NewUserHasher returns a hasher keyed by key; an empty key means a random
+// newUserHasher returns a hasher keyed by key; an empty key means a random
 // one (hashes then differ from one process to the next).
-func NewUserHasher(key []byte) UserHasher {
+func newUserHasher(key []byte) userHasher {
 	if len(key) == 0 {
 		key = make([]byte, 32)
 		_, _ = rand.Read(key)
 	}
-	return UserHasher{key: key}
+	return userHasher{key: key}
 }
 
 // hash is the user key of an e-mail: 32 hex digits of the keyed hash of its
 // normalised form. "" (anonymous) maps to "".
-func (h UserHasher) hash(user string) string {
+func (h userHasher) hash(user string) string {
 	u := normalizeUser(user)
 	if u == "" {
 		return ""
@@ -72,9 +73,9 @@ func (h UserHasher) hash(user string) string {
 	return hex.EncodeToString(m.Sum(nil)[:userKeyLen])
 }
 
-// Tag is the part of the user key that logs show: its first 8 hex digits.
+// tag is the part of the user key that logs show: its first 8 hex digits.
 // "" stays "".
-func (h UserHasher) Tag(user string) string { return keyPrefix(h.hash(user)) }
+func (h userHasher) tag(user string) string { return keyPrefix(h.hash(user)) }
 
 // keyPrefix is the part of a user key that may be logged.
 func keyPrefix(key string) string {

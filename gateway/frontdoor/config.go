@@ -136,7 +136,7 @@ type Config struct {
 	// then do not survive a restart).
 	HashKey []byte
 	// HashUser returns the loggable hash of a user (an e-mail). Nil means
-	// the first 8 hex digits of HMAC-SHA256(HashKey, user).
+	// the pool's [pool.Pool.UserTag] (its one keyed hash of users).
 	HashUser func(string) string
 	// PinSessions sends every call of a caller session to the session's
 	// replica. Default false: a call to an endpoint that keeps no session

@@ -118,8 +118,11 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.HashUser == nil && p != nil {
+		cfg.HashUser = p.UserTag
+	}
 	if cfg.HashUser == nil {
-		cfg.HashUser = pool.NewUserHasher(cfg.HashKey).Tag
+		cfg.HashUser = func(string) string { return "" } // no pool: no call is served, no user logged
 	}
 	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
 	if f.log == nil {

@@ -1,6 +1,10 @@
 // Command exportcount counts the exported API of Go packages: exported
 // top-level names (functions, types, variables, constants) plus exported
-// methods, in non-test files, the measure issue 19 sets targets on.
+// methods, in non-test files, the measure issue 19 sets targets on. It
+// prints two figures: "api", the names a user of the package can reach
+// (methods of unexported types left out: they exist only to satisfy
+// interfaces such as error, http.ResponseWriter or prometheus.Collector),
+// and "all", every exported identifier however unreachable.
 //
 //	go run ./internal/exportcount [-v] pool gateway gradio
 package main
@@ -28,10 +32,20 @@ func main() {
 			status = 1
 			continue
 		}
-		fmt.Printf("%s\t%d\n", dir, len(names))
+		api := 0
+		for _, n := range names {
+			if reachable(n) {
+				api++
+			}
+		}
+		fmt.Printf("%s\tapi %d\tall %d\n", dir, api, len(names))
 		if *verbose {
 			for _, n := range names {
-				fmt.Printf("\t%s\n", n)
+				mark := ""
+				if !reachable(n) {
+					mark = "\t(method of an unexported type)"
+				}
+				fmt.Printf("\t%s%s\n", n, mark)
 			}
 		}
 	}
@@ -86,6 +100,13 @@ func count(dir string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// reachable reports whether a counted name is reachable from outside the
+// package: a top-level name, or a method of an exported type.
+func reachable(name string) bool {
+	recv, _, isMethod := strings.Cut(name, ".")
+	return !isMethod || ast.IsExported(recv)
 }
 
 func recvName(e ast.Expr) string {
