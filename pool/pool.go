@@ -303,7 +303,7 @@ func (p *Pool) acquireOn(ctx context.Context, r *replica, key string, prio Prior
 	if p.sticky == nil || key == "" {
 		return p.plainLease(ctx, r, key, prio)
 	}
-	ctx = watchOn(ctx, r) // a sticky user's wait for a permit (its own session's is not shown)
+	ctx = watchOn(ctx, r) // a sticky user's wait for a permit; for its own session: reservation.watch
 	permit, err := p.takePermit(ctx, r, prio)
 	if err != nil {
 		return nil, err

@@ -92,23 +92,33 @@ func (s *slotTimes) add(d time.Duration) {
 // slot times over its MaxConnections. The slot time is r's own, else the
 // mean of the other replicas' (r has served no slot call yet).
 func (r *replica) queueETA(rank int) (time.Duration, bool) {
-	avg := time.Duration(r.slotTime.avg.Load())
-	if avg == 0 {
-		var sum time.Duration
-		n := 0
-		for _, o := range r.p.set.Load().list {
-			if a := o.slotTime.avg.Load(); a > 0 {
-				sum += time.Duration(a)
-				n++
-			}
-		}
-		if n == 0 {
-			return 0, false
-		}
-		avg = sum / time.Duration(n)
+	avg, ok := r.slotTimeAvg()
+	if !ok {
+		return 0, false
 	}
 	slots := max(r.p.live.Load().maxConns, 1)
 	return avg * time.Duration(rank+1) / time.Duration(slots), true
+}
+
+// slotTimeAvg is the measured time a call holds a slot of r: r's own,
+// else the mean of the other replicas' (r has served no slot call yet);
+// false when no call was measured anywhere.
+func (r *replica) slotTimeAvg() (time.Duration, bool) {
+	if avg := time.Duration(r.slotTime.avg.Load()); avg > 0 {
+		return avg, true
+	}
+	var sum time.Duration
+	n := 0
+	for _, o := range r.p.set.Load().list {
+		if a := o.slotTime.avg.Load(); a > 0 {
+			sum += time.Duration(a)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / time.Duration(n), true
 }
 
 // QueueWatch follows one call's wait for a slot (CallOptions.Watch,
@@ -147,6 +157,18 @@ func (w *QueueWatch) left() {
 	w.pos = nil
 	w.mu.Unlock()
 }
+
+// Queued records that the call waits elsewhere than in the pool (the
+// gateway's front door serialises the joins of one caller session), pos
+// giving its position until Left; it closes Waited on the first wait.
+func (w *QueueWatch) Queued(pos func() QueuePosition) { w.queuedAt(pos) }
+
+// Left ends the wait Queued began: pos is not called from then on.
+func (w *QueueWatch) Left() { w.left() }
+
+// QueueTimeout is the pool's bound on a wait for a slot (Config.QueueTimeout,
+// as reconfigured), for waits of its callers outside the pool to follow.
+func (p *Pool) QueueTimeout() time.Duration { return p.live.Load().queueTimeout }
 
 // Waited is closed when the call first waits for a slot.
 func (w *QueueWatch) Waited() <-chan struct{} {

@@ -72,3 +72,65 @@ func TestReserveQueueWatcher(t *testing.T) {
 		}
 	})
 }
+
+// TestStickyWaitWatched: with StickySessions, a signed-in user's calls
+// waiting for the user's own session (its previous call still holds it)
+// are shown their place among the user's waiting calls, and an ETA of one
+// slot time per call up to their turn once a call was measured; the
+// place is gone once served.
+func TestStickyWaitWatched(t *testing.T) {
+	cfg := pool.Config{MaxConnections: 4, MinConnections: 1, StickySessions: true}
+	bubbleWith(t, 1, cfg, nil, func(t *testing.T, p *pool.Pool, _ []*gradiotest.Server, _ *http.Client) {
+		ctx := context.Background()
+		const user = "ann@example.org"
+		// A measured slot call of 2 s: ETAs are known from then on.
+		sl, err := p.Reserve(ctx, "", pool.ReserveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		sl.Done(gradio.JoinAccepted, nil)
+		sl.Release()
+		holder, err := p.Acquire(ctx, user) // holds the user's own session
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := []*pool.QueueWatch{{}, {}}
+		errs := make(chan error, 2)
+		for _, w := range ws {
+			go func() {
+				c, err := p.SubmitWith(ctx, user, pool.CallOptions{Watch: w}, "upper", "x")
+				if err == nil {
+					_, err = c.Wait(ctx)
+				}
+				errs <- err
+			}()
+			synctest.Wait()
+		}
+		for i, w := range ws {
+			pos, ok := w.Position()
+			if !ok || pos.Rank != i || pos.Size != 2 || !pos.ETAKnown || pos.ETA != time.Duration(i+1)*2*time.Second {
+				t.Errorf("call %d waiting for the user's session: %+v (shown %v), want rank %d of 2, ETA %ds", i, pos, ok, i, 2*(i+1))
+			}
+		}
+		// The sessions pool has free slots: the user's own session is
+		// what they wait for.
+		holder.Release()
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range ws {
+			if _, ok := w.Position(); ok {
+				t.Errorf("call %d still shows a place once served", i)
+			}
+			select {
+			case <-w.Waited():
+			default:
+				t.Errorf("call %d: Waited not closed", i)
+			}
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/waitq"
 )
 
 // stickyTable holds the users' own sessions when Config.StickySessions is
@@ -32,6 +33,11 @@ type reservation struct {
 
 	lastUsed time.Time // guarded by stickyTable.mu
 	dead     bool      // guarded by stickyTable.mu: dropped from the table
+
+	// waiters are the user's calls waiting for the token whose callers
+	// watch their place (CallOptions.Watch), in arrival order (wmu).
+	wmu     sync.Mutex
+	waiters waitq.Queue[struct{}]
 }
 
 func newStickyTable(p *Pool) *stickyTable {
@@ -95,10 +101,13 @@ func (t *stickyTable) acquire(ctx context.Context, r *replica, key string, prio 
 	for {
 		res := t.get(key, r)
 		r.stickyWaiting.Add(1)
+		leave := res.watch(ctx, r)
 		select {
 		case <-res.token:
+			leave()
 			r.stickyWaiting.Add(-1)
 		case <-qctx.Done():
+			leave()
 			r.stickyWaiting.Add(-1)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -128,6 +137,38 @@ func (t *stickyTable) acquire(ctx context.Context, r *replica, key string, prio 
 			res.client, res.gen = app.NewSession(), gen
 		}
 		return &Lease{p: t.p, r: r, sess: s, client: res.client, res: res, key: key}, nil
+	}
+}
+
+// watch shows the call's wait for res's token to its QueueWatch, if it
+// has one and the token is taken: its rank among the user's calls waiting
+// for their session, and an ETA of one slot time per call ahead of it and
+// its own turn (the user's calls run one at a time, not MaxConnections at
+// a time). It returns what ends the showing.
+func (res *reservation) watch(ctx context.Context, r *replica) (leave func()) {
+	qw, _ := ctx.Value(queueWatcherKey{}).(*QueueWatch)
+	if qw == nil || len(res.token) > 0 {
+		return func() {}
+	}
+	link := new(waitq.Link[struct{}])
+	res.wmu.Lock()
+	res.waiters.Push(link, waitq.ClassOf(0), 0)
+	res.wmu.Unlock()
+	qw.queuedAt(func() QueuePosition {
+		res.wmu.Lock()
+		rank, size := res.waiters.Rank(link, 0), res.waiters.Len()
+		res.wmu.Unlock()
+		pos := QueuePosition{Replica: r.name, Rank: rank, Size: size}
+		if avg, ok := r.slotTimeAvg(); ok {
+			pos.ETA, pos.ETAKnown = avg*time.Duration(max(rank, 0)+1), true
+		}
+		return pos
+	})
+	return func() {
+		qw.left() // before the link goes: pos is not called after
+		res.wmu.Lock()
+		res.waiters.Remove(link)
+		res.wmu.Unlock()
 	}
 }
 
