@@ -220,8 +220,10 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		b.Replica, b.Backend = l.Replica(), s.laneBackend(l.Replica())
 		return l, b, nil
 	}
-	s.bindMu.Lock()
-	defer s.bindMu.Unlock()
+	if err := s.bindMu.lock(ctx, watch, f.p.QueueTimeout()); err != nil {
+		return nil, s.binding(), err
+	}
+	defer s.bindMu.unlock()
 	b := s.binding()
 	skip := slices.Clone(tried)
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {

@@ -34,8 +34,8 @@ type callerSession struct {
 
 	// bindMu serialises binding the session to a replica (its first join,
 	// or a move after a refusal): two joins racing must not pick two
-	// replicas. It is held across the join request of a binding.
-	bindMu sync.Mutex
+	// replicas. Its waiting joins are shown their place (bindlock.go).
+	bindMu bindLock
 
 	mu      sync.Mutex // guards the fields below; no I/O under it
 	bind    Binding

@@ -1,0 +1,207 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+// stateApp is spreadApp with hold_state, an endpoint with gr.State that
+// holds until gate closes and keeps the session's inputs in its state.
+func stateApp(gate chan struct{}) *gradiotest.App {
+	app := spreadApp(gate)
+	app.Handle("hold_state", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
+		s, _ := c.String(0)
+		var items []string
+		if len(c.Inputs) > 1 && string(c.Inputs[1]) != "null" {
+			if err := c.Decode(1, &items); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		items = append(items, s)
+		return []any{"held " + strings.Join(items, ","), items}, nil
+	}, []gradiotest.Component{gradiotest.Textbox("in"), gradiotest.State([]any{})},
+		[]gradiotest.Component{gradiotest.Textbox("out"), gradiotest.State(nil)})
+	return app
+}
+
+// joinSoon is fdJoin, failing the test when the join is not answered
+// within a minute (a hang guard: a join that waits for its slot before
+// it is answered would hang the test until the gate opens).
+func joinSoon(t *testing.T, base, session string, fn int, data ...any) string {
+	t.Helper()
+	type res struct {
+		id  string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		id, err := fdJoin(base, session, fn, data...)
+		ch <- res{id, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.id
+	case <-time.After(time.Minute):
+		t.Fatalf("join of %s %v not answered while it waits", session, data)
+	}
+	return ""
+}
+
+// TestFrontDoorQueueSessionJoins: joins of one session to an endpoint with
+// gr.State, which run one after the other on the session's replica, are
+// all answered at once while every slot is taken, and each is shown its
+// own place: the later one behind the earlier one. Both then run, in
+// order, with the session's state.
+func TestFrontDoorQueueSessionJoins(t *testing.T) {
+	gate := make(chan struct{})
+	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{stateApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+	})
+	base := srv.URL
+	hold, holdState := fnIndexOf(t, base, "hold"), fnIndexOf(t, base, "hold_state")
+	occ := joinSoon(t, base, "occupier", hold, "o")
+	occStream := fdMessages(t, base, "occupier")
+	nextMsg(t, occStream, "process_starts", occ)
+
+	first := joinSoon(t, base, "stateful", holdState, "a", nil)
+	stream := fdMessages(t, base, "stateful")
+	if est := nextMsg(t, stream, "estimation", first); est["rank"] != float64(0) {
+		t.Errorf("first join: %v, want rank 0", est)
+	}
+	second := joinSoon(t, base, "stateful", holdState, "b", nil)
+	if est := nextMsg(t, stream, "estimation", second); est["rank"] != float64(1) || est["queue_size"] != float64(2) {
+		t.Errorf("second join of the session: %v, want rank 1 of 2 (behind the first)", est)
+	}
+	close(gate)
+	nextMsg(t, occStream, "process_completed", occ)
+	for i, id := range []string{first, second} {
+		done := nextMsg(t, stream, "process_completed", id)
+		want := []string{"held a", "held a,b"}[i]
+		if done["success"] != true || !strings.Contains(fmt.Sprint(done["output"]), want) {
+			t.Errorf("join %d ended %v, want %q", i, done, want)
+		}
+	}
+	if st := g.FrontDoor().Stats(); st.Queued != 2 {
+		t.Errorf("front door stats: %d joins queued, want 2", st.Queued)
+	}
+}
+
+// nodeLive runs a script of testdata/jsclient, calling line for each line
+// of its stdout as it comes, and returns the whole stdout; it fails the
+// test when the script fails. timeout is a hang guard.
+func nodeLive(t *testing.T, timeout time.Duration, line func([]byte), script string, args ...string) []byte {
+	t.Helper()
+	node, dir := nodeOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		all.Write(sc.Bytes())
+		all.WriteByte('\n')
+		line(sc.Bytes())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", script, err, all.String(), stderr.String())
+	}
+	return all.Bytes()
+}
+
+// jsStatus is a status event the JS client showed.
+type jsStatus struct {
+	Stage    string   `json:"stage"`
+	Queue    bool     `json:"queue"`
+	Position *int     `json:"position"`
+	Size     *int     `json:"size"`
+	ETA      *float64 `json:"eta"`
+	Message  string   `json:"message"`
+}
+
+// jsCallLine is a line of queue_status_many.mjs.
+type jsCallLine struct {
+	Call   int       `json:"call"`
+	Status *jsStatus `json:"status"`
+	Data   []any     `json:"data"`
+}
+
+// TestFrontDoorQueueJSClientSession: one official JS client of a
+// signed-in user (sticky sessions on) makes three calls to an endpoint
+// with gr.State while every slot is taken: the first waits for a slot,
+// the others for the session's replica behind it. The client shows each
+// call pending in the queue at its own place (0 of 1, 1 of 2, 2 of 3),
+// and all three then run in order on the session's state.
+func TestFrontDoorQueueJSClientSession(t *testing.T) {
+	nodeOrSkip(t) // before any replica starts
+	gate := make(chan struct{})
+	var closeGate sync.Once
+	t.Cleanup(func() { closeGate.Do(func() { close(gate) }) })
+	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{stateApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+		c.Pool.StickySessions = true
+	})
+	base := srv.URL
+	joinSoon(t, base, "occupier", fnIndexOf(t, base, "hold"), "o")
+	firstShown := map[int]*jsStatus{}
+	data := map[int][]any{}
+	out := nodeLive(t, time.Minute, func(b []byte) {
+		var l jsCallLine
+		if json.Unmarshal(b, &l) != nil {
+			return
+		}
+		if l.Data != nil {
+			data[l.Call] = l.Data
+		}
+		if l.Status == nil || l.Status.Position == nil || firstShown[l.Call] != nil {
+			return
+		}
+		firstShown[l.Call] = l.Status
+		if l.Call == 2 { // every call shown: the slot may free
+			closeGate.Do(func() { close(gate) })
+		}
+	}, "queue_status_many.mjs", "--user=ann@example.org", base+"/", "/hold_state", "a", "b", "c")
+	for i := range 3 {
+		s := firstShown[i]
+		if s == nil || s.Stage != "pending" || !s.Queue || *s.Position != i || s.Size == nil || *s.Size != i+1 {
+			t.Errorf("call %d: first status with a place %+v, want pending in the queue at %d of %d", i, s, i, i+1)
+		}
+		want := "held " + strings.Join([]string{"a", "b", "c"}[:i+1], ",")
+		if len(data[i]) == 0 || data[i][0] != want {
+			t.Errorf("call %d returned %v, want %q first", i, data[i], want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the JS client printed:\n%s", out)
+	}
+}
