@@ -114,11 +114,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	}
 	// notes writes the gateway's own messages: estimations of the calls
 	// in its queue, the end of those that got no replica.
-	notes := func() {
-		for _, m := range s.takeQueuedNotes() {
-			_ = out.data(m)
-		}
-	}
+	notes := func() { out.dataFrom(s.takeQueuedNotes) }
 	startBusy()
 	if len(active) == 0 && b.Replica != "" && !s.waitingQueued() {
 		start(b.Replica, b.Backend)
@@ -194,6 +190,21 @@ func (m *muxWriter) data(b []byte) error {
 		m.rc = startSSE(m.w)
 	}
 	return m.rc.Data(b)
+}
+
+// dataFrom writes the messages take returns, taken under the stream's
+// lock: an estimation of a queued call taken before its replica accepted
+// it is written before that replica's messages of it (a lane writes them
+// once the call is accepted, which ends its estimations).
+func (m *muxWriter) dataFrom(take func() [][]byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range take() {
+		if m.rc == nil {
+			m.rc = startSSE(m.w)
+		}
+		_ = m.rc.Data(b)
+	}
 }
 
 // start sends the stream's headers if they are not sent yet.
