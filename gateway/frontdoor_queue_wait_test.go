@@ -205,3 +205,69 @@ func TestFrontDoorQueueJSClientSession(t *testing.T) {
 		t.Logf("the JS client printed:\n%s", out)
 	}
 }
+
+// TestFrontDoorQueueBridged: over Gradio 4.0-4.21 replicas (bridged: the
+// gateway runs each call with the Go client and owns its event ids), a
+// join that must wait for a slot is answered at once and shown its place;
+// the call then runs under that same event id. The official JS client
+// shows it pending in the queue at position 0 of 1.
+func TestFrontDoorQueueBridged(t *testing.T) {
+	gate := make(chan struct{})
+	srv, g, _ := frontGatewayMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+	})
+	base := srv.URL
+	hold := fnIndexOf(t, base, "hold")
+	occ := joinSoon(t, base, "occupier", hold, "o")
+	occStream := fdMessages(t, base, "occupier")
+	nextMsg(t, occStream, "process_starts", occ)
+	id := joinSoon(t, base, "waiter", hold, "w")
+	stream := fdMessages(t, base, "waiter")
+	if est := nextMsg(t, stream, "estimation", id); est["rank"] != float64(0) || est["queue_size"] != float64(1) {
+		t.Errorf("bridged join waiting for a slot: %v, want rank 0 of 1", est)
+	}
+	close(gate)
+	nextMsg(t, occStream, "process_completed", occ)
+	nextMsg(t, stream, "process_starts", id)
+	if done := nextMsg(t, stream, "process_completed", id); done["success"] != true || !strings.Contains(fmt.Sprint(done["output"]), "held w") {
+		t.Errorf("bridged waiter ended %v", done)
+	}
+	nextMsg(t, stream, "close_stream", "")
+	if st := g.FrontDoor().Stats(); st.Queued != 1 {
+		t.Errorf("front door stats: %d joins queued, want 1", st.Queued)
+	}
+}
+
+// TestFrontDoorQueueBridgedJSClient: the JS client's view of a bridged
+// call waiting in the gateway's queue, and of its time-out.
+func TestFrontDoorQueueBridgedJSClient(t *testing.T) {
+	nodeOrSkip(t)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	srv, _, _ := frontGatewayMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+		c.Pool.QueueTimeout = 2 * time.Second
+	})
+	base := srv.URL
+	joinSoon(t, base, "occupier", fnIndexOf(t, base, "hold"), "o")
+	out := nodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
+	var queued, last *jsStatus
+	for line := range strings.Lines(string(out)) {
+		var m struct {
+			Status *jsStatus `json:"status"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
+			continue
+		}
+		last = m.Status
+		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
+			queued = m.Status
+		}
+	}
+	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 {
+		t.Errorf("no pending status with queue, position 0 of 1; the JS client printed:\n%s", out)
+	}
+	if last == nil || last.Stage != "error" || !strings.Contains(last.Message, "gradiopool: all 1 replicas are busy; waited") {
+		t.Errorf("the call did not end with the gateway's busy message; the JS client printed:\n%s", out)
+	}
+}

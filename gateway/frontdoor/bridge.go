@@ -329,7 +329,7 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 			args = append(args, data[i])
 		}
 	}
-	id := newEventID()
+	id := meta.qc.eventID() // the gateway's queued id, if the caller has it
 	jctx, cancel := context.WithCancel(f.ctx)
 	stopOnDrain := context.AfterFunc(f.stopCalls, cancel)
 	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), start: meta.start}
@@ -451,14 +451,17 @@ func (f *FrontDoor) bridgeData(w http.ResponseWriter, r *http.Request, s *caller
 	t := time.NewTicker(f.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		msgs, idle := br.take()
-		for _, m := range msgs {
+		// The gateway's queue first (queued.go): a call's estimations
+		// come before its replica's messages.
+		msgs := s.takeQueuedNotes()
+		more, idle := br.take()
+		for _, m := range append(msgs, more...) {
 			if rc.Data(m) != nil {
 				br.cancelAll()
 				return
 			}
 		}
-		if idle {
+		if idle && !s.waitingQueued() {
 			_ = rc.Data([]byte(`{"msg":"close_stream","event_id":null}`))
 			return
 		}
@@ -467,10 +470,12 @@ func (f *FrontDoor) bridgeData(w http.ResponseWriter, r *http.Request, s *caller
 			// The caller went away: as Gradio does when a session's
 			// stream closes, its calls are dropped.
 			br.cancelAll()
+			s.cancelQueued()
 			return
 		case <-f.ctx.Done():
 			return
 		case <-br.wake:
+		case <-s.wake:
 		case <-t.C:
 			if rc.Data([]byte(`{"msg":"heartbeat"}`)) != nil {
 				br.cancelAll()

@@ -60,6 +60,9 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if br := s.bridgeOf(false); br != nil || f.bridged(ctx) {
+		if br == nil && s.waitingQueued() {
+			br = s.bridgeOf(true) // its calls wait in the gateway's queue: their messages come here
+		}
 		f.bridgeData(w, r, s, br)
 		return
 	}

@@ -92,16 +92,22 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		f.annotate(r, slog.String("user", meta.user))
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
-	if f.bridged(ctx) {
+	route := func(w http.ResponseWriter, r *http.Request, meta callMeta) { f.routeJoin(w, r, s, u, m, meta) }
+	if f.queueShown() && f.knownFn(m["fn_index"]) {
+		handedOff = f.joinQueued(w, r, s, meta, route)
+		return
+	}
+	route(w, r, meta)
+}
+
+// routeJoin places the join: bridged to an older generation's replica
+// (bridge.go), or relayed.
+func (f *FrontDoor) routeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta) {
+	if f.bridged(r.Context()) {
 		f.bridgeJoin(w, r, s, u, m, meta)
 		return
 	}
-	spread := f.Spreadable(m["fn_index"])
-	if f.queueShown() && f.knownFn(m["fn_index"]) {
-		handedOff = f.joinQueued(w, r, s, u, m, meta, spread)
-		return
-	}
-	f.placeJoin(w, r, s, u, m, meta, spread)
+	f.placeJoin(w, r, s, u, m, meta, f.Spreadable(m["fn_index"]))
 }
 
 // placeJoin takes a slot for the call (waiting in the gateway's queue

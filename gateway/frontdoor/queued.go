@@ -44,6 +44,16 @@ type queuedCall struct {
 	shown, direct bool
 }
 
+// eventID is the event id a call the gateway runs itself (bridge.go) is
+// known by: the gateway's own when the caller was told it while the call
+// waited, else a new one.
+func (qc *queuedCall) eventID() string {
+	if qc.aliased() {
+		return qc.id
+	}
+	return newEventID()
+}
+
 // show commits the caller to the gateway's event id; false when the
 // join went to a replica first (the caller gets the replica's answer).
 func (qc *queuedCall) show() bool {
@@ -123,11 +133,12 @@ func (c *capture) Write(b []byte) (int, error) {
 	return c.body.Write(b)
 }
 
-// joinQueued runs placeJoin for the caller; when the call has to wait for
-// a slot it answers the join with a gateway event id and returns true
+// joinQueued runs place (placeJoin, bridgeJoin) for the caller; when the
+// call has to wait (for a slot, the session's earlier joins, the first
+// replica) it answers the join with a gateway event id and returns true
 // (the call's goroutine then owns meta.release); otherwise the caller gets
-// placeJoin's answer as it would have.
-func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta, spread bool) bool {
+// place's answer as it would have.
+func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, place func(http.ResponseWriter, *http.Request, callMeta)) bool {
 	// The call outlives the join's request once answered: it ends with
 	// the front door, at StopCalls, or when the caller cancels it or
 	// closes its stream (qc.cancel).
@@ -145,7 +156,7 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	go func() {
 		defer f.qwg.Done()
 		defer close(done)
-		f.placeJoin(rec, br, s, u, m, meta, spread)
+		place(rec, br, meta)
 	}()
 	end := func() { stopF(); stopS(); cancel() }
 	select {
