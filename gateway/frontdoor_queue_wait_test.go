@@ -6,6 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"strings"
 	"sync"
@@ -206,6 +210,82 @@ func TestFrontDoorQueueJSClientSession(t *testing.T) {
 	}
 }
 
+// heldConfig puts a proxy in front of the replica at target that holds
+// every GET of its config until release closes: a replica whose /config
+// answers slowly, so that the gateway's first joins come before any
+// replica is connected. It returns the proxy's URL.
+func heldConfig(t *testing.T, target string, release <-chan struct{}) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1 // event streams pass at once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/config") {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// TestFrontDoorQueueBeforeFirstReplica: joins that come before any
+// replica is connected (its /config is slow) are answered at once with
+// the gateway's event id and shown their place among the joins waiting
+// for the app; once the replica connects they run. A join of a function
+// the app turns out not to have ends on its stream with success false
+// and the gateway's message.
+func TestFrontDoorQueueBeforeFirstReplica(t *testing.T) {
+	gate := make(chan struct{})
+	close(gate) // the calls run through once they have a replica
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	srv, _, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
+	})
+	base := srv.URL
+	hold := fnIndexOf(t, sims[0].URL, "hold") // the replica's own: the gateway's /config waits for it
+	ids := make([]string, 2)
+	streams := make([]<-chan map[string]any, 2)
+	for i := range ids {
+		sess := fmt.Sprintf("early%d", i)
+		ids[i] = joinSoon(t, base, sess, hold, sess)
+		streams[i] = fdMessages(t, base, sess)
+		est := nextMsg(t, streams[i], "estimation", ids[i])
+		if est["rank"] != float64(i) || est["queue_size"] != float64(i+1) || est["rank_eta"] != nil {
+			t.Errorf("early join %d: %v, want rank %d of %d and no ETA", i, est, i, i+1)
+		}
+	}
+	unknown := joinSoon(t, base, "unknown", 999, "x")
+	unknownStream := fdMessages(t, base, "unknown")
+	nextMsg(t, unknownStream, "estimation", unknown)
+	releaseOnce.Do(func() { close(release) })
+	for i, id := range ids {
+		done := nextMsg(t, streams[i], "process_completed", id)
+		if want := fmt.Sprintf("held early%d", i); done["success"] != true || !strings.Contains(fmt.Sprint(done["output"]), want) {
+			t.Errorf("early join %d ended %v, want %q", i, done, want)
+		}
+		nextMsg(t, streams[i], "close_stream", "")
+	}
+	done := nextMsg(t, unknownStream, "process_completed", unknown)
+	out, _ := done["output"].(map[string]any)
+	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "fn_index") {
+		t.Errorf("join of an unknown function ended %v, want success false and the gateway's message", done)
+	}
+}
+
 // TestFrontDoorQueueBridged: over Gradio 4.0-4.21 replicas (bridged: the
 // gateway runs each call with the Go client and owns its event ids), a
 // join that must wait for a slot is answered at once and shown its place;
@@ -269,5 +349,130 @@ func TestFrontDoorQueueBridgedJSClient(t *testing.T) {
 	}
 	if last == nil || last.Stage != "error" || !strings.Contains(last.Message, "gradiopool: all 1 replicas are busy; waited") {
 		t.Errorf("the call did not end with the gateway's busy message; the JS client printed:\n%s", out)
+	}
+}
+
+// TestFrontDoorQueueBeforeFirstReplicaJSClient: the official JS client,
+// holding a config from a gateway that is up (another instance, or one
+// from before a restart), calls a gateway whose replica has not connected
+// yet: it shows its call pending in the queue at position 0 of 1 until
+// the replica connects, then gets its result.
+func TestFrontDoorQueueBeforeFirstReplicaJSClient(t *testing.T) {
+	nodeOrSkip(t)
+	gate := make(chan struct{})
+	close(gate)
+	warm, _, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, nil)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	cold, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+		c.Pool.Replicas[0] = heldConfig(t, sims[0].URL, release)
+	})
+	// The client reaches one address: its config comes from the warm
+	// gateway, everything else goes to the cold one.
+	proxyTo := func(base string) *httputil.ReverseProxy {
+		u, _ := url.Parse(base)
+		rp := httputil.NewSingleHostReverseProxy(u)
+		rp.FlushInterval = -1
+		return rp
+	}
+	warmRP, coldRP := proxyTo(warm.URL), proxyTo(cold.URL)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/config") || strings.HasSuffix(r.URL.Path, "/info") {
+			warmRP.ServeHTTP(w, r)
+			return
+		}
+		coldRP.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		front.CloseClientConnections()
+		front.Close()
+	})
+	var shown *jsStatus
+	var data []any
+	out := nodeLive(t, time.Minute, func(b []byte) {
+		var l jsCallLine
+		if json.Unmarshal(b, &l) != nil {
+			return
+		}
+		if l.Data != nil {
+			data = l.Data
+		}
+		if l.Status != nil && l.Status.Position != nil && shown == nil {
+			shown = l.Status
+			releaseOnce.Do(func() { close(release) }) // the replica connects now
+		}
+	}, "queue_status_many.mjs", front.URL+"/", "/hold", "early")
+	if shown == nil || shown.Stage != "pending" || !shown.Queue || *shown.Position != 0 || shown.Size == nil || *shown.Size != 1 {
+		t.Errorf("first status with a place %+v, want pending in the queue at 0 of 1", shown)
+	}
+	if len(data) == 0 || data[0] != "held early" {
+		t.Errorf("the call returned %v, want \"held early\"", data)
+	}
+	if t.Failed() {
+		t.Logf("the JS client printed:\n%s", out)
+	}
+}
+
+// TestFrontDoorQueueNoReplicaYetTimesOut: a join shown waiting for the
+// first replica, which never connects, ends at queue_timeout on its
+// caller's stream with success false and the gateway's message; the
+// front door holds nothing for it after.
+func TestFrontDoorQueueNoReplicaYetTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(make(chan struct{}))}, func(c *gateway.Config) {
+		c.Pool.QueueTimeout = 3 * time.Second // past the grace before a join is told it waits
+		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
+	})
+	base := srv.URL
+	id := joinSoon(t, base, "stranded", fnIndexOf(t, sims[0].URL, "hold"), "s")
+	ch := fdMessages(t, base, "stranded")
+	nextMsg(t, ch, "estimation", id)
+	done := nextMsg(t, ch, "process_completed", id)
+	out, _ := done["output"].(map[string]any)
+	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "gradiopool: no replica can take the call") {
+		t.Errorf("process_completed %v, want success false and the gateway's message", done)
+	}
+	nextMsg(t, ch, "close_stream", "")
+	waitFor(t, "the stranded call is gone", func() bool { return g.FrontDoor().CallsInFlight() == 0 })
+}
+
+// TestFrontDoorQueueNoReplicaYetCallerGoes: a caller whose stream closes
+// while its join waits for the first replica leaves the wait: the front
+// door holds nothing for it, and once the replica connects it never gets
+// the call.
+func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	gate := make(chan struct{})
+	close(gate)
+	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
+	})
+	base := srv.URL
+	hold := fnIndexOf(t, sims[0].URL, "hold")
+	id := joinSoon(t, base, "leaver", hold, "gone")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash=leaver", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := resp.Body.Read(buf)
+	if !strings.Contains(string(buf[:n]), id) {
+		t.Errorf("first bytes of the stream %q, want the estimation of %s", buf[:n], id)
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "the gone caller's call left the wait", func() bool { return g.FrontDoor().CallsInFlight() == 0 })
+	releaseOnce.Do(func() { close(release) })
+	if got := fdCall(t, base, "after", hold, "a"); got != "held a" {
+		t.Fatalf("a call once the replica connected: %q", got)
+	}
+	if n := sims[0].Executions("hold"); n != 1 {
+		t.Errorf("hold ran %d times, want only the later caller's", n)
 	}
 }

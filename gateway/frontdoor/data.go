@@ -59,6 +59,10 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		_ = rc.Data(sessionNotFound)
 		return
 	}
+	w, pre, done := f.streamUntilReference(w, r, s)
+	if done {
+		return
+	}
 	if br := s.bridgeOf(false); br != nil || f.bridged(ctx) {
 		if br == nil && s.waitingQueued() {
 			br = s.bridgeOf(true) // its calls wait in the gateway's queue: their messages come here
@@ -85,6 +89,9 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 
 	out := &muxWriter{w: w}
+	if pre {
+		out.start() // streamUntilReference started it
+	}
 	ends := make(chan laneEnd)
 	active := map[string]bool{}
 	start := func(replica, backend string) {

@@ -81,6 +81,7 @@ type FrontDoor struct {
 	stopCalls     context.Context
 	stopCallsDone context.CancelFunc
 	qwg           sync.WaitGroup // the goroutines of calls in the gateway's queue (queued.go)
+	refWait       refWaiters     // the joins waiting for the first replica (refwait.go)
 }
 
 type counters struct {

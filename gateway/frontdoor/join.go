@@ -93,6 +93,23 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
 	route := func(w http.ResponseWriter, r *http.Request, meta callMeta) { f.routeJoin(w, r, s, u, m, meta) }
+	if f.queueShown() && !f.hasReference() {
+		// No replica connected yet: the join waits for the app in the
+		// gateway's queue, shown like a wait for a slot (refwait.go).
+		handedOff = f.joinQueued(w, r, s, meta, func(w http.ResponseWriter, r *http.Request, meta callMeta) {
+			if err := f.awaitReference(r.Context(), meta.watch); err != nil {
+				f.noSlot(w, r, s, meta, err)
+				return
+			}
+			if !f.knownFn(m["fn_index"]) {
+				// The app refuses it: that is the caller's answer if it
+				// was not told it waits yet (no wait shown from here on).
+				meta.watch = nil
+			}
+			route(w, r, meta)
+		})
+		return
+	}
 	if f.queueShown() && f.knownFn(m["fn_index"]) {
 		handedOff = f.joinQueued(w, r, s, meta, route)
 		return
