@@ -1,9 +1,11 @@
 package frontdoor
 
 // The gateway's own queue, shown as Gradio shows its own: a join that
-// must wait for a slot (every replica busy) is answered at once with an
-// event id of the gateway's, and the caller's queue/data stream carries
-// Gradio estimation messages (rank, queue size, ETA) while it waits. Once
+// must wait (for a slot, every replica busy; for the session's earlier
+// joins, bindlock.go; for the first replica, refwait.go) is answered at
+// once with an event id of the gateway's, and the caller's queue/data
+// stream carries Gradio estimation messages (rank, queue size, ETA) while
+// it waits; a bridged call (bridge.go) runs under that id. Once
 // a replica accepts the join, the replica's event id is mapped to the
 // gateway's on the caller's stream; a wait that ends in the gateway's
 // time-out (or any refusal) reaches the caller as process_completed with
@@ -95,10 +97,10 @@ func (f *FrontDoor) queueShown() bool {
 }
 
 // knownFn reports whether the app (the reference, as a connected replica
-// serving it shows it) has fnIndex. A join of an unknown function, or one
-// that comes before any replica is connected, waits for its answer as
-// before: the app refuses it at once (a 4xx for the caller's input), never
-// after the caller was told it waits.
+// serving it shows it) has fnIndex. A join of an unknown function waits
+// for its answer as before: the app refuses it at once (a 4xx for the
+// caller's input), never after the caller was told it waits; unless it
+// came before any replica connected and waited for one (refwait.go).
 func (f *FrontDoor) knownFn(fnIndex json.RawMessage) bool {
 	var fn int
 	if json.Unmarshal(fnIndex, &fn) != nil || !f.hasReference() {
