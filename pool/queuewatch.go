@@ -158,14 +158,6 @@ func (w *QueueWatch) left() {
 	w.mu.Unlock()
 }
 
-// Queued records that the call waits elsewhere than in the pool (the
-// gateway's front door serialises the joins of one caller session), pos
-// giving its position until Left; it closes Waited on the first wait.
-func (w *QueueWatch) Queued(pos func() QueuePosition) { w.queuedAt(pos) }
-
-// Left ends the wait Queued began: pos is not called from then on.
-func (w *QueueWatch) Left() { w.left() }
-
 // QueueTimeout is the pool's bound on a wait for a slot (Config.QueueTimeout,
 // as reconfigured), for waits of its callers outside the pool to follow.
 func (p *Pool) QueueTimeout() time.Duration { return p.live.Load().queueTimeout }

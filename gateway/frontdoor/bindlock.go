@@ -19,13 +19,13 @@ import (
 type bindLock struct {
 	mu      sync.Mutex
 	held    bool
-	holder  *pool.QueueWatch // the holder's watch, nil if none
+	holder  *joinWatch // the holder's watch, nil if none
 	waiters []*bindWaiter
 }
 
 type bindWaiter struct {
 	ready chan struct{} // closed when the lock is handed to it
-	watch *pool.QueueWatch
+	watch *joinWatch
 }
 
 // errBindWait is a join that waited queue_timeout for the session's
@@ -41,7 +41,7 @@ func (e *errBindWait) Unwrap() error { return pool.ErrQueueTimeout }
 // lock takes l, waiting (in arrival order) up to timeout (<= 0: no
 // bound) while another join of the session holds it; watch, if not nil,
 // is shown the wait. Errors: ctx's, or one wrapping pool.ErrQueueTimeout.
-func (l *bindLock) lock(ctx context.Context, watch *pool.QueueWatch, timeout time.Duration) error {
+func (l *bindLock) lock(ctx context.Context, watch *joinWatch, timeout time.Duration) error {
 	l.mu.Lock()
 	if !l.held {
 		l.held, l.holder = true, watch
@@ -52,8 +52,8 @@ func (l *bindLock) lock(ctx context.Context, watch *pool.QueueWatch, timeout tim
 	l.waiters = append(l.waiters, bw)
 	l.mu.Unlock()
 	if watch != nil {
-		watch.Queued(func() pool.QueuePosition { return l.position(bw) })
-		defer watch.Left()
+		watch.queued(func() pool.QueuePosition { return l.position(bw) })
+		defer watch.left()
 	}
 	var expired <-chan time.Time
 	if timeout > 0 {

@@ -18,15 +18,15 @@ func TestBindLockShowsPlaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var l bindLock
 		ctx := context.Background()
-		holder := new(pool.QueueWatch)
+		holder := newJoinWatch()
 		if err := l.lock(ctx, holder, 0); err != nil {
 			t.Fatal(err)
 		}
 		// The holder waits in the pool at rank 2 of 3, 3 s away.
-		holder.Queued(func() pool.QueuePosition {
+		holder.queued(func() pool.QueuePosition {
 			return pool.QueuePosition{Replica: "r0", Rank: 2, Size: 3, ETA: 3 * time.Second, ETAKnown: true}
 		})
-		ws := []*pool.QueueWatch{{}, {}}
+		ws := []*joinWatch{newJoinWatch(), newJoinWatch()}
 		order := make(chan int, 2)
 		for i, w := range ws {
 			go func() {
@@ -46,11 +46,11 @@ func TestBindLockShowsPlaces(t *testing.T) {
 			}
 		}
 		select {
-		case <-ws[1].Waited():
+		case <-ws[1].waited:
 		default:
 			t.Error("Waited not closed for a join waiting for the lock")
 		}
-		holder.Left()
+		holder.left()
 		l.unlock()
 		synctest.Wait()
 		if got := <-order; got != 0 {
@@ -87,7 +87,7 @@ func TestBindLockBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		err := l.lock(context.Background(), new(pool.QueueWatch), 2*time.Second)
+		err := l.lock(context.Background(), newJoinWatch(), 2*time.Second)
 		if !errors.Is(err, pool.ErrQueueTimeout) || time.Since(start) != 2*time.Second {
 			t.Errorf("wait past its time-out: %v after %v, want a queue time-out after 2s", err, time.Since(start))
 		}

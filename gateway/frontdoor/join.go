@@ -230,7 +230,7 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // A spread call (spread set) goes to the replica the pool picks, under
 // the session's backend session there; it binds the session only when
 // the session has no replica yet.
-func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, watch *pool.QueueWatch, spread bool) (*pool.Slot, Binding, error) {
+func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, watch *joinWatch, spread bool) (*pool.Slot, Binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
 		return nil, Binding{}, err
 	}
@@ -250,7 +250,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 	b := s.binding()
 	skip := slices.Clone(tried)
 	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
-		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint, Watch: watch})
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint, Watch: watch.poolWatch()})
 		if err == nil {
 			cerr := f.checkApp(b.Replica, l.App().Config())
 			if cerr == nil {
@@ -298,7 +298,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 // pickReplica reserves a slot on the replica the pool's rule picks,
 // skipping skip and the replicas known to serve another app than the
 // reference.
-func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, endpoint string, watch *pool.QueueWatch) (*pool.Slot, error) {
+func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, endpoint string, watch *joinWatch) (*pool.Slot, error) {
 	// Replicas known to serve another app are skipped; one that is
 	// connected again is re-checked first (its app may be fixed now).
 	var odd []string
@@ -309,7 +309,7 @@ func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, en
 		}
 	}
 	for range len(f.replicaNames()) {
-		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint, Watch: watch})
+		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Exclude: skip, Endpoint: endpoint, Watch: watch.poolWatch()})
 		if err != nil {
 			if len(odd) > 0 {
 				slices.Sort(odd)

@@ -147,7 +147,7 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	bctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	stopF := context.AfterFunc(f.ctx, cancel)
 	stopS := context.AfterFunc(f.stopCalls, cancel)
-	jw := new(pool.QueueWatch)
+	jw := newJoinWatch()
 	qc := &queuedCall{id: newEventID(), cancel: cancel} // shaped like Gradio's: 32 hex digits
 	meta.qc = qc
 	meta.watch = jw
@@ -172,7 +172,8 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 		<-done
 		end()
 		return false
-	case <-jw.Waited():
+	case <-jw.pool.Waited():
+	case <-jw.waited:
 	}
 	if !qc.show() {
 		<-done // its join is being forwarded: the caller gets its answer

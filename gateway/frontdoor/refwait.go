@@ -37,7 +37,7 @@ type refWaiters struct {
 	list []*refWaiter
 }
 
-type refWaiter struct{ watch *pool.QueueWatch }
+type refWaiter struct{ watch *joinWatch }
 
 // errNoReplicaYet is a join that waited the pool's queue_timeout for the
 // first replica to connect.
@@ -48,7 +48,7 @@ var errNoReplicaYet = errors.New("no replica connected within queue_timeout")
 // showing watch its place among the joins waiting too once it has waited
 // firstReplicaGrace. Like a wait for a slot it is bounded by the pool's
 // queue_timeout (errNoReplicaYet); ctx's error when ctx ends.
-func (f *FrontDoor) awaitReference(ctx context.Context, watch *pool.QueueWatch) error {
+func (f *FrontDoor) awaitReference(ctx context.Context, watch *joinWatch) error {
 	if f.hasReference() {
 		return nil
 	}
@@ -89,12 +89,12 @@ func (f *FrontDoor) awaitReference(ctx context.Context, watch *pool.QueueWatch) 
 			return errNoReplicaYet
 		case <-t.C:
 		}
-		watch.Queued(func() pool.QueuePosition {
+		watch.queued(func() pool.QueuePosition {
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			return pool.QueuePosition{Rank: max(slices.Index(q.list, me), 0), Size: len(q.list)}
 		})
-		defer watch.Left() // before the entry goes: its position is not asked after
+		defer watch.left() // before the entry goes: its position is not asked after
 	}
 	select {
 	case <-ready:

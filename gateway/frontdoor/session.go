@@ -194,10 +194,10 @@ const maxEarly = 256
 // CallEnd report.
 type callMeta struct {
 	replica, endpoint, user string
-	watch                   *pool.QueueWatch // the call's wait for a slot, shown to the caller (queued.go); nil: not shown
-	backend                 string           // the backend session hash the call runs under
-	spread                  bool             // a spread call: it left no state on the session's replica
-	start                   time.Time        // the join's arrival
+	watch                   *joinWatch // the call's wait, shown to the caller (queued.go); nil: not shown
+	backend                 string     // the backend session hash the call runs under
+	spread                  bool       // a spread call: it left no state on the session's replica
+	start                   time.Time  // the join's arrival
 	wait                    time.Duration
 	// release ends the call's count against its client's limit
 	// (Config.BeginCall); idempotent; nil: not counted.
