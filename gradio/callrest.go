@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-
-	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
 // Gradio's REST shape as a transport: POST {prefix}/call/{api_name} with
@@ -119,7 +117,7 @@ func (s *appSession) readCall(ctx context.Context, j *Job, route string) {
 		s.fail(j, &ProtocolError{Op: route, StatusCode: resp.StatusCode, Body: excerpt(b)})
 		return
 	}
-	r := sse.NewReader(resp.Body)
+	r := a.eventReader(resp.Body)
 	defer r.Release()
 	started := false
 	for {

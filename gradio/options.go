@@ -71,6 +71,8 @@ type settings struct {
 	eagerInfo        bool
 	callREST         bool // WithCallTransport
 	keepAlive        time.Duration
+	eventBudget      *EventBudget // with ownBudget; else the process's
+	ownBudget        bool
 }
 
 func defaultSettings() settings {

@@ -14,7 +14,10 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
 // Gradio 3.x ("ws" protocol): queued calls run over one WebSocket per
@@ -31,6 +34,12 @@ type wsConn struct {
 	rwc io.ReadWriteCloser
 	br  *bufio.Reader
 	wmu sync.Mutex // serialises frame writes
+	// budget is charged for a message's bytes beyond the allowance while
+	// it is read and until the next read (its reader has decoded it by
+	// then) or Close; charged is what it holds of it.
+	budget  *sse.Budget
+	charged atomic.Int64
+	closed  atomic.Bool
 }
 
 // dialWS upgrades GET u to a WebSocket. ctx stays attached to the
@@ -68,12 +77,13 @@ func (a *app) dialWS(ctx context.Context, u string) (*wsConn, error) {
 		resp.Body.Close()
 		return nil, &ProtocolError{Op: "queue/join (ws)", Err: errors.New("upgraded body is not writable")}
 	}
-	return &wsConn{rwc: rwc, br: bufio.NewReader(rwc)}, nil
+	return &wsConn{rwc: rwc, br: bufio.NewReader(rwc), budget: a.eventBudget()}, nil
 }
 
 // readText returns the next text (or binary) message; io.EOF after a close
 // frame.
 func (c *wsConn) readText() ([]byte, error) {
+	c.budget.Give(c.charged.Swap(0))
 	var msg []byte
 	for {
 		var h [2]byte
@@ -98,7 +108,10 @@ func (c *wsConn) readText() ([]byte, error) {
 			n = binary.BigEndian.Uint64(b[:])
 		}
 		if n > maxWSMessage || uint64(len(msg))+n > maxWSMessage {
-			return nil, errors.New("websocket message too large")
+			return nil, fmt.Errorf("websocket message: %w", ErrEventTooLarge)
+		}
+		if err := c.charge(len(msg), n); err != nil {
+			return nil, err
 		}
 		var mask [4]byte
 		if masked {
@@ -172,8 +185,34 @@ func (c *wsConn) writeJSON(v any) error {
 }
 
 func (c *wsConn) Close() error {
+	c.closed.Store(true)
+	c.budget.Give(c.charged.Swap(0))
 	_ = c.writeFrame(0x8, []byte{0x03, 0xe8}) // 1000 normal closure
 	return c.rwc.Close()
+}
+
+// charge takes from the budget, before a frame's payload of n bytes is
+// allocated, what the message (its bytes so far, the payload and the
+// payload's copy into the message) holds beyond the per-stream allowance.
+// A refused message gives back what its earlier frames took.
+func (c *wsConn) charge(held int, n uint64) error {
+	if c.budget == nil {
+		return nil
+	}
+	over := int64(held) + 2*int64(n) - sse.DefaultAllowance
+	want := over - c.charged.Load()
+	if want <= 0 {
+		return nil
+	}
+	if !c.budget.Take(want) {
+		c.budget.Give(c.charged.Swap(0))
+		return fmt.Errorf("websocket message: %w", sse.ErrBudgetExhausted)
+	}
+	c.charged.Add(want)
+	if c.closed.Load() {
+		c.budget.Give(c.charged.Swap(0)) // Close ran meanwhile: nobody else gives it back
+	}
+	return nil
 }
 
 // skipQueue says whether a Gradio 3 dependency runs without the queue.

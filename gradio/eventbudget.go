@@ -1,0 +1,65 @@
+package gradio
+
+import (
+	"io"
+
+	"github.com/gradiopool/gradiopool/internal/sse"
+)
+
+// EventBudget bounds the bytes that the Clients sharing it hold, in total,
+// in events and messages of their apps read only in part (a data stream's
+// unfinished line or event, a WebSocket message of Gradio 3), beyond a
+// small allowance per stream (64 KiB). One event stays bounded by its own
+// limit (64 MiB); the budget bounds their sum, which a hostile replica
+// answering every stream with an endless line would otherwise drive to
+// that limit times the calls in flight. Past it, the stream's calls end
+// with a *ProtocolError wrapping ErrEventTooLarge, as for one event over
+// its limit.
+//
+// Held and Total report its use; Take and Give are the readers'.
+type EventBudget = sse.Budget
+
+// DefaultEventBudgetBytes is the size of the budget that every Client
+// without WithEventBudget shares in a process: room for about three
+// events at the 64 MiB limit being read at once (each is held twice
+// while it is read: its line, then its data).
+const DefaultEventBudgetBytes = 256 << 20
+
+// ErrEventTooLarge: an event (or line, or WebSocket message) of the app was
+// larger than its limit, or than what the Client's EventBudget had left.
+// A replica's fault: the calls of its stream end with it, wrapped in a
+// *ProtocolError or *ConnectionLostError.
+var ErrEventTooLarge = sse.ErrEventTooLarge
+
+// defaultEventBudget is shared by every Client of the process that has no
+// budget of its own.
+var defaultEventBudget = sse.NewBudget(DefaultEventBudgetBytes)
+
+// NewEventBudget returns a budget of total bytes to share between Clients
+// (WithEventBudget); total <= 0 returns nil: no total limit.
+func NewEventBudget(total int64) *EventBudget { return sse.NewBudget(total) }
+
+// WithEventBudget makes the Client charge the events it holds in part to
+// b, shared with the other Clients given b (a pool gives it to each of its
+// replicas' Clients). Nil: no total limit, only each event's own.
+// Default: one budget of DefaultEventBudgetBytes for the whole process.
+func WithEventBudget(b *EventBudget) Option {
+	return func(s *settings) { s.eventBudget, s.ownBudget = b, true }
+}
+
+// EventBudget returns the budget the Client charges (nil: none), for
+// whatever else reads the app's streams on its behalf (the gateway's
+// front door relays them).
+func (c *Client) EventBudget() *EventBudget { return c.app.eventBudget() }
+
+func (a *app) eventBudget() *sse.Budget {
+	if a.set.ownBudget {
+		return a.set.eventBudget
+	}
+	return defaultEventBudget
+}
+
+// eventReader reads an event stream of the app, charged to its budget.
+func (a *app) eventReader(body io.Reader) *sse.Reader {
+	return sse.NewReaderBudget(body, 0, a.eventBudget())
+}
