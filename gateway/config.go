@@ -60,6 +60,13 @@ type Config struct {
 	// long; keep it below the server's own keep-alive (uvicorn: 5 s).
 	// Zero means gradio.DefaultKeepAlive (4 s); negative: no reuse.
 	UpstreamKeepAlive time.Duration
+	// UpstreamEventBytes bounds the bytes the gateway holds, in total, of
+	// its replicas' events read in part (every call's data stream, the
+	// front door's relays), beyond 64 KiB per stream; one event is also
+	// limited to 64 MiB. Past it a stream's calls end as a replica fault
+	// (gradio.ErrEventTooLarge). Zero means gradio.DefaultEventBudgetBytes
+	// (256 MiB); negative: no total limit.
+	UpstreamEventBytes int64
 	// MaxBodyBytes bounds a request body; larger bodies get 413.
 	// Zero means defaultMaxBodyBytes (10 MiB).
 	MaxBodyBytes int64

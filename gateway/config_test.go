@@ -179,7 +179,7 @@ func TestPoolConfigMapping(t *testing.T) {
 		{"waiters", pc.MaxWaiters, 9},
 		{"sticky", pc.StickySessions, true},
 		{"hash key", string(pc.HashKey), "k"},
-		{"client options (token, hub)", len(pc.ClientOptions), 2},
+		{"client options (token, hub, event budget)", len(pc.ClientOptions), 3},
 		{"hook", pc.OnEvent != nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

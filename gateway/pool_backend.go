@@ -145,6 +145,10 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 	if c.UpstreamKeepAlive != 0 {
 		opts = append(opts, gradio.WithKeepAlive(c.UpstreamKeepAlive))
 	}
+	// One budget per gateway, shared by every replica's client (and the
+	// front door's relays, which read through them): what a hostile replica
+	// makes it hold is bounded in total, not per call.
+	opts = append(opts, gradio.WithEventBudget(gradio.NewEventBudget(c.UpstreamEventBytes)))
 	pc.ClientOptions = opts
 	if logger != nil {
 		pc.Logger = logger

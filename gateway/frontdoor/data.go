@@ -310,7 +310,7 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 // caller went away).
 func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
-	rd := sse.NewReader(resp.Body)
+	rd := sse.NewReaderBudget(resp.Body, 0, app.EventBudget()) // the replica's events count toward its pool's total
 	defer rd.Release()
 	for {
 		ev, err := rd.Next()
