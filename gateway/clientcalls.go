@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -15,19 +17,36 @@ import (
 // configured, else its address.
 type clientCalls struct {
 	max atomic.Int64 // <= 0: no limit; a reload may change it
+	// exemptLoopback lifts the limit for loopback addresses (see
+	// perClientLimit: the derived default without API keys).
+	exemptLoopback atomic.Bool
 
 	mu sync.Mutex // guards n
 	n  map[string]int
 }
 
-func newClientCalls(max int) *clientCalls {
+func newClientCalls(max int, exemptLoopback bool) *clientCalls {
 	c := &clientCalls{n: map[string]int{}}
-	c.setMax(max)
+	c.setMax(max, exemptLoopback)
 	return c
 }
 
 // setMax changes the limit; calls already counted stay counted.
-func (c *clientCalls) setMax(max int) { c.max.Store(int64(max)) }
+func (c *clientCalls) setMax(max int, exemptLoopback bool) {
+	c.max.Store(int64(max))
+	c.exemptLoopback.Store(exemptLoopback)
+}
+
+// loopbackClient reports whether client (a clientID) is a loopback
+// address.
+func loopbackClient(client string) bool {
+	host, ok := strings.CutPrefix(client, "addr:")
+	if !ok {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
 
 // clientID names r's client: a hash of its API key (never the key), else
 // its address.
@@ -45,7 +64,7 @@ func (g *Gateway) clientID(r *http.Request) string {
 // ends it. ok is false past the limit (nothing counted).
 func (c *clientCalls) begin(client string) (release func(), ok bool) {
 	limit := int(c.max.Load())
-	if limit <= 0 {
+	if limit <= 0 || (c.exemptLoopback.Load() && loopbackClient(client)) {
 		return func() {}, true
 	}
 	c.mu.Lock()

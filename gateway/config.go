@@ -105,11 +105,14 @@ type Config struct {
 	// limit.
 	MaxClientConnectionsPerAddress int
 	// MaxCallsPerClient bounds the calls one client (API key, else address)
-	// has in flight on /v1 and /gradio_api/call, waiting or running; past
-	// it a call is answered 429. Zero means half of all the pool can hold
-	// (replicas × (pool.max_connections + pool.max_waiters) ÷ 2: 1575 for
-	// three replicas at the defaults), so one client can never take the
-	// rest from the others. Negative: no limit.
+	// has in flight on /v1, /gradio_api/call and the front door, waiting or
+	// running; past it a call is answered 429. Zero means half of the
+	// slots (replicas × pool.max_connections ÷ 2: 75 for three replicas at
+	// the defaults), so one client can never take every slot, applied to
+	// each key when two or more API keys are set, else to each address
+	// except loopback ones (the seed's web app on the gateway's host calls
+	// for all its users); with one key, none. A value set applies to every
+	// client. Negative: no limit.
 	MaxCallsPerClient int
 	// Log selects the log format and level.
 	Log LogConfig

@@ -203,17 +203,29 @@ func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 	return false
 }
 
-// perClientLimit is max_calls_per_client in effect: 0 means half of all
-// the pool holds (sessions and waiting places), so that one client can
-// never take the rest from the others; no limit when the waiting places
-// are unbounded or the backend is not a pool of configured replicas.
-func perClientLimit(cfg Config) int {
+// perClientLimit is max_calls_per_client in effect, and whether loopback
+// addresses are exempt from it. A value set applies to every client. 0
+// derives it from the slots: half of replicas × pool.max_connections, so
+// that one client never holds every slot (its waiting calls count in the
+// same number, so it cannot fill the queue either). Waiting places are
+// left out: counting them (half of 3 × (8 + 1000) is 1512) let one client
+// take every slot. The derived limit applies where there is another
+// client to protect:
+//   - with API keys, to each key when two or more are configured (with
+//     one key every caller is the same client);
+//   - without keys, to each address except loopback ones: the seed's
+//     set-up is one web app on the gateway's host calling for all its
+//     users, which must have every slot (and a proxy on the host makes
+//     every caller loopback, one client again).
+//
+// No limit when the backend is not a pool of configured replicas.
+func perClientLimit(cfg Config) (limit int, exemptLoopback bool) {
 	if cfg.MaxCallsPerClient != 0 {
-		return cfg.MaxCallsPerClient
+		return cfg.MaxCallsPerClient, false
 	}
 	pc := cfg.Pool.WithDefaults()
-	if pc.MaxWaiters < 0 || len(pc.Replicas) == 0 {
-		return -1
+	if len(pc.Replicas) == 0 || len(cfg.Secrets.APIKeys) == 1 {
+		return -1, false
 	}
-	return max(1, len(pc.Replicas)*(pc.MaxConnections+pc.MaxWaiters)/2)
+	return max(1, len(pc.Replicas)*pc.MaxConnections/2), len(cfg.Secrets.APIKeys) == 0
 }

@@ -142,7 +142,7 @@ var settings = []setting{
 		def: defaultMaxClientConnections, field: func(c *Config) any { return &c.MaxClientConnections }},
 	{key: "max_client_connections_per_address", env: "GRADIOPOOL_MAX_CLIENT_CONNECTIONS_PER_ADDRESS", flag: "max-client-connections-per-address", help: "client connections one address may hold open; more are answered 429; negative: no limit",
 		def: defaultMaxClientConnectionsPerAddress, field: func(c *Config) any { return &c.MaxClientConnectionsPerAddress }},
-	{key: "max_calls_per_client", env: "GRADIOPOOL_MAX_CALLS_PER_CLIENT", flag: "max-calls-per-client", help: "calls one client (API key, else address) may have in flight; more are answered 429; 0: half of replicas x (max_connections + max_waiters); negative: no limit",
+	{key: "max_calls_per_client", env: "GRADIOPOOL_MAX_CALLS_PER_CLIENT", flag: "max-calls-per-client", help: "calls one client (API key, else address) may have in flight, waiting or running; more are answered 429; 0: half of replicas x max_connections, for each key when two or more API keys are set, else for each address but loopback ones (one key, or a web app on the gateway's host: no limit); negative: no limit",
 		def: 0, field: func(c *Config) any { return &c.MaxCallsPerClient }},
 
 	{key: "log.format", env: "GRADIOPOOL_LOG_FORMAT", flag: "log-format", help: "auto, json or text",

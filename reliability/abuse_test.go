@@ -54,9 +54,9 @@ type abuseScale struct {
 
 func abuseScaleNow() abuseScale {
 	common := map[string]string{
-		// 3 replicas x 8 slots; one client may hold half of them.
+		// 3 replicas x 8 slots; max_calls_per_client's default lets one
+		// key hold half of them (12).
 		"GRADIOPOOL_POOL_MAX_CONNECTIONS": "8",
-		"GRADIOPOOL_MAX_CALLS_PER_CLIENT": "12",
 	}
 	if *abuseRun {
 		return abuseScale{name: "full", honestWorkers: 4, probes: 50, badJoins: 200, unreadHold: 8 * time.Second,
@@ -934,8 +934,8 @@ const abuseNotCovered = `Not covered, and limits of this run:
 - The issue's sizes are run smaller: a 64 MiB upload instead of 3 GiB, 1100 connections instead of 10 000, 3000 sessions instead of 400 000. Each bound refuses at the same point whatever comes after it (an upload is counted as its bytes arrive), and the table shows the gateway stays flat past it.
 - The gateway-wide bounds (max_sessions 20 000, max_upload_bytes 8 GiB, max_pending_bytes 256 MiB, max_client_connections 10 000) are not reached: one attacker meets its per-client bound first. Their tests in ./gateway try to exceed them.
 - A huge /config or join answer (gradiotest's other hostile modes) is measured by pool's TestHostileReplicaBounded (1 GiB offered, heap within 320 MiB), not here.
-- max_calls_per_client is set to 12 (half of the 3 × 8 slots): its default, half of replicas × (max_connections + max_waiters), is 1512 with these replicas and would let one client take every slot.
-- The bound on a replica's event stream (lines and events up to 64 MiB) is per stream, with no total: a hostile replica that answers every stream that way makes the gateway hold up to 64 MiB (and its copies) per call in flight there, up to pool.max_connections calls (row 6's peak). The calls it took end with 502 connection_lost; those of the honest callers routed to it are counted as failed in its row, the others were served.
+- max_calls_per_client is at its default: half of replicas × max_connections (12 here) for each key, as two keys or more are set. Without keys it applies to each address except loopback ones (the seed's web app on the gateway's host), with one key to nobody: the attacker here calls from 127.0.0.1 with a key of its own.
+- A replica's events are bounded per event (64 MiB) and, all streams together, by upstream_event_bytes (256 MiB by default, beyond 64 KiB per stream): row 6's peak is that budget held at once, plus the garbage of the buffers grown on the way and the Go runtime's collection headroom; it was 884 MiB with the per-event bound alone. The calls the hostile replica took end with 502 connection_lost; those of the honest callers routed to it are counted as failed in its row, the others were served.
 - Unread /gradio_api/call results are kept until pending_call_ttl (10 min by default): row 5's "after" is measured with them still held.
 - A request refused while its body is still arriving (row 4's upload of many parts) is answered 413 and its connection closed: a client still sending may read a reset instead of the 413. Nothing is kept either way (the test counts the files on disk).
 - A stalled replica gets no anonymous caller while it connects, but a new signed-in user may still be assigned to it round robin and wait for that connect (up to the 30 s header time-out).
