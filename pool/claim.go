@@ -9,7 +9,7 @@ import (
 
 // claim makes the first assignment of an unassigned user when the Store is
 // an [assign.Claimer] (e.g. Redis' SET NX): the next replica in round
-// robin is proposed, and whichever gateway of a cluster proposed first
+// robin (newUserFirst: connected ones first) is proposed, and whichever gateway of a cluster proposed first
 // wins, so that all of them send the user to the same replica. It returns
 // nil when the Store cannot claim or fails (the user is then routed as new).
 func (p *Pool) claim(ctx context.Context, key string) *replica {
@@ -18,7 +18,7 @@ func (p *Pool) claim(ctx context.Context, key string) *replica {
 		return nil
 	}
 	list := p.set.Load().list
-	cand := list[int(p.rrNew.Add(1)-1)%len(list)]
+	cand := p.newUserFirst(list)
 	ttl := p.cfg.UserAssignmentTTL
 	if ttl < 0 {
 		ttl = 0

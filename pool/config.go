@@ -36,14 +36,19 @@ const (
 	defaultUnhealthyAfterFailures    = sessionpool.DefaultUnhealthyAfter
 	defaultConnectRetries            = 3
 	defaultConnectRetryDelay         = 250 * time.Millisecond
-	defaultEjectAfterRefusals        = 3
-	defaultUserAssignmentTTL         = time.Hour
-	defaultEjectBase                 = time.Second
-	defaultEjectMax                  = time.Minute
-	defaultProbeTimeout              = 10 * time.Second
-	defaultPriorityMaxWait           = sessionpool.DefaultPriorityMaxWait
-	defaultProbeInterval             = 2 * time.Second
-	defaultHangTimeout               = 10 * time.Second
+	// defaultStalledConnect: a connect under way this long no longer gets
+	// new users or moves while another replica is connected. A Gradio
+	// app's /config usually answers well within it; the start-up connects
+	// (every replica at once) then keep the round robin even.
+	defaultStalledConnect     = 2 * time.Second
+	defaultEjectAfterRefusals = 3
+	defaultUserAssignmentTTL  = time.Hour
+	defaultEjectBase          = time.Second
+	defaultEjectMax           = time.Minute
+	defaultProbeTimeout       = 10 * time.Second
+	defaultPriorityMaxWait    = sessionpool.DefaultPriorityMaxWait
+	defaultProbeInterval      = 2 * time.Second
+	defaultHangTimeout        = 10 * time.Second
 )
 
 // Config configures [New]. The zero value of every field but Replicas means
@@ -238,6 +243,7 @@ type settings struct {
 	maxConns            int
 	ejectBase, ejectMax time.Duration
 	connectRetryDelay   time.Duration
+	stalledConnect      time.Duration // see replica.connectStalled
 	probeTimeout        time.Duration
 	trialWindow         time.Duration    // a half-open round without a verdict lets more trials through after it
 	clock               func() time.Time // time.Now; tests inject theirs
@@ -254,6 +260,7 @@ func (c Config) withDefaults() settings {
 	s.EjectAfterRefusals = max(s.EjectAfterRefusals, 0)
 	s.ejectBase, s.ejectMax = defaultEjectBase, defaultEjectMax
 	s.connectRetryDelay = defaultConnectRetryDelay
+	s.stalledConnect = defaultStalledConnect
 	s.probeTimeout = defaultProbeTimeout
 	s.trialWindow = 2 * s.ejectBase
 	s.clock = time.Now

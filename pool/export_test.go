@@ -9,6 +9,10 @@ import (
 
 // SetDelays shortens the internal retry and ejection delays for tests. Call
 // it right after New, before the pool is used.
+// SetStalledConnect sets how long a replica's connect runs before new
+// users and moves avoid it (default defaultStalledConnect).
+func SetStalledConnect(p *Pool, d time.Duration) { p.cfg.stalledConnect = d }
+
 func SetDelays(p *Pool, connectRetry, ejectBase, ejectMax time.Duration) {
 	p.cfg.connectRetryDelay = connectRetry
 	p.cfg.ejectBase = ejectBase

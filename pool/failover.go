@@ -43,7 +43,7 @@ func (r *replica) connectApp() error {
 	p := r.p
 	ctx := p.ctx
 	r.mu.Lock()
-	r.connecting = true
+	r.connecting, r.connectSince = true, time.Now()
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -206,12 +206,24 @@ func (r *replica) usable(now time.Time) bool {
 // connectInFlight reports whether r has no app and its connect is under
 // way. A caller routed there waits for that connect, which a replica that
 // trickles its /config holds up to the header time-out (issue 20 "Why" 8),
-// so anonymous routing prefers a connected replica meanwhile. New users
-// still go round robin (their assignment is kept; see order).
+// so routing prefers a connected replica meanwhile: anonymous callers, new
+// users (newUserFirst) and moves (order).
 func (r *replica) connectInFlight() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.connecting && r.app == nil
+}
+
+// connectStalled reports whether r has no app and its connect has been
+// under way for after or longer: a new signed-in user, or one moved off a
+// failed replica, assigned there would wait for that connect (a trickled
+// /config holds it up to the header time-out) and then stay. A connect
+// younger than that is the usual start-up one, and new users still spread
+// round robin over every replica meanwhile.
+func (r *replica) connectStalled(now time.Time, after time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.connecting && r.app == nil && now.Sub(r.connectSince) >= after
 }
 
 // anyConnected reports whether a usable replica of list has its app

@@ -350,7 +350,7 @@ func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 	case assigned != nil:
 		first = p.rebalanced(list, endpoint, assigned)
 	case key != "":
-		first = list[int(p.rrNew.Add(1)-1)%n]
+		first = p.newUserFirst(list)
 	default:
 		first = p.anonymousFirst(list, endpoint)
 	}
@@ -358,14 +358,43 @@ func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 	out = append(out, first)
 	// The others follow from a rotating start, so that the callers moved
 	// off a failed replica spread over the rest (round robin) instead of
-	// all landing on the one after it.
+	// all landing on the one after it; replicas whose connect stalls come
+	// last (a move waits for no trickled /config while another is ready).
 	next := int(p.rrMove.Add(1)-1) % n
+	now := time.Now()
+	var stalled []*replica
 	for i := range n {
-		if r := list[(next+i)%n]; r != first {
+		r := list[(next+i)%n]
+		switch {
+		case r == first:
+		case r.connectStalled(now, p.cfg.stalledConnect):
+			stalled = append(stalled, r)
+		default:
 			out = append(out, r)
 		}
 	}
-	return out
+	return append(out, stalled...)
+}
+
+// newUserFirst is the replica a new signed-in user is assigned to: the
+// next in round robin, skipping a replica whose connect stalls (see
+// connectStalled) while another is connected. The user would wait for
+// that connect, and a replica that trickles its /config holds it up to the
+// header time-out (issue 20 "Why" 8), then stays the user's replica.
+func (p *Pool) newUserFirst(list []*replica) *replica {
+	n := len(list)
+	start := int(p.rrNew.Add(1)-1) % n
+	now := time.Now()
+	first := list[start]
+	if !first.connectStalled(now, p.cfg.stalledConnect) || !anyConnected(list, now) {
+		return first
+	}
+	for i := 1; i < n; i++ {
+		if r := list[(start+i)%n]; r.usable(now) && !r.connectStalled(now, p.cfg.stalledConnect) {
+			return r
+		}
+	}
+	return first
 }
 
 // leastLoaded returns the index of the usable replica with the fewest calls

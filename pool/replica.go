@@ -45,6 +45,8 @@ type replica struct {
 	gen        uint64 // bumped on every successful connect
 	baseURL    string
 	connecting bool
+	// connectSince is when the connect under way (connecting) began.
+	connectSince time.Time
 	// Outlier detection (failover.go).
 	fails      int       // consecutive ejections; only a served call resets it
 	callFails  int       // consecutive refused calls since the last success

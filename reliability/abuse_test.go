@@ -938,6 +938,6 @@ const abuseNotCovered = `Not covered, and limits of this run:
 - A replica's events are bounded per event (64 MiB) and, all streams together, by upstream_event_bytes (256 MiB by default, beyond 64 KiB per stream): row 6's peak is that budget held at once, plus the garbage of the buffers grown on the way and the Go runtime's collection headroom; it was 884 MiB with the per-event bound alone. The calls the hostile replica took end with 502 connection_lost; those of the honest callers routed to it are counted as failed in its row, the others were served.
 - Unread /gradio_api/call results are kept until pending_call_ttl (10 min by default): row 5's "after" is measured with them still held.
 - A request refused while its body is still arriving (row 4's upload of many parts) is answered 413 and its connection closed: a client still sending may read a reset instead of the 413. Nothing is kept either way (the test counts the files on disk).
-- A stalled replica gets no anonymous caller while it connects, but a new signed-in user may still be assigned to it round robin and wait for that connect (up to the 30 s header time-out).
+- Row 8's calls are anonymous; a stalled replica also gets no new signed-in user (nor a user moved off a failed replica) once its connect has run 2 s while another is connected: pool's TestNewUsersAvoidAStalledConnect checks it.
 
 `
