@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/internal/ttlstore"
 	"github.com/gradiopool/gradiopool/pool"
 	"github.com/gradiopool/gradiopool/pool/assign"
 	"github.com/gradiopool/gradiopool/pool/cluster"
@@ -233,9 +234,49 @@ func (s *frontStore) Delete(ctx context.Context, front string) error {
 // frontDoorCluster returns the front door's session store and call-end
 // hook: shared through Redis when Open made this gateway a cluster member,
 // else nil (sessions in memory, calls joined here).
-func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string)) {
+func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string), frontdoor.ReaderMarks) {
 	if m := g.member; m != nil {
-		return m.frontStore(m.name), m.foreignEnd
+		return m.frontStore(m.name), m.foreignEnd, m.readerMarks(m.name)
 	}
-	return nil, nil
+	return nil, nil, nil
+}
+
+// readerMarks is the front door's marks of sessions with a data stream
+// open (frontdoor.Config.Readers), one key each in Redis with its own
+// expiry, so that frontdoor.read_grace holds in a cluster. While Redis is
+// lost the sessions are local, and so are their streams: nothing is
+// marked, and the local count decides.
+type readerMarks struct {
+	coord *cluster.Coordinator
+	kv    *ttlstore.Redis
+}
+
+func (m *clusterMember) readerMarks(name string) frontdoor.ReaderMarks {
+	kv, err := ttlstore.NewRedis(ttlstore.RedisConfig{Client: m.rc, KeyPrefix: "{" + name + "}:fdr:"})
+	if err != nil {
+		return nil // only for a nil client, which a member never has
+	}
+	return &readerMarks{coord: m.coord, kv: kv}
+}
+
+func (r *readerMarks) Mark(ctx context.Context, front string, ttl time.Duration) error {
+	if !r.coord.RedisUp() {
+		return nil
+	}
+	err := r.kv.Set(ctx, front, "1", ttl)
+	if err != nil && ctx.Err() == nil {
+		r.coord.RedisFailed(err)
+	}
+	return err
+}
+
+func (r *readerMarks) Marked(ctx context.Context, front string) (bool, error) {
+	if !r.coord.RedisUp() {
+		return false, nil
+	}
+	_, ok, err := r.kv.Get(ctx, front)
+	if err != nil && ctx.Err() == nil {
+		r.coord.RedisFailed(err)
+	}
+	return ok, err
 }

@@ -82,7 +82,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	if p == nil || g.cfg.FrontDoor.Disabled {
 		return
 	}
-	store, onForeignEnd := g.frontDoorCluster()
+	store, onForeignEnd, readers := g.frontDoorCluster()
 	fd, err := frontdoor.New(p, frontdoor.Config{
 		SessionTTL:              g.cfg.FrontDoor.SessionTTL,
 		UploadDir:               g.cfg.FrontDoor.UploadDir,
@@ -118,6 +118,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		},
 		Store:        store,
 		OnForeignEnd: onForeignEnd,
+		Readers:      readers,
 	})
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)

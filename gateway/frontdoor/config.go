@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -59,8 +60,9 @@ type Config struct {
 	// open the session's queue/data stream: past it, with no stream open,
 	// the call is cancelled at the replica and its slot freed (a join
 	// nobody reads would hold a slot for ever). Zero means
-	// DefaultReadGrace; negative: never. Not applied with OnForeignEnd
-	// set (a cluster), where the stream may be open at another gateway.
+	// DefaultReadGrace; negative: never. With OnForeignEnd set (a
+	// cluster), where the stream may be open at another gateway, it is
+	// applied only when Readers is set too.
 	ReadGrace time.Duration
 	// QueueUpdateInterval bounds how often a join waiting in the
 	// gateway's queue (every replica busy) gets an estimation message
@@ -158,6 +160,13 @@ type Config struct {
 	// stream closed). The other instance must then call [FrontDoor.Ended].
 	// Nil: calls are assumed joined here.
 	OnForeignEnd func(front, eventID string)
+	// Readers, if set, shares between the gateways of a cluster which
+	// caller sessions have a data stream open, so that ReadGrace holds
+	// there too: the instance serving a stream marks its session while
+	// the stream is open, and the instance holding a call whose grace
+	// passed with no stream open here cancels it only when no mark is
+	// found. Nil with OnForeignEnd: ReadGrace is not applied.
+	Readers ReaderMarks
 	// OnCall, if set, is told about every front-door call that ended:
 	// accepted calls when their process_completed passes (or they are
 	// lost), joins that no replica took. It must be quick (metrics).
@@ -200,3 +209,16 @@ const (
 	// knows how it ended; not reported here.
 	codeElsewhere = "-"
 )
+
+// ReaderMarks records, for a time, that a caller session has a data
+// stream open at some gateway of a cluster (Config.Readers).
+// Implementations must be safe for concurrent use.
+type ReaderMarks interface {
+	// Mark records that a data stream of caller session front is open,
+	// for ttl (it is marked again before that while it stays open).
+	Mark(ctx context.Context, front string, ttl time.Duration) error
+	// Marked reports whether front is marked. An error leaves the call
+	// running: an unread call holds its slot as before, but a read one is
+	// never cancelled for a store that did not answer.
+	Marked(ctx context.Context, front string) (bool, error)
+}

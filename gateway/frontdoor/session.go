@@ -244,7 +244,7 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 		s.calls = map[string]callMeta{}
 	}
 	s.calls[eventID] = meta
-	if g := s.f.cfg.ReadGrace; g > 0 && s.f.cfg.OnForeignEnd == nil {
+	if g := s.f.cfg.ReadGrace; g > 0 && (s.f.cfg.OnForeignEnd == nil || s.f.cfg.Readers != nil) {
 		if s.graces == nil {
 			s.graces = map[string]*time.Timer{}
 		}
@@ -268,7 +268,7 @@ func (s *callerSession) graceOver(eventID string) {
 		b.Replica, b.Backend = meta.replica, meta.backend
 	}
 	s.mu.Unlock()
-	if !unread || s.f.ctx.Err() != nil {
+	if !unread || s.f.ctx.Err() != nil || s.readElsewhere() {
 		return
 	}
 	if !s.complete(eventID, CodeNotRead) {
@@ -285,12 +285,16 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
 }
 
-// reading counts an open data stream until the returned func runs.
+// reading counts an open data stream until the returned func runs; in a
+// cluster (Config.Readers) it also marks the session as read for the
+// other gateways meanwhile.
 func (s *callerSession) reading() func() {
 	s.mu.Lock()
 	s.readers++
 	s.mu.Unlock()
+	stopMark := s.markReading()
 	return func() {
+		stopMark()
 		s.mu.Lock()
 		s.readers--
 		s.mu.Unlock()
