@@ -38,20 +38,25 @@ type Event struct {
 
 // Reader reads events from a stream. It is not safe for concurrent use.
 type Reader struct {
-	br      *bufio.Reader
-	max     int
-	data    []byte
-	typ     string
-	id      string
-	retry   int
-	buf     []byte   // a finished line that began in carry (the former carry)
-	lines   [][]byte // complete lines of buf not yet returned
-	carry   []byte   // an unterminated line continued by the next chunk
-	err     error    // sticky read error (io.EOF at the end)
-	started bool     // the optional UTF-8 BOM was checked
-	skipLF  bool     // the previous chunk ended in CR: a leading LF belongs to it
+	br    *bufio.Reader
+	max   int
+	data  []byte
+	typ   string
+	id    string
+	retry int
+	buf   []byte   // a finished line that began in carry
+	lines [][]byte // complete lines of buf not yet returned
+	// carry is an unterminated line continued by the next chunk, in
+	// blocks of blockSize (carryN bytes in all): a line that never ends
+	// grows by a block at a time, without the copies (and garbage) of a
+	// growing slice, and its blocks are reused by the next one.
+	carry   [][]byte
+	carryN  int
+	err     error // sticky read error (io.EOF at the end)
+	started bool  // the optional UTF-8 BOM was checked
+	skipLF  bool  // the previous chunk ended in CR: a leading LF belongs to it
 
-	// held is the capacity of data, buf and carry: what the Reader keeps
+	// held is the capacity of data, buf and carry's blocks: what the Reader keeps
 	// beyond the read buffer. Past allow it is charged to acct's Budget.
 	held    int
 	allow   int
@@ -93,6 +98,7 @@ func NewReaderSize(r io.Reader, maxLine int) *Reader {
 // Release returns the Reader's buffer for reuse; the Reader (and any
 // Event.Data it returned) must not be used afterwards. Optional.
 func (r *Reader) Release() {
+	r.dropCarry()
 	r.data, r.buf, r.carry, r.lines, r.held = nil, nil, nil, nil, 0
 	if r.acct != nil {
 		r.cleanup.Stop()
@@ -186,10 +192,10 @@ func (r *Reader) field(line []byte, hasData *bool) error {
 // unterminated line together with io.EOF. The slice is valid until the next
 // call.
 //
-// Each byte of the stream is scanned once and copied at most once (into
-// carry while its line is unfinished; the finished carry then becomes
-// buf), so a line of n bytes costs O(n) however many reads it spans, and
-// holds n bytes until the event's data copies it.
+// Each byte of the stream is scanned once and copied at most twice (into
+// carry's blocks while its line is unfinished, then into buf when the line
+// ends, the blocks freed), so a line of n bytes costs O(n) however many
+// reads it spans.
 func (r *Reader) readLine() ([]byte, error) {
 	for {
 		if len(r.lines) > 0 {
@@ -198,9 +204,11 @@ func (r *Reader) readLine() ([]byte, error) {
 			return l, nil
 		}
 		if r.err != nil {
-			if len(r.carry) > 0 {
-				l := r.carry
-				r.carry = nil
+			if r.carryN > 0 {
+				l, err := r.joinCarry(nil)
+				if err != nil {
+					return nil, err
+				}
 				return l, r.err
 			}
 			return nil, r.err
@@ -217,7 +225,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			}
 		}
 		// Fast path: one LF-terminated line without CR and nothing carried.
-		if err == nil && len(r.carry) == 0 && bytes.IndexByte(chunk, '\r') < 0 {
+		if err == nil && r.carryN == 0 && bytes.IndexByte(chunk, '\r') < 0 {
 			if len(chunk)-1 > r.max {
 				return nil, ErrLineTooLong
 			}
@@ -246,18 +254,11 @@ func (r *Reader) split(chunk []byte) error {
 			continue
 		}
 		line := chunk[start:i]
-		if len(r.carry) > 0 {
-			if len(r.carry)+len(line) > r.max {
-				return ErrLineTooLong
-			}
-			// The carried part becomes the line, and the old line's
-			// buffer the next carry: each byte is copied once here.
-			carry, err := r.grow(r.carry, len(line))
-			if err != nil {
+		if r.carryN > 0 {
+			var err error
+			if line, err = r.joinCarry(line); err != nil {
 				return err
 			}
-			line = append(carry, line...)
-			r.buf, r.carry = line, r.buf[:0]
 		}
 		r.lines = append(r.lines, line)
 		if c == '\r' {
@@ -269,16 +270,64 @@ func (r *Reader) split(chunk []byte) error {
 		}
 		start = i + 1
 	}
-	rest := chunk[start:]
-	if len(r.carry)+len(rest) > r.max {
+	return r.appendCarry(chunk[start:])
+}
+
+// blockSize is the size of carry's blocks: a full read buffer.
+const blockSize = 16 << 10
+
+// blockPool recycles carry's blocks between lines and Readers.
+var blockPool = sync.Pool{New: func() any { return new([blockSize]byte) }}
+
+// appendCarry adds p to the unterminated line, a block at a time, each
+// charged before it is taken.
+func (r *Reader) appendCarry(p []byte) error {
+	if r.carryN+len(p) > r.max {
 		return ErrLineTooLong
 	}
-	carry, err := r.grow(r.carry, len(rest))
-	if err != nil {
-		return err
+	for len(p) > 0 {
+		if k := len(r.carry); k == 0 || len(r.carry[k-1]) == blockSize {
+			if err := r.charge(blockSize); err != nil {
+				return err
+			}
+			r.carry = append(r.carry, blockPool.Get().(*[blockSize]byte)[:0])
+		}
+		last := &r.carry[len(r.carry)-1]
+		n := copy((*last)[len(*last):blockSize], p)
+		*last = (*last)[:len(*last)+n]
+		p = p[n:]
+		r.carryN += n
 	}
-	r.carry = append(carry, rest...)
 	return nil
+}
+
+// joinCarry ends the unterminated line with tail: it returns the whole
+// line in buf (allocated to its size, charged first) and frees the blocks.
+func (r *Reader) joinCarry(tail []byte) ([]byte, error) {
+	if r.carryN+len(tail) > r.max {
+		return nil, ErrLineTooLong
+	}
+	buf, err := r.grow(r.buf[:0], r.carryN+len(tail))
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range r.carry {
+		buf = append(buf, b...)
+	}
+	buf = append(buf, tail...)
+	r.dropCarry()
+	r.buf = buf
+	return buf, nil
+}
+
+// dropCarry returns carry's blocks to the pool and their share.
+func (r *Reader) dropCarry() {
+	for i, b := range r.carry {
+		blockPool.Put((*[blockSize]byte)(b[:blockSize]))
+		r.carry[i] = nil
+	}
+	_ = r.charge(-len(r.carry) * blockSize)
+	r.carry, r.carryN = r.carry[:0], 0
 }
 
 // grow returns s with room for n more bytes. A new array is charged to
@@ -290,6 +339,9 @@ func (r *Reader) grow(s []byte, n int) ([]byte, error) {
 		return s, nil
 	}
 	c := max(need, 2*cap(s), 512)
+	if len(s) == 0 {
+		c = max(need, 512) // nothing to keep: no room ahead either
+	}
 	if cap(s) >= 1<<20 {
 		// Past 1 MiB a quarter more, as append does: doubling a line of
 		// 60 MiB would allocate 120 MiB for the last few bytes.
@@ -337,8 +389,5 @@ func (r *Reader) shrink() {
 	}
 	if len(r.lines) == 0 && cap(r.buf) > r.allow {
 		drop(&r.buf)
-	}
-	if len(r.carry) == 0 && cap(r.carry) > r.allow {
-		drop(&r.carry)
 	}
 }
