@@ -90,9 +90,9 @@ func addStalled(t *testing.T, p *pool.Pool, cfg pool.Config) *gradiotest.Server 
 // are assigned to the connected replicas, not round robin to the stalled
 // one where each would wait for that connect (30 s here, past the 5 s
 // deadline of each call) and then stay assigned. Users moved off a
-// replica that went away also land on a connected one. (TestRoundRobinSpread
-// checks that the start-up connects, younger than the 2 s default, keep
-// the round robin even.)
+// replica that refuses their calls also land on a connected one.
+// (TestRoundRobinSpread checks that the start-up connects, younger than
+// the 2 s default, keep the round robin even.)
 func TestNewUsersAvoidAStalledConnect(t *testing.T) {
 	srvs := replicas(t, 2)
 	cfg := pool.Config{Replicas: []string{srvs[0].URL, srvs[1].URL}, MinConnections: 1,
@@ -125,9 +125,11 @@ func TestNewUsersAvoidAStalledConnect(t *testing.T) {
 	if len(moving) == 0 {
 		t.Fatal("no new user was assigned to the second replica")
 	}
-	// The second replica goes away: its users move, each to the first one
-	// (the stalled replica is not ready), whatever the rotation of moves.
-	srvs[1].Close()
+	// The second replica refuses every join from now on (queue full): its
+	// users move, each to the first one (the stalled replica is not
+	// ready), whatever the rotation of moves. (Closing it instead would
+	// cut a join on a kept-alive connection: maybe accepted, not moved.)
+	srvs[1].SetQueueFull(true)
 	for _, u := range moving {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		res, err := p.Predict(ctx, u, "upper", "x")
