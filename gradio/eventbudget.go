@@ -20,8 +20,8 @@ import (
 type EventBudget = sse.Budget
 
 // DefaultEventBudgetBytes is the size of the budget that every Client
-// without WithEventBudget shares in a process: room for about three
-// events at the 64 MiB limit being read at once (each is held twice
+// without WithEventBudget shares in a process: room for two events at
+// the 64 MiB limit being read at once (each is held about twice its size
 // while it is read: its line, then its data).
 const DefaultEventBudgetBytes = 256 << 20
 

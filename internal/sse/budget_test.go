@@ -83,9 +83,11 @@ func TestBudgetFreedAfterLargeEvent(t *testing.T) {
 
 // TestBudgetRefusedStreamsLeaveRoom: a stream refused by a full Budget
 // does not block the others for good: once the hog is released, another
-// large event fits.
+// large event fits, in a budget of little more than twice its size (its
+// line, then its data, are held one after the other, never together with
+// their copy).
 func TestBudgetRefusedStreamsLeaveRoom(t *testing.T) {
-	b := sse.NewBudget(3 << 20)
+	b := sse.NewBudget(2<<20 + 256<<10)
 	hog := sse.NewReaderBudget(&endless{pattern: []byte("x"), n: 64 << 20}, 0, b)
 	if _, err := hog.Next(); !errors.Is(err, sse.ErrBudgetExhausted) {
 		t.Fatalf("hog: Next = %v, want ErrBudgetExhausted", err)
@@ -101,5 +103,27 @@ func TestBudgetRefusedStreamsLeaveRoom(t *testing.T) {
 	defer r.Release()
 	if e, err := r.Next(); err != nil || len(e.Data) != 1<<20 {
 		t.Fatalf("after the hog's release: %d bytes, %v", len(e.Data), err)
+	}
+}
+
+// TestBudgetBoundsEndlessEvent: data lines that never meet the blank line
+// are charged as they accumulate, and stop at the budget (under the
+// per-event limit) with ErrBudgetExhausted.
+func TestBudgetBoundsEndlessEvent(t *testing.T) {
+	b := sse.NewBudget(1 << 20)
+	src := &endless{pattern: []byte("data: 0123456789abcdef\n"), n: 8 << 20}
+	r := sse.NewReaderBudget(src, 4<<20, b)
+	if _, err := r.Next(); !errors.Is(err, sse.ErrBudgetExhausted) {
+		t.Fatalf("Next = %v, want ErrBudgetExhausted", err)
+	}
+	if h := b.Held(); h > 1<<20 {
+		t.Fatalf("held %d bytes, budget %d", h, 1<<20)
+	}
+	if read := 8<<20 - src.n; read > 2<<20 {
+		t.Errorf("read %d bytes before giving up", read)
+	}
+	r.Release()
+	if h := b.Held(); h != 0 {
+		t.Fatalf("after Release the budget still counts %d bytes", h)
 	}
 }

@@ -50,8 +50,14 @@ type Reader struct {
 	// blocks of blockSize (carryN bytes in all): a line that never ends
 	// grows by a block at a time, without the copies (and garbage) of a
 	// growing slice, and its blocks are reused by the next one.
-	carry   [][]byte
-	carryN  int
+	carry  [][]byte
+	carryN int
+	// dblocks hold the event's data (dataN bytes) the same way until it
+	// is dispatched: an event whose blank line never comes holds no
+	// garbage either. One block is handed out as is; more are joined
+	// into data.
+	dblocks [][]byte
+	dataN   int
 	err     error // sticky read error (io.EOF at the end)
 	started bool  // the optional UTF-8 BOM was checked
 	skipLF  bool  // the previous chunk ended in CR: a leading LF belongs to it
@@ -95,11 +101,14 @@ func NewReaderSize(r io.Reader, maxLine int) *Reader {
 	return &Reader{br: br, max: maxLine, allow: DefaultAllowance}
 }
 
-// Release returns the Reader's buffer for reuse; the Reader (and any
-// Event.Data it returned) must not be used afterwards. Optional.
+// Release returns the Reader's buffers for reuse, and what it holds of its
+// Budget; the Reader (and any Event.Data it returned) must not be used
+// afterwards. Optional: a Reader dropped without it gives its Budget share
+// back when it is collected.
 func (r *Reader) Release() {
-	r.dropCarry()
-	r.data, r.buf, r.carry, r.lines, r.held = nil, nil, nil, nil, 0
+	r.dropBlocks(&r.carry, &r.carryN)
+	r.dropBlocks(&r.dblocks, &r.dataN)
+	r.data, r.buf, r.carry, r.dblocks, r.lines, r.held = nil, nil, nil, nil, nil, 0
 	if r.acct != nil {
 		r.cleanup.Stop()
 		r.acct.refund()
@@ -115,6 +124,7 @@ func (r *Reader) Release() {
 // an event not terminated by an empty line before EOF is discarded, as the
 // standard says. Other errors come from the underlying reader.
 func (r *Reader) Next() (Event, error) {
+	r.dropBlocks(&r.dblocks, &r.dataN)
 	r.shrink()
 	r.data = r.data[:0]
 	r.typ = ""
@@ -137,11 +147,26 @@ func (r *Reader) Next() (Event, error) {
 			if !hasData && r.typ == "" {
 				continue // empty event (e.g. after only comments or id:)
 			}
-			return Event{Type: r.typ, Data: r.data, ID: r.id, Retry: r.retry}, nil
+			data, err := r.eventData()
+			if err != nil {
+				return Event{}, err
+			}
+			return Event{Type: r.typ, Data: data, ID: r.id, Retry: r.retry}, nil
 		}
 		if err := r.field(line, &hasData); err != nil {
 			return Event{}, err
 		}
+		r.lineDone(line)
+	}
+}
+
+// lineDone drops buf once its line is processed when it grew past the
+// allowance: a large event is then held once as its line, then once as
+// its data, never as both and its join.
+func (r *Reader) lineDone(line []byte) {
+	if len(line) > 0 && len(r.buf) > 0 && &line[0] == &r.buf[0] && cap(r.buf) > r.allow {
+		_ = r.charge(-cap(r.buf))
+		r.buf = nil
 	}
 }
 
@@ -162,17 +187,17 @@ func (r *Reader) field(line []byte, hasData *bool) error {
 		if *hasData {
 			n++
 		}
-		if len(r.data)+n > r.max {
+		if r.dataN+n > r.max {
 			return ErrEventTooLarge
 		}
-		var err error
-		if r.data, err = r.grow(r.data, n); err != nil {
+		if *hasData {
+			if err := r.appendBlocks(&r.dblocks, &r.dataN, newline); err != nil {
+				return err
+			}
+		}
+		if err := r.appendBlocks(&r.dblocks, &r.dataN, value); err != nil {
 			return err
 		}
-		if *hasData {
-			r.data = append(r.data, '\n')
-		}
-		r.data = append(r.data, value...)
 		*hasData = true
 	case "event":
 		r.typ = string(value)
@@ -273,30 +298,58 @@ func (r *Reader) split(chunk []byte) error {
 	return r.appendCarry(chunk[start:])
 }
 
+var newline = []byte{'\n'}
+
+// eventData is the dispatched event's data: its one block as is, or its
+// blocks joined into data (allocated to its size, charged first).
+func (r *Reader) eventData() ([]byte, error) {
+	switch len(r.dblocks) {
+	case 0:
+		return r.data[:0], nil
+	case 1:
+		return r.dblocks[0], nil
+	}
+	data, err := r.grow(r.data[:0], r.dataN)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range r.dblocks {
+		data = append(data, b...)
+	}
+	r.dropBlocks(&r.dblocks, &r.dataN)
+	r.data = data
+	return data, nil
+}
+
 // blockSize is the size of carry's blocks: a full read buffer.
 const blockSize = 16 << 10
 
 // blockPool recycles carry's blocks between lines and Readers.
 var blockPool = sync.Pool{New: func() any { return new([blockSize]byte) }}
 
-// appendCarry adds p to the unterminated line, a block at a time, each
-// charged before it is taken.
+// appendCarry adds p to the unterminated line.
 func (r *Reader) appendCarry(p []byte) error {
 	if r.carryN+len(p) > r.max {
 		return ErrLineTooLong
 	}
+	return r.appendBlocks(&r.carry, &r.carryN, p)
+}
+
+// appendBlocks adds p to the blocks of *list (*n bytes in all), a block at
+// a time, each charged before it is taken.
+func (r *Reader) appendBlocks(list *[][]byte, n *int, p []byte) error {
 	for len(p) > 0 {
-		if k := len(r.carry); k == 0 || len(r.carry[k-1]) == blockSize {
+		if k := len(*list); k == 0 || len((*list)[k-1]) == blockSize {
 			if err := r.charge(blockSize); err != nil {
 				return err
 			}
-			r.carry = append(r.carry, blockPool.Get().(*[blockSize]byte)[:0])
+			*list = append(*list, blockPool.Get().(*[blockSize]byte)[:0])
 		}
-		last := &r.carry[len(r.carry)-1]
-		n := copy((*last)[len(*last):blockSize], p)
-		*last = (*last)[:len(*last)+n]
-		p = p[n:]
-		r.carryN += n
+		last := &(*list)[len(*list)-1]
+		c := copy((*last)[len(*last):blockSize], p)
+		*last = (*last)[:len(*last)+c]
+		p = p[c:]
+		*n += c
 	}
 	return nil
 }
@@ -315,19 +368,19 @@ func (r *Reader) joinCarry(tail []byte) ([]byte, error) {
 		buf = append(buf, b...)
 	}
 	buf = append(buf, tail...)
-	r.dropCarry()
+	r.dropBlocks(&r.carry, &r.carryN)
 	r.buf = buf
 	return buf, nil
 }
 
-// dropCarry returns carry's blocks to the pool and their share.
-func (r *Reader) dropCarry() {
-	for i, b := range r.carry {
+// dropBlocks returns the blocks of *list to the pool, and their share.
+func (r *Reader) dropBlocks(list *[][]byte, n *int) {
+	for i, b := range *list {
 		blockPool.Put((*[blockSize]byte)(b[:blockSize]))
-		r.carry[i] = nil
+		(*list)[i] = nil
 	}
-	_ = r.charge(-len(r.carry) * blockSize)
-	r.carry, r.carryN = r.carry[:0], 0
+	_ = r.charge(-len(*list) * blockSize)
+	*list, *n = (*list)[:0], 0
 }
 
 // grow returns s with room for n more bytes. A new array is charged to
@@ -339,10 +392,10 @@ func (r *Reader) grow(s []byte, n int) ([]byte, error) {
 		return s, nil
 	}
 	c := max(need, 2*cap(s), 512)
-	if len(s) == 0 {
+	switch {
+	case len(s) == 0:
 		c = max(need, 512) // nothing to keep: no room ahead either
-	}
-	if cap(s) >= 1<<20 {
+	case cap(s) >= 1<<20:
 		// Past 1 MiB a quarter more, as append does: doubling a line of
 		// 60 MiB would allocate 120 MiB for the last few bytes.
 		c = max(need, cap(s)+cap(s)/4)
