@@ -1,8 +1,10 @@
 package gradio
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Gradio before 5.0 sends a gr.Error's message as str(error), which is
@@ -21,6 +23,49 @@ func (s *appSession) appErr(o *output, msgTitle *string) error {
 		}
 	}
 	return err
+}
+
+// UnPyRepr decodes a Python str repr ('...' or "...", as Gradio before
+// 5.0 sends a gr.Error's message); ok is false when s is not one.
+func UnPyRepr(s string) (string, bool) { return unPyRepr(s) }
+
+// PyRepr is Python 3's repr of the str s: the message text Gradio before
+// 5.0 sends for a gr.Error raised with s (the front door presents a
+// Gradio 4 app's errors so when a Gradio 5 replica ran the call).
+func PyRepr(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r > 0x7f && !unicode.IsPrint(r):
+			if r <= 0xff {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else if r <= 0xffff {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
 }
 
 // unPyRepr decodes a Python str repr ('...' or "..." with backslash
