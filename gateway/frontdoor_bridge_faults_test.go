@@ -133,6 +133,9 @@ func TestFrontDoorBridgeReplicaLost(t *testing.T) {
 			gate := make(chan struct{})
 			srv, g, sims := frontGatewayMode(t, mode, []*gradiotest.App{holdApp(gate), holdApp(gate)}, func(c *gateway.Config) {
 				c.Pool.MaxConnections = 4
+				// hold keeps no state: pinned, its next call moves the
+				// session (spread, it would only run elsewhere).
+				c.FrontDoor.PinSessions = true
 			})
 			fn := fnIndexOf(t, srv.URL, "hold")
 			id, err := fdJoin(srv.URL, "lost", fn, "x")

@@ -1,7 +1,9 @@
 package frontdoor
 
-// The bridge: callers of a reference app older than sse_v3 are served
-// Gradio 5 (sse_v3) by the gateway itself.
+// The bridge: calls that run on a replica older than sse_v3 are served to
+// the caller as Gradio 5 (sse_v3) by the gateway itself (which replica
+// runs a call, and so whether it is bridged, is decided per call: see
+// mixed.go).
 //
 // Why bridging and not relaying for the older generations: the official
 // clients of today (@gradio/client 2.x, gradio_client 1.x) only finish
@@ -57,24 +59,26 @@ func bridgedProtocol(p string) bool {
 	return false
 }
 
-// bridged reports whether the reference app is served through the bridge.
-func (f *FrontDoor) bridged(ctx context.Context) bool {
-	app, _, err := f.reference(ctx)
-	return err == nil && bridgedProtocol(app.Config().Protocol)
-}
-
 // bridgeState is a caller session's side of the bridge: its Go client
-// session on its replica (gr.State lives there between calls) and the
-// sse_v3 messages its queue/data stream has not taken yet.
+// sessions on the bridged replicas its calls ran on (gr.State lives there
+// between calls) and the sse_v3 messages its queue/data stream has not
+// taken yet.
 type bridgeState struct {
-	mu      sync.Mutex // guards the fields below; no I/O under it
-	replica string
-	app     *gradio.Client // the pool's app the session was made from
-	client  *gradio.Client // the caller session's own session there
+	mu sync.Mutex // guards the fields below; no I/O under it
+	// clients holds the caller session's own Go session per replica: the
+	// session's replica, and those its spread calls ran on. At most one
+	// per replica.
+	clients map[string]bridgeClient
 	jobs    map[string]*bridgeJob
 	out     [][]byte
 	closed  bool
-	wake    chan struct{} // a token when out or jobs changed
+	wake    chan struct{} // a token when out or jobs changed (the session's wake)
+}
+
+// bridgeClient is a caller session's Go session on one replica.
+type bridgeClient struct {
+	app    *gradio.Client // the pool's app the session was made from
+	client *gradio.Client // the caller session's own session there
 }
 
 // bridgeJob is one bridged call the caller has not seen end yet.
@@ -89,12 +93,14 @@ type bridgeJob struct {
 // dropped (never a completion).
 const maxBridgeOut = 1024
 
-// bridgeOf returns s's bridge state, making it when make is set.
+// bridgeOf returns s's bridge state, making it when create is set. Its
+// messages wake the session's data stream (s.wake), which also relays the
+// session's sse_v3 calls.
 func (s *callerSession) bridgeOf(create bool) *bridgeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.br == nil && create {
-		s.br = &bridgeState{jobs: map[string]*bridgeJob{}, wake: make(chan struct{}, 1)}
+		s.br = &bridgeState{clients: map[string]bridgeClient{}, jobs: map[string]*bridgeJob{}, wake: s.wake}
 	}
 	return s.br
 }
@@ -123,21 +129,24 @@ func (b *bridgeState) push(msg []byte) {
 
 // session returns the caller session's Go client on replica, made from
 // app (the pool's client there) when there is none or the replica's app
-// was reconnected since; a previous session elsewhere is closed (the
-// caller session moved: its gr.State starts empty, as for relayed calls).
+// was reconnected since (its gr.State is gone with the old app: the
+// previous session there is closed). Sessions on other replicas stay (as
+// the relayed sessions' backend session hashes do): a spread call does not
+// end the state of the session's own replica.
 func (b *bridgeState) session(replica string, app *gradio.Client) (*gradio.Client, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return nil, gradio.ErrClosed
 	}
-	if b.client != nil && b.replica == replica && b.app == app {
+	cur, ok := b.clients[replica]
+	if ok && cur.app == app {
 		defer b.mu.Unlock()
-		return b.client, nil
+		return cur.client, nil
 	}
-	old := b.client
-	b.replica, b.app, b.client = replica, app, app.NewSession()
-	c := b.client
+	old := cur.client
+	c := app.NewSession()
+	b.clients[replica] = bridgeClient{app: app, client: c}
 	b.mu.Unlock()
 	if old != nil {
 		// Not under b.mu: closing ends the session's jobs, whose events
@@ -152,8 +161,8 @@ func (b *bridgeState) session(replica string, app *gradio.Client) (*gradio.Clien
 func (b *bridgeState) close() {
 	b.mu.Lock()
 	b.closed = true
-	c := b.client
-	b.client = nil
+	clients := b.clients
+	b.clients = map[string]bridgeClient{}
 	var cancels []context.CancelFunc
 	for _, j := range b.jobs {
 		cancels = append(cancels, j.cancel)
@@ -162,8 +171,8 @@ func (b *bridgeState) close() {
 	for _, c := range cancels {
 		c()
 	}
-	if c != nil {
-		_ = c.Close()
+	for _, c := range clients {
+		_ = c.client.Close()
 	}
 }
 
@@ -220,54 +229,6 @@ func bridgeJSON(v any) []byte {
 		panic(err) // only maps of JSON values are encoded here
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n")
-}
-
-// bridgeJoin is POST queue/join for a bridged app: the call runs on the
-// caller session's replica with the Go client; the caller gets an event id
-// of the gateway's, and the call's events on its queue/data stream.
-func (f *FrontDoor) bridgeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta) {
-	ctx := r.Context()
-	var fn int
-	if err := json.Unmarshal(m["fn_index"], &fn); err != nil {
-		f.reportCall(meta, CodeBadInput)
-		detail(w, http.StatusUnprocessableEntity, "fn_index must be an integer")
-		return
-	}
-	var tried []string
-	var last error
-	for range len(f.replicaNames()) + 1 {
-		slot, b, err := f.slotFor(ctx, s, u, tried, meta.endpoint, meta.watch, false)
-		if err != nil {
-			if last != nil {
-				break
-			}
-			f.noSlot(w, r, s, meta, err)
-			return
-		}
-		meta.replica, meta.backend, meta.wait = b.Replica, b.Backend, f.cfg.Now().Sub(meta.start)
-		f.annotate(r, slog.String("replica", b.Replica))
-		err = f.bridgeSubmit(w, r, s, slot, fn, m["data"], meta)
-		if err == nil {
-			return
-		}
-		f.stats.refused.Add(1)
-		slot.Done(gradio.JoinNotAccepted, err)
-		f.log.Warn("front door: replica refused a bridged call", slog.String("replica", b.Replica),
-			slog.String("session", shortHash(s.front)), slog.Any("error", err))
-		last = err
-		if len(s.inFlightOn(b.Replica)) > 0 {
-			break // the session's other calls run there: it cannot move
-		}
-		tried = append(tried, b.Replica)
-	}
-	f.reportCall(meta, CodeRefused)
-	f.annotate(r, slog.String("error_code", CodeRefused))
-	if errors.Is(last, gradio.ErrQueueFull) {
-		// Gradio's own answer to a full queue; the JS client shows its busy message.
-		detail(w, http.StatusServiceUnavailable, "Queue is full! Please try again.")
-		return
-	}
-	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last)
 }
 
 // bridgeSubmit submits one call under slot. It answers the caller unless
@@ -332,7 +293,7 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 	id := meta.qc.eventID() // the gateway's queued id, if the caller has it
 	jctx, cancel := context.WithCancel(f.ctx)
 	stopOnDrain := context.AfterFunc(f.stopCalls, cancel)
-	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), start: meta.start}
+	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), pre: f.callerPrefix(), modern: f.presentedModern(), start: meta.start}
 	br.mu.Lock()
 	if br.closed {
 		br.mu.Unlock()
@@ -425,76 +386,18 @@ func (f *FrontDoor) bridgeCallerFault(w http.ResponseWriter, r *http.Request, sl
 	detail(w, status, msg)
 }
 
-// bridgeCancel is POST cancel of a bridged session.
-func (f *FrontDoor) bridgeCancel(w http.ResponseWriter, br *bridgeState, eventID string) {
-	if br != nil {
-		br.cancelJob(eventID)
-	}
-	relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
-}
-
-// bridgeData is GET queue/data of a bridged session: the session's queued
-// sse_v3 messages, then close_stream once no call of the session is left
-// (Gradio 5's rule), with a heartbeat message while calls run quietly.
-//
-// A bridged session's calls live in the gateway instance that took its
-// joins (its Go client session is there): a session with none here (a
-// cluster sent its stream to another instance) is unknown, as in Gradio.
-func (f *FrontDoor) bridgeData(w http.ResponseWriter, r *http.Request, s *callerSession, br *bridgeState) {
-	if br == nil {
-		_ = startSSE(w).Data(sessionNotFound)
-		return
-	}
-	defer s.stream()()
-	defer s.reading()()
-	rc := startSSE(w)
-	t := time.NewTicker(f.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		// The gateway's queue first (queued.go): a call's estimations
-		// come before its replica's messages.
-		msgs := s.takeQueuedNotes()
-		more, idle := br.take()
-		for _, m := range append(msgs, more...) {
-			if rc.Data(m) != nil {
-				br.cancelAll()
-				return
-			}
-		}
-		if idle && !s.waitingQueued() {
-			_ = rc.Data([]byte(`{"msg":"close_stream","event_id":null}`))
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			// The caller went away: as Gradio does when a session's
-			// stream closes, its calls are dropped.
-			br.cancelAll()
-			s.cancelQueued()
-			return
-		case <-f.ctx.Done():
-			return
-		case <-br.wake:
-		case <-s.wake:
-		case <-t.C:
-			if rc.Data([]byte(`{"msg":"heartbeat"}`)) != nil {
-				br.cancelAll()
-				return
-			}
-		}
-	}
-}
-
 // bridgeConv turns one Go job's events into sse_v3 messages.
 type bridgeConv struct {
-	f     *FrontDoor
-	br    *bridgeState
-	id    string
-	cfg   *gradio.Config
-	dep   *gradio.Dependency
-	idx   int    // the replica's number in file URLs
-	gw    string // the gateway's root as the caller reached it
-	start time.Time
+	f      *FrontDoor
+	br     *bridgeState
+	id     string
+	cfg    *gradio.Config
+	dep    *gradio.Dependency
+	idx    int    // the replica's number in file URLs
+	gw     string // the gateway's root as the caller reached it
+	pre    string // the API prefix the caller sees (callerPrefix)
+	modern bool   // the caller sees Gradio 5 or later (presentedModern)
+	start  time.Time
 }
 
 func secondsOrNil(d time.Duration) any {
@@ -576,6 +479,8 @@ func (c *bridgeConv) errorMessage(err error) map[string]any {
 		var text any = ae.Message
 		if ae.Hidden {
 			text = nil
+		} else if !c.modern {
+			text = gradio.PyRepr(ae.Message) // presented as Gradio 4.44 (see presentError)
 		}
 		return map[string]any{"msg": "process_completed", "event_id": c.id,
 			"output":  map[string]any{"error": text, "duration": secondsOrNil(ae.Duration), "visible": ae.Visible, "title": title},
@@ -655,7 +560,7 @@ func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
 			if ok && len(p) > 1 && p[0] == '/' && isFileData(t) {
 				vp := c.f.virtualPath(c.idx, p)
 				t["path"] = vp
-				t["url"] = c.gw + bridgePrefix + "/file=" + vp
+				t["url"] = c.gw + c.pre + "/file=" + vp
 				if n, _ := t["orig_name"].(string); n == "" {
 					t["orig_name"] = path.Base(p)
 				}
@@ -691,7 +596,7 @@ func isFileData(t map[string]any) bool {
 	return url || name
 }
 
-// bridgeConfig is GET /config for a bridged app: the replica's config
+// bridgeConfig is GET /config when the reference replica is bridged: its config
 // presented as Gradio 5's (protocol sse_v3, the /gradio_api prefix, a 5.x
 // version, dependency ids, connect_heartbeat as Gradio 5 computes it),
 // with the gateway's root and app_id.

@@ -80,7 +80,7 @@ func TestBridgeOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &bridgeConv{f: f, cfg: cfg, dep: &cfg.Dependencies[0], idx: 0, gw: "http://gw"}
+	c := &bridgeConv{f: f, cfg: cfg, dep: &cfg.Dependencies[0], idx: 0, gw: "http://gw", pre: bridgePrefix, modern: true}
 	f.fileIDs = []string{"r1"}
 	out := c.outputs([]json.RawMessage{
 		json.RawMessage(`"text"`),

@@ -71,19 +71,27 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
 	}
-	if br := s.bridgeOf(false); br != nil || f.bridged(r.Context()) {
-		f.bridgeCancel(w, br, str(m["event_id"]))
-		return
-	}
 	// The call's own replica and backend session: a spread call may run
 	// elsewhere than the session's replica; the replica knows a call
 	// that waited in the gateway's queue by its own event id.
 	rid := s.replicaID(str(m["event_id"]))
+	if br := s.bridgeOf(false); br != nil && br.cancelJob(rid) {
+		// A bridged call: the bridge ends it for the caller as Gradio 5's
+		// cancel does, and stops it at the replica in its protocol's way.
+		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		return
+	}
 	m["event_id"], _ = json.Marshal(rid)
 	replica, backend := s.laneOf(rid)
 	app, err := f.appFor(r.Context(), replica)
 	if err != nil {
 		detail(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	if needsBridge(app.Config()) {
+		// An older replica has no cancel of Gradio 5's (the call ended
+		// already, or was never known): Gradio answers success.
+		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
 	}
 	m["session_hash"], _ = json.Marshal(backend)

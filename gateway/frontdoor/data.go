@@ -63,11 +63,12 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	if done {
 		return
 	}
-	if br := s.bridgeOf(false); br != nil || f.bridged(ctx) {
-		if br == nil && s.waitingQueued() {
-			br = s.bridgeOf(true) // its calls wait in the gateway's queue: their messages come here
-		}
-		f.bridgeData(w, r, s, br)
+	if s.bridgeOf(false) == nil && !f.relayable(s.binding().Replica) && s.streamDrained() {
+		// Bound to an older replica, with no bridged call here: its calls
+		// (if any) live in the gateway instance that took their joins (a
+		// cluster sent the stream elsewhere). Unknown, as in Gradio.
+		rc := startSSE(w)
+		_ = rc.Data(sessionNotFound)
 		return
 	}
 	defer s.stream()()
@@ -116,26 +117,46 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	gone := func() {
 		// The caller went away: the replicas drop the session's calls
 		// when their streams close (Gradio's rule), so their slots are
-		// free.
+		// free; the bridge cancels its own.
 		stop()
 		wg.Wait()
-		s.releaseAll(CodeClientClosed)
+		s.releaseStream(CodeClientClosed)
 		f.foreignEnd(s.front, "")
 	}
 	// notes writes the gateway's own messages: estimations of the calls
-	// in its queue, the end of those that got no replica.
-	notes := func() { out.dataFrom(s.takeQueuedNotes) }
+	// in its queue, the end of those that got no replica, and the
+	// bridge's messages of the calls that run on older replicas. False
+	// when the caller is gone.
+	notes := func() bool {
+		out.dataFrom(s.takeQueuedNotes)
+		for _, m := range s.bridgeMessages() {
+			if out.data(m) != nil {
+				return false
+			}
+		}
+		return true
+	}
 	startBusy()
-	if len(active) == 0 && b.Replica != "" && !s.waitingQueued() {
+	if len(active) == 0 && b.Replica != "" && !s.waitingQueued() && f.relayable(b.Replica) && s.streamDrained() {
+		// Nothing of the session in flight that another source feeds:
+		// relay its replica's stream, as Gradio would answer it.
 		start(b.Replica, b.Backend)
 	}
 	if len(active) == 0 {
 		out.start() // only calls in the gateway's queue: their messages come from here
 	}
-	notes()
-	// While only the gateway's queue feeds the stream (no replica's
-	// stream relayed, whose own heartbeats pass), Gradio's heartbeat
-	// keeps proxies from closing it during a long wait.
+	if !notes() {
+		gone()
+		return
+	}
+	if len(active) == 0 && s.streamDrained() {
+		// Only bridged calls, all ended and told: Gradio 5's rule.
+		_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
+		return
+	}
+	// While only the gateway feeds the stream (its queue, the bridge; no
+	// replica's stream relayed, whose own heartbeats pass), Gradio's
+	// heartbeat keeps proxies from closing it during a long wait.
 	hb := time.NewTicker(f.cfg.HeartbeatInterval)
 	defer hb.Stop()
 	failed := false
@@ -145,13 +166,17 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			gone()
 			return
 		case <-hb.C:
-			if len(active) == 0 {
-				_ = out.data([]byte(`{"msg":"heartbeat"}`))
+			if len(active) == 0 && out.data([]byte(`{"msg":"heartbeat"}`)) != nil {
+				gone()
+				return
 			}
 		case <-s.wake:
 			startBusy()
-			notes()
-			if len(active) == 0 && s.drained() {
+			if !notes() {
+				gone()
+				return
+			}
+			if len(active) == 0 && s.streamDrained() {
 				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
 				return
 			}
@@ -173,8 +198,11 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				f.failLane(out, s, e.replica, e.cause)
 			}
 			startBusy()
-			notes()
-			if len(active) == 0 && s.drained() {
+			if !notes() {
+				gone()
+				return
+			}
+			if len(active) == 0 && s.streamDrained() {
 				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
 				if failed {
 					f.foreignEnd(s.front, "")
@@ -327,11 +355,14 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 		}
 		_ = json.Unmarshal(ev.Data, &msg)
 		if msg.Msg == "close_stream" {
-			return relayed, len(s.inFlightOn(b.Replica)) > 0, len(s.inFlightOn(b.Replica)) == 0, nil
+			return relayed, len(s.relayedOn(b.Replica)) > 0, len(s.relayedOn(b.Replica)) == 0, nil
 		}
 		data := ev.Data
 		if msg.EventID != nil {
 			data = s.frontIDs(data, *msg.EventID)
+		}
+		if msg.Msg == "process_completed" && msg.Success != nil && !*msg.Success {
+			data = f.presentError(app, data) // a mixed set: one gr.Error text
 		}
 		if werr := out.data(rw.rewrite(data)); werr != nil {
 			return relayed, false, false, nil // the caller went away
@@ -355,7 +386,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 // error shape: process_completed with success false) and frees their
 // slots. The calls are never run again.
 func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, cause error) {
-	ids := s.inFlightOn(replica)
+	ids := s.relayedOn(replica)
 	stopped := f.stopCalls.Err() != nil
 	for _, id := range ids {
 		msg := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"

@@ -60,7 +60,8 @@
 // use (ties: pool order); /config and /info come from the first replica
 // serving it. Every replica's config is compared with it by
 // shape ([ConfigShape]: fn_index order, api_names, input and output
-// component types, protocol; not app_id, root or labels): a replica that
+// component types; not app_id, root, labels, nor the Gradio generation:
+// protocol, API prefix, version): a replica that
 // differs gets no session while it differs and is reported per replica
 // (an error log line, Stats.Mismatched). The gateway keeps serving with
 // the replicas that match rather than failing to start, so that a rolling
@@ -68,14 +69,25 @@
 //
 // # Older generations
 //
-// Over a reference app older than sse_v3 (sse, sse_v1, sse_v2, sse_v2.1:
-// Gradio 4.0-4.21), which today's official clients cannot finish calls
-// with, the front door presents Gradio 5 itself (bridge.go): /config
-// becomes sse_v3 under /gradio_api, and queue/join, queue/data and cancel
-// are served by the gateway, each call running with the Go client on a
-// session of the caller session's own on its replica and its events
-// written as sse_v3 messages. Replicas of these generations may mix: the
-// shape check counts them as one protocol.
+// Today's official clients finish calls only over sse_v3 (Gradio 4.22+).
+// Each call is served the way the replica it runs on needs, decided per
+// call once its replica is known (mixed.go): relayed byte for byte when
+// that replica speaks sse_v3 (with or without the /gradio_api prefix: the
+// gateway uses the replica's own URLs and writes file URLs under the
+// prefix it presents), bridged otherwise (bridge.go: sse, sse_v1, sse_v2,
+// sse_v2.1, Gradio 3's ws): the gateway runs the call with the Go client
+// on a session of the caller session's own on that replica and writes its
+// events as sse_v3 messages. So a replica set may mix generations (a
+// rolling upgrade): callers see one app as long as the endpoints match.
+// /config is the reference replica's: passed through when it speaks
+// sse_v3, else presented as Gradio 5 (protocol sse_v3, /gradio_api,
+// version 5.49.1); gr.Error texts are given the presented generation's
+// form (Gradio before 5 quotes them). A caller session keeps one
+// queue/data stream whatever its calls run on: the relayed replicas'
+// streams and the bridge's messages are written to it. Stateless calls
+// spread over every replica, of any generation; calls with gr.State run on
+// the session's replica, and a session that moves to a replica of another
+// generation starts with an empty gr.State there, as any move does.
 //
 // # Files
 //

@@ -331,7 +331,7 @@ type rewriter struct {
 // rewriter returns the rewriter of app's messages for a caller that
 // reached the gateway at root gw.
 func (f *FrontDoor) rewriter(app *gradio.Client, replica, gw string) *rewriter {
-	return f.newRewriter(appRoots(app), f.replicaIndex(replica), gw, app.Config().APIPrefix)
+	return f.newRewriter(appRoots(app), f.replicaIndex(replica), gw, f.callerPrefix())
 }
 
 func (f *FrontDoor) newRewriter(roots []string, idx int, gw, prefix string) *rewriter {

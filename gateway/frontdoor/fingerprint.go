@@ -20,7 +20,7 @@ import (
 // most of the connected replicas serve (ties: the first in pool order). A
 // replica whose app differs
 // from it (another api_name, other inputs or outputs, another fn_index
-// order, another protocol) would run a caller's fn_index on the wrong
+// order; not another Gradio generation, see ConfigShape) would run a caller's fn_index on the wrong
 // function, so it gets no front-door session while its config differs:
 // the gateway keeps serving with the replicas that match, logs the
 // mismatch per replica at error level and counts it in Stats.Mismatched.
@@ -47,22 +47,19 @@ func (e *MismatchError) Error() string {
 func (e *MismatchError) Unwrap() error { return ErrConfigMismatch }
 
 // ConfigShape is the part of a Gradio config that callers depend on, one
-// line per feature: the protocol (one for every bridged one), the API prefix, whether login is needed,
-// and each dependency's fn_index, api_name, visibility, generator and queue
-// flags and its input and output components (id and type). Volatile fields
-// (app_id, root, version, labels, layout, component class hashes) are left
-// out, so two replicas of one app give the same lines.
+// line per feature: whether login is needed, and each dependency's
+// fn_index, api_name, visibility, generator and queue flags and its input
+// and output components (id and type). Volatile fields (app_id, root,
+// version, labels, layout, component class hashes) are left out, so two
+// replicas of one app give the same lines.
+//
+// The protocol and the API prefix are left out too: the front door serves
+// each call the way its own replica needs (relayed over sse_v3, bridged
+// with the Go client otherwise, see mixed.go) and presents one Gradio 5 app
+// over them, so replicas of one app on different Gradio generations (a
+// rolling upgrade) are one app for it.
 func ConfigShape(c *gradio.Config) []string {
-	proto := c.Protocol
-	if bridgedProtocol(proto) {
-		// The bridge speaks each replica's own protocol (the Go client)
-		// and presents the same sse_v3 app over all of them: Gradio
-		// 4.0-4.21 replicas of one app mix (a rolling upgrade).
-		proto = "bridged"
-	}
 	out := []string{
-		"protocol " + proto,
-		"api_prefix " + c.APIPrefix,
 		"auth_required " + strconv.FormatBool(c.AuthRequired),
 	}
 	comp := func(ids []int) string {

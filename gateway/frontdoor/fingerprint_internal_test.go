@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,47 @@ func TestConfigShapeIgnoresVolatileFields(t *testing.T) {
 	if d := shapeDiff(ConfigShape(a), ConfigShape(c), 4); len(d) != 4 || !strings.HasPrefix(d[0], "- fn_index 0 /upper in [1:textbox]") ||
 		!strings.HasPrefix(d[2], "+ fn_index 0 /upper in [1:number]") {
 		t.Errorf("diff %q", d)
+	}
+}
+
+// TestConfigShapeIgnoresTheGeneration: one app served by Gradio 5.49
+// (sse_v3, /gradio_api), 4.44 (sse_v3, no prefix), 4.16 (sse_v1) and 3.50
+// (no protocol field: ws) has one shape; the same endpoints with another
+// input type on an older generation still differ.
+func TestConfigShapeIgnoresTheGeneration(t *testing.T) {
+	base := testConfig(t, "textbox", 1, "http://r0", "text")
+	gen := func(in, version, protocol, prefix string) *gradio.Config {
+		t.Helper()
+		var c map[string]any
+		if err := json.Unmarshal(testConfig(t, in, 2, "http://r1", "t").Raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		c["version"] = version
+		delete(c, "protocol")
+		delete(c, "api_prefix")
+		if protocol != "" {
+			c["protocol"] = protocol
+		}
+		if prefix != "" {
+			c["api_prefix"] = prefix
+		}
+		raw, _ := json.Marshal(c)
+		cfg, err := gradio.ParseConfig(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	for _, g := range []struct{ version, protocol, prefix string }{
+		{"4.44.1", "sse_v3", ""}, {"4.16.0", "sse_v1", ""}, {"3.50.2", "", ""}, {"6.25.0", "sse_v3", "/gradio_api"},
+	} {
+		c := gen("textbox", g.version, g.protocol, g.prefix)
+		if Fingerprint(c) != Fingerprint(base) {
+			t.Errorf("Gradio %s (%q): the same app has another shape:\n%s\n%s", g.version, c.Protocol, ConfigShape(base), ConfigShape(c))
+		}
+		if odd := gen("number", g.version, g.protocol, g.prefix); Fingerprint(odd) == Fingerprint(base) {
+			t.Errorf("Gradio %s: an input of another type has the reference's shape", g.version)
+		}
 	}
 }
 

@@ -117,13 +117,9 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	route(w, r, meta)
 }
 
-// routeJoin places the join: bridged to an older generation's replica
-// (bridge.go), or relayed.
+// routeJoin places the join; whether it is relayed or bridged is decided
+// by the replica it gets (joinAt, mixed.go).
 func (f *FrontDoor) routeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta) {
-	if f.bridged(r.Context()) {
-		f.bridgeJoin(w, r, s, u, m, meta)
-		return
-	}
 	f.placeJoin(w, r, s, u, m, meta, f.Spreadable(m["fn_index"]))
 }
 
@@ -146,7 +142,7 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 		}
 		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.cfg.Now().Sub(meta.start)
 		f.annotate(r, slog.String("replica", b.Replica))
-		ref, done := f.join(w, r, s, slot, b, m, meta)
+		ref, done := f.joinAt(w, r, s, slot, b, m, meta)
 		if done {
 			return
 		}

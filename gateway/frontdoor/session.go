@@ -57,7 +57,8 @@ type callerSession struct {
 	// starts relaying the call's replica if it does not yet.
 	wake     chan struct{}
 	lastSeen time.Time
-	// br is the session's bridge (bridge.go) when its app is bridged.
+	// br is the session's bridge (bridge.go) once a call of it ran on an
+	// older replica (mixed.go).
 	br *bridgeState
 
 	// queued holds the calls answered with the gateway's event id
@@ -197,6 +198,7 @@ type callMeta struct {
 	watch                   *joinWatch // the call's wait, shown to the caller (queued.go); nil: not shown
 	backend                 string     // the backend session hash the call runs under
 	spread                  bool       // a spread call: it left no state on the session's replica
+	bridged                 bool       // run by the bridge (an older replica): its messages come from s.br, not a lane
 	start                   time.Time  // the join's arrival
 	wait                    time.Duration
 	// release ends the call's count against its client's limit
@@ -278,8 +280,10 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
 		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
 		slog.String("endpoint", meta.endpoint), logattr.Ms("grace", s.f.cfg.ReadGrace))
-	if br := s.bridgeOf(false); br != nil {
-		br.cancelJob(eventID)
+	if meta.bridged {
+		if br := s.bridgeOf(false); br != nil {
+			br.cancelJob(eventID)
+		}
 		return
 	}
 	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
@@ -383,7 +387,7 @@ func (s *callerSession) busyLanes() map[string]string {
 	defer s.mu.Unlock()
 	out := map[string]string{}
 	for id := range s.pending {
-		if m, ok := s.calls[id]; ok && m.replica != "" {
+		if m, ok := s.calls[id]; ok && m.replica != "" && !m.bridged {
 			out[m.replica] = m.backend
 		}
 	}

@@ -1,0 +1,248 @@
+package frontdoor
+
+// A replica set mixing Gradio generations (a rolling upgrade of the
+// Spaces: 3.50 next to 4.16, 4.44 and 5.49): callers see one Gradio 5 app,
+// and each call is served the way the replica it runs on needs.
+//
+// Why per replica and not per app: the generations differ in how a call
+// is carried (sse_v3 relays byte for byte; older protocols need the
+// bridge, see bridge.go), not in what the app is (the shape check,
+// ConfigShape, compares endpoints only). A choice made once for the app
+// would have to refuse the replicas of the other generations, or bridge
+// them all and lose the relay where it is exact. So the choice is made
+// for each call, once its replica is known (joinAt): relayed when the
+// replica speaks sse_v3 (whatever its API prefix: the gateway sends the
+// join to the replica's own URLs and writes file URLs under the prefix it
+// presents, so mapping the prefix is only a matter of URLs), bridged
+// otherwise. A caller session whose calls run on replicas of several
+// generations (a spread call, or a move after its replica failed) keeps
+// one queue/data stream: handleData relays the sse_v3 replicas' streams
+// and writes the bridge's messages on the same stream.
+//
+// What is spread: stateless calls (Spreadable) go to the replica the pool
+// picks, relayed or bridged as that replica needs (a bridged call runs on
+// the caller session's Go session there, one per replica). Calls with
+// gr.State run on the session's replica. gr.State does not cross
+// replicas (and so not generations): a session that moves starts with an
+// empty state, as before.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// needsBridge reports whether calls to an app with config c are bridged:
+// every generation older than sse_v3.
+func needsBridge(c *gradio.Config) bool {
+	return bridgedProtocol(c.Protocol)
+}
+
+// relayable reports whether the gateway relays the stream of replica: its
+// connected app speaks sse_v3. A replica not connected now counts as
+// relayable (it had calls relayed if it has a lane at all).
+func (f *FrontDoor) relayable(replica string) bool {
+	if replica == "" || f.p == nil {
+		return false
+	}
+	app := f.p.ConnectedApp(replica)
+	return app == nil || !needsBridge(app.Config())
+}
+
+// presented returns the config /config presents now (handleConfig's
+// choice, see reference: the first connected replica in pool order that
+// serves the reference app), nil when none is connected. Nothing waits:
+// it runs for every relayed stream and bridged call.
+func (f *FrontDoor) presented() *gradio.Config {
+	for _, n := range f.replicaNames() {
+		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
+			return app.Config()
+		}
+	}
+	return nil
+}
+
+// callerPrefix is the API prefix of the app the front door presents: the
+// reference replica's when it is relayed (Gradio 4.44 has none), Gradio
+// 5's when it is bridged. File URLs the gateway writes use it, whichever
+// replica ran the call (the gateway answers both forms anyway).
+func (f *FrontDoor) callerPrefix() string {
+	if c := f.presented(); c != nil && !needsBridge(c) {
+		return c.APIPrefix
+	}
+	return bridgePrefix
+}
+
+// joinAt runs the join under slot the way its replica needs: forwarded to
+// an sse_v3 replica (join), run with the Go client on an older one (the
+// bridge). Same contract as join: done when the caller was answered,
+// else the replica refused and the caller's join may go elsewhere.
+func (f *FrontDoor) joinAt(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+	if !needsBridge(slot.App().Config()) {
+		return f.join(w, r, s, slot, b, m, meta)
+	}
+	var fn int
+	if err := json.Unmarshal(m["fn_index"], &fn); err != nil {
+		f.bridgeCallerFault(w, r, slot, meta, err, http.StatusUnprocessableEntity, "fn_index must be an integer")
+		return nil, true
+	}
+	meta.bridged = true
+	err := f.bridgeSubmit(w, r, s, slot, fn, m["data"], meta)
+	if err == nil {
+		return nil, true
+	}
+	ref := &refusal{err: err}
+	if errors.Is(err, gradio.ErrQueueFull) {
+		// Gradio's own answer to a full queue; the JS client shows its
+		// busy message.
+		ref.status, ref.ctype = http.StatusServiceUnavailable, "application/json"
+		ref.body = []byte(`{"detail":"Queue is full! Please try again."}`)
+	}
+	return ref, false
+}
+
+// relayedOn returns the event ids of the relayed calls in flight on
+// replica (the ones its queue/data stream carries).
+func (s *callerSession) relayedOn(replica string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id := range s.pending {
+		if m, ok := s.calls[id]; !ok || (m.replica == replica && !m.bridged) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// streamDrained reports that s has no call left for its stream: no
+// relayed call in flight, none in the gateway's queue, no bridged call
+// running and no bridge message unwritten. Checked under one lock (the
+// session's, then the bridge's: nothing takes them the other way round),
+// as drained is.
+func (s *callerSession) streamDrained() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.pending {
+		if m, ok := s.calls[id]; !ok || !m.bridged {
+			return false
+		}
+	}
+	for _, qc := range s.queued {
+		if qc.replica == "" {
+			return false
+		}
+	}
+	if br := s.br; br != nil {
+		br.mu.Lock()
+		defer br.mu.Unlock()
+		return len(br.jobs) == 0 && len(br.out) == 0
+	}
+	return true
+}
+
+// releaseStream ends what the caller's stream carried when the caller
+// went away: its calls waiting in the gateway's queue, its relayed calls
+// (the replicas drop them when their streams close, Gradio's rule; their
+// slots are freed now) and its bridged calls (cancelled; their slots are
+// freed when the replica let them go). Unlike releaseAll the session's
+// bridge stays usable for its next calls.
+func (s *callerSession) releaseStream(code string) {
+	s.cancelQueued()
+	s.mu.Lock()
+	var ls []*pool.Slot
+	var calls []callMeta
+	for id, l := range s.pending {
+		m, ok := s.calls[id]
+		if ok && m.bridged {
+			continue
+		}
+		ls = append(ls, l)
+		if ok {
+			calls = append(calls, m)
+		}
+		delete(s.pending, id)
+		delete(s.calls, id)
+		s.stopGrace(id)
+	}
+	for rid, gid := range s.alias {
+		if _, ok := s.pending[rid]; !ok {
+			delete(s.queued, gid)
+			delete(s.alias, rid)
+		}
+	}
+	br := s.br
+	s.mu.Unlock()
+	if br != nil {
+		br.cancelAll()
+	}
+	for _, l := range ls {
+		l.Release()
+	}
+	for _, meta := range calls {
+		s.f.reportCall(meta, code)
+	}
+}
+
+// bridgeMessages returns the bridge's messages for the caller's stream.
+func (s *callerSession) bridgeMessages() [][]byte {
+	br := s.bridgeOf(false)
+	if br == nil {
+		return nil
+	}
+	out, _ := br.take()
+	return out
+}
+
+// presentedModern reports whether the app the front door presents is
+// Gradio 5 or later: a bridged reference is presented as bridgeVersion, a
+// relayed one as itself (Gradio 4.44 stays 4.44).
+func (f *FrontDoor) presentedModern() bool {
+	if c := f.presented(); c != nil && !needsBridge(c) {
+		return modernVersion(c.Version)
+	}
+	return true
+}
+
+// modernVersion reports whether Gradio version v is 5.0 or later.
+func modernVersion(v string) bool {
+	major, _, _ := strings.Cut(strings.TrimSpace(v), ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 5
+}
+
+// presentError gives a relayed failed process_completed the gr.Error text
+// of the presented generation: Gradio before 5.0 sends repr(message)
+// (Python quotes included, see gradio/pyrepr.go), 5.0 and later the
+// message. Replicas of one generation pass unchanged.
+func (f *FrontDoor) presentError(app *gradio.Client, data []byte) []byte {
+	modern := f.presentedModern()
+	if modernVersion(app.Config().Version) == modern {
+		return data
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil {
+		return data
+	}
+	out, _ := m["output"].(map[string]any)
+	text, ok := out["error"].(string)
+	if !ok {
+		return data
+	}
+	if modern {
+		if t, ok := gradio.UnPyRepr(text); ok {
+			out["error"] = t
+		}
+	} else {
+		out["error"] = gradio.PyRepr(text)
+	}
+	return bridgeJSON(m)
+}

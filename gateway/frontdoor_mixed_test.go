@@ -1,0 +1,365 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// frontGatewayModes is frontGateway over one simulated replica per mode
+// (a replica set mixing Gradio generations), each serving apps[i] (nil:
+// the default app), in that pool order.
+func frontGatewayModes(t *testing.T, modes []gradiotest.Mode, apps []*gradiotest.App, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway, []*gradiotest.Server) {
+	t.Helper()
+	var sims []*gradiotest.Server
+	var urls []string
+	for i, m := range modes {
+		var app *gradiotest.App
+		if i < len(apps) {
+			app = apps[i]
+		}
+		s := gradiotest.NewUnstartedServer(app)
+		s.Mode = m
+		s.StepDelay = 5 * time.Millisecond
+		s.Start()
+		t.Cleanup(s.Close)
+		sims = append(sims, s)
+		urls = append(urls, s.URL)
+	}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	metrics := gateway.NewMetrics(nil)
+	p, err := pool.New(cfg.PoolConfig(nil, metrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
+	metrics.Register(b)
+	g := gateway.New(cfg, b, nil, metrics)
+	srv := httptest.NewServer(g)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = g.Close(context.Background())
+		_ = p.Close(context.Background())
+	})
+	return srv, g, sims
+}
+
+// asUser serves the gateway behind a proxy that names user in every
+// request (X-Gradiopool-User): the official client's sessions of one
+// conformance run are then pinned to the user's replica.
+func asUser(t *testing.T, gw, user string) string {
+	t.Helper()
+	u, _ := url.Parse(gw)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host // the app's root stays the proxy's: the client's next requests come here
+			pr.Out.Header.Set(gateway.UserHeader, user)
+		},
+		FlushInterval: -1, // SSE streams pass as they come
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// conformanceMust runs conformance.mjs against base and fails the test
+// for each check of must that did not pass.
+func conformanceMust(t *testing.T, base string, must []string, args ...string) {
+	t.Helper()
+	got := map[string]jsCheck{}
+	for _, c := range runNode(t, "conformance.mjs", append([]string{base, "--sticky-header", gateway.UserHeader + ": conformance@example.com"}, args...)...) {
+		got[c.Name] = c
+		if !c.OK && !c.Skipped {
+			t.Logf("check %s fails: %s", c.Name, c.Detail)
+		}
+	}
+	for _, m := range must {
+		if c, ok := got[m]; !ok || !c.OK || c.Skipped {
+			t.Errorf("check %s did not pass through the gateway over a mixed replica set: %s", m, c.Detail)
+		}
+	}
+}
+
+// TestFrontDoorMixedGenerations: a replica set mixing Gradio 5 (relayed),
+// 4.16 (sse_v1) and 3.50 (ws), both bridged, replicas of one app, is ONE
+// Gradio 5 app through the front door: the official JS client's
+// conformance suite passes with its sessions bound to each kind of
+// replica (a run per user, each user pinned to a replica, until every
+// replica served one), and with anonymous sessions whose stateless calls
+// spread over all three.
+func TestFrontDoorMixedGenerations(t *testing.T) {
+	nodeOrSkip(t)
+	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1, gradiotest.Gradio3WS}
+	srv, g, sims := frontGatewayModes(t, modes, nil, nil)
+	// The reference (first in pool order) is relayed: its /info has
+	// Gradio 5's parameter names, so the keyword checks pass too.
+	must := append(slices.Clone(bridgeMust), "view_api", "predict/keyword_args")
+	served := func() []string {
+		var none []string
+		for i, s := range sims {
+			if s.Executions("counter") == 0 {
+				none = append(none, string(modes[i]))
+			}
+		}
+		return none
+	}
+	runs := 0
+	for ; runs < 6 && len(served()) > 0; runs++ {
+		conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("mix%d@example.com", runs)), must)
+	}
+	if none := served(); len(none) > 0 {
+		t.Fatalf("after %d runs no session ran its gr.State calls on %v: %+v", runs, none, g.FrontDoor().Stats())
+	}
+	st := g.FrontDoor().Stats()
+	for i, s := range sims {
+		if st.Pinned[replicaName(s)] == 0 {
+			t.Errorf("no caller session bound to the %s replica: %+v", modes[i], st.Pinned)
+		}
+	}
+	before := make([]int, len(sims))
+	for i, s := range sims {
+		before[i] = s.Executions("upper")
+	}
+	conformanceMust(t, srv.URL, must) // anonymous: stateless calls spread
+	for i, s := range sims {
+		if s.Executions("upper") == before[i] {
+			t.Logf("the anonymous run ran no upper call on the %s replica", modes[i])
+		}
+	}
+	if st := g.FrontDoor().Stats(); len(st.Mismatched) != 0 || st.Lost != 0 {
+		t.Errorf("stats %+v: want no replica reported as another app, no call lost", st)
+	}
+	t.Logf("%d user runs; front door stats: %+v", runs, g.FrontDoor().Stats())
+}
+
+// TestFrontDoorMixedPrefixes: Gradio 4.44 (sse_v3, no API prefix) next to
+// Gradio 5 (sse_v3 under /gradio_api): both relayed, one app for the
+// callers (the reference's config, either way round), file URLs under the
+// presented prefix whichever replica ran the call.
+func TestFrontDoorMixedPrefixes(t *testing.T) {
+	nodeOrSkip(t)
+	for _, c := range []struct {
+		name  string
+		modes []gradiotest.Mode
+		args  []string
+	}{
+		{"gradio4.44 first", []gradiotest.Mode{gradiotest.Gradio4SSEv3, gradiotest.Gradio5}, []string{"--api-prefix", "", "--version-re", `^4\.`}},
+		{"gradio5 first", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv3}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, g, sims := frontGatewayModes(t, c.modes, nil, nil)
+			must := append(slices.Clone(bridgeMust), "view_api", "predict/keyword_args")
+			for i := 0; i < 6 && (sims[0].Executions("counter") == 0 || sims[1].Executions("counter") == 0); i++ {
+				conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("prefix%d@example.com", i)), must, c.args...)
+			}
+			for i, s := range sims {
+				if s.Executions("counter") == 0 || s.Executions("reverse_file") == 0 {
+					t.Errorf("the %s replica ran no session's gr.State or file call", c.modes[i])
+				}
+			}
+			if st := g.FrontDoor().Stats(); len(st.Mismatched) != 0 {
+				t.Errorf("stats %+v: want no replica reported as another app", st)
+			}
+		})
+	}
+}
+
+// TestFrontDoorMixedFailover: a caller session bound to a replica of one
+// generation whose replica dies goes on, on its next call, on the replica
+// of the other generation (relayed to bridged and bridged to relayed): a
+// fresh gr.State there, kept between its calls.
+func TestFrontDoorMixedFailover(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		modes []gradiotest.Mode
+		kill  int // the mode whose replica dies
+	}{
+		{"gradio5 to gradio3-ws", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio3WS}, 0},
+		{"gradio3-ws to gradio5", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio3WS}, 1},
+		{"gradio4-sse_v1 to gradio4.44", []gradiotest.Mode{gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv3}, 0},
+		{"gradio4.44 to gradio4-sse_v1", []gradiotest.Mode{gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv3}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, g, sims := frontGatewayModes(t, c.modes, nil, nil)
+			counter := fnIndexOf(t, srv.URL, "counter")
+			victim, other := sims[c.kill], sims[1-c.kill]
+			// Sessions go to the replica that would end a call first
+			// (ties round robin): bind new ones until one is on the victim.
+			session := ""
+			for i := range 8 {
+				h := fmt.Sprintf("fo%d", i)
+				n := victim.Executions("counter")
+				if got := fdCall(t, srv.URL, h, counter, "a", nil); got != "1 items: a" {
+					t.Fatalf("first call of %s: %q", h, got)
+				}
+				if victim.Executions("counter") > n {
+					session = h
+					break
+				}
+			}
+			if session == "" {
+				t.Fatalf("no session was bound to the %s replica in 8", c.modes[c.kill])
+			}
+			if got := fdCall(t, srv.URL, session, counter, "b", nil); got != "2 items: a, b" {
+				t.Fatalf("second call on %s (gr.State kept): %q", c.modes[c.kill], got)
+			}
+			victim.Close() // the session's replica dies between its calls
+			n := other.Executions("counter")
+			if got := fdCall(t, srv.URL, session, counter, "c", nil); got != "1 items: c" {
+				t.Fatalf("the call after the replica died: %q, want a fresh state on the %s replica", got, c.modes[1-c.kill])
+			}
+			if got := fdCall(t, srv.URL, session, counter, "d", nil); got != "2 items: c, d" {
+				t.Errorf("the next call on the %s replica (gr.State kept there): %q", c.modes[1-c.kill], got)
+			}
+			if d := other.Executions("counter") - n; d != 2 {
+				t.Errorf("the %s replica ran %d of the session's calls after the failover, want 2", c.modes[1-c.kill], d)
+			}
+			st := g.FrontDoor().Stats()
+			if st.Moved < 1 || st.StateLost < 1 || st.Pinned[replicaName(other)] < 1 {
+				t.Errorf("stats %+v: want the session moved to %s, its state counted lost", st, replicaName(other))
+			}
+		})
+	}
+}
+
+// TestFrontDoorMixedGenerationsMismatch: a replica on another generation
+// whose endpoint differs (Gradio 3's /upper takes a number) is still
+// another app: reported per replica, and no call runs there, while the
+// replicas of the reference app on Gradio 5 and 4.16 serve every call.
+func TestFrontDoorMixedGenerationsMismatch(t *testing.T) {
+	other := gradiotest.NewApp()
+	other.Handle("upper", func(_ context.Context, c *gradiotest.Call) ([]any, error) {
+		n, err := c.Float(0)
+		return []any{fmt.Sprint(n * 2)}, err
+	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
+	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio3WS, gradiotest.Gradio4SSEv1}
+	srv, g, sims := frontGatewayModes(t, modes, []*gradiotest.App{nil, other, nil}, nil)
+	odd := replicaName(sims[1])
+	fn := fnIndexOf(t, srv.URL, "upper")
+	const calls = 9
+	for i := range calls {
+		if got, want := fdCall(t, srv.URL, fmt.Sprintf("mg%d", i), fn, fmt.Sprintf("x%d", i)), fmt.Sprintf("X%d", i); got != want {
+			t.Errorf("call %d: %q, want %q", i, got, want)
+		}
+	}
+	if n := sims[1].Executions("upper"); n != 0 {
+		t.Errorf("the Gradio 3 replica with another app ran %d calls, want 0", n)
+	}
+	if a, c := sims[0].Executions("upper"), sims[2].Executions("upper"); a+c != calls || a == 0 || c == 0 {
+		t.Errorf("the Gradio 5 and 4.16 replicas of the reference app ran %d and %d calls, want %d spread over both", a, c, calls)
+	}
+	var mm map[string]string
+	for range 400 { // the background check of every replica; bounded wait
+		if mm = g.FrontDoor().Stats().Mismatched; mm[odd] != "" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(mm) != 1 || !strings.Contains(mm[odd], ":number]") {
+		t.Errorf("mismatched replicas %v, want only %s, with the differing input", mm, odd)
+	}
+}
+
+// TestFrontDoorQueuedBridgedCall: a join that waits in the gateway's queue
+// (every slot taken) and then runs on a bridged replica reaches its caller
+// under the gateway's event id it was answered with: estimation while it
+// waits, then its own run's messages, then close_stream.
+func TestFrontDoorQueuedBridgedCall(t *testing.T) {
+	gate := make(chan struct{})
+	srv, g, _ := frontGatewayModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{holdApp(gate)}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 1
+	})
+	base := srv.URL
+	hold := fnIndexOf(t, base, "hold")
+	occ, err := fdJoin(base, "qb-occupier", hold, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	occStream := fdMessages(t, base, "qb-occupier")
+	nextMsg(t, occStream, "process_starts", occ)
+	id, err := fdJoin(base, "qb-waiter", hold, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := fdMessages(t, base, "qb-waiter")
+	if est := nextMsg(t, stream, "estimation", id); est["rank"] != float64(0) {
+		t.Errorf("the waiter's estimation: %v, want rank 0", est)
+	}
+	close(gate)
+	nextMsg(t, occStream, "process_completed", occ)
+	nextMsg(t, stream, "process_starts", id)
+	if done := nextMsg(t, stream, "process_completed", id); done["success"] != true || !strings.Contains(fmt.Sprint(done["output"]), "released") {
+		t.Errorf("the waiter's call ended %v", done)
+	}
+	nextMsg(t, stream, "close_stream", "")
+	waitFor(t, "the slots freed", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
+	if st := g.FrontDoor().Stats(); st.Queued != 1 {
+		t.Errorf("front door stats %+v: want the waiter's join queued", st)
+	}
+}
+
+// TestFrontDoorMixedErrorText: gr.Error's text has the presented
+// generation's form whichever replica raised it: under a Gradio 4.44
+// reference (quoted, Python's repr) from a bridged 4.16 replica and a
+// relayed Gradio 5 one too; under a Gradio 5 reference, unquoted from a
+// 4.44 replica.
+func TestFrontDoorMixedErrorText(t *testing.T) {
+	const msg = "deliberate failure for input 'boom'"
+	for _, c := range []struct {
+		name  string
+		modes []gradiotest.Mode
+		want  string
+	}{
+		{"gradio4.44 reference", []gradiotest.Mode{gradiotest.Gradio4SSEv3, gradiotest.Gradio4SSEv1, gradiotest.Gradio5}, `"` + msg + `"`},
+		{"gradio5 reference", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv3, gradiotest.Gradio4SSEv1}, msg},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, _, sims := frontGatewayModes(t, c.modes, nil, nil)
+			fail := fnIndexOf(t, srv.URL, "fail")
+			ranOnAll := func() bool {
+				for _, s := range sims {
+					if s.Executions("fail") == 0 {
+						return false
+					}
+				}
+				return true
+			}
+			for i := 0; i < 12 && !ranOnAll(); i++ {
+				h := fmt.Sprintf("err%d", i)
+				id, err := fdJoin(srv.URL, h, fail, "boom")
+				if err != nil {
+					t.Fatal(err)
+				}
+				done, err := fdStream(srv.URL, h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _ := done[id]["output"].(map[string]any)
+				if done[id]["success"] != false || out["error"] != c.want {
+					t.Errorf("call %d: %v, want the error %s", i, done[id], c.want)
+				}
+			}
+			if !ranOnAll() {
+				t.Errorf("the failing call did not run on every replica in 12 calls")
+			}
+		})
+	}
+}
