@@ -81,7 +81,10 @@ func ConfigShape(c *gradio.Config) []string {
 		if d.APIName != "" {
 			name = "/" + d.APIName
 		}
-		q := "default"
+		// Whether the call is queued, not how the config says it: before
+		// 4.22 an event's "queue" is null (the app's enable_queue), later
+		// releases write true for the same app.
+		q := strconv.FormatBool(c.EnableQueue)
 		if d.Queue != nil {
 			q = strconv.FormatBool(*d.Queue)
 		}

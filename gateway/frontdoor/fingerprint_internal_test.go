@@ -56,6 +56,18 @@ func TestConfigShapeIgnoresTheGeneration(t *testing.T) {
 			t.Fatal(err)
 		}
 		c["version"] = version
+		if version < "4.22" {
+			// Older releases leave each event's queue to the app's
+			// enable_queue (null); 4.44 and later write true.
+			c["enable_queue"] = true
+			for _, d := range c["dependencies"].([]any) {
+				d.(map[string]any)["queue"] = nil
+			}
+		} else {
+			for _, d := range c["dependencies"].([]any) {
+				d.(map[string]any)["queue"] = true
+			}
+		}
 		delete(c, "protocol")
 		delete(c, "api_prefix")
 		if protocol != "" {
