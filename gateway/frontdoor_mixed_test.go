@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -361,5 +363,69 @@ func TestFrontDoorMixedErrorText(t *testing.T) {
 				t.Errorf("the failing call did not run on every replica in 12 calls")
 			}
 		})
+	}
+}
+
+// TestFrontDoorMixedOneStream: one caller session with calls in flight on
+// a relayed (Gradio 5) and a bridged (4.16) replica at once gets all of
+// them on its one queue/data stream, then close_stream.
+func TestFrontDoorMixedOneStream(t *testing.T) {
+	gate := make(chan struct{})
+	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1}
+	srv, g, sims := frontGatewayModes(t, modes, []*gradiotest.App{spreadApp(gate), spreadApp(gate)}, nil)
+	hold := fnIndexOf(t, srv.URL, "hold")
+	var ids []string
+	both := func() bool { return sims[0].Snapshot().Running > 0 && sims[1].Snapshot().Running > 0 }
+	for i := 0; i < 6 && !both(); i++ {
+		id, err := fdJoin(srv.URL, "onestream", hold, fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		waitFor(t, "the call to run", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == len(ids) })
+	}
+	if !both() {
+		t.Fatalf("the session's %d stateless calls all run on one replica, want both generations", len(ids))
+	}
+	stream := fdMessages(t, srv.URL, "onestream")
+	close(gate)
+	for i, id := range ids {
+		if done := nextMsg(t, stream, "process_completed", id); done["success"] != true || !strings.Contains(fmt.Sprint(done["output"]), fmt.Sprintf("held %d", i)) {
+			t.Errorf("call %d ended %v", i, done)
+		}
+	}
+	nextMsg(t, stream, "close_stream", "")
+	waitFor(t, "the slots freed", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
+}
+
+// TestFrontDoorBridgeStreamGoneSessionGoesOn: a caller whose stream goes
+// away has its bridged call stopped, and its session's next call runs
+// (the stream's end does not close the session's bridge).
+func TestFrontDoorBridgeStreamGoneSessionGoesOn(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	srv, g, sims := frontGatewayModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{spreadApp(gate)}, nil)
+	hold, upper := fnIndexOf(t, srv.URL, "hold"), fnIndexOf(t, srv.URL, "upper")
+	id, err := fdJoin(srv.URL, "goeson", hold, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/gradio_api/queue/data?session_hash=goeson", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	if m := readUntil(t, sc, "process_starts"); m["event_id"] != id {
+		t.Errorf("process_starts of %v, want %s", m["event_id"], id)
+	}
+	cancel() // the caller goes away
+	resp.Body.Close()
+	waitFor(t, "the call stopped at the replica, its slot freed", func() bool {
+		return sims[0].Snapshot().Running == 0 && g.FrontDoor().Stats().InFlight == 0
+	})
+	if got := fdCall(t, srv.URL, "goeson", upper, "next"); got != "NEXT" {
+		t.Errorf("the session's next call: %q", got)
 	}
 }
