@@ -225,8 +225,28 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 			}
 			victim.Close() // the session's replica dies between its calls
 			n := other.Executions("counter")
-			if got := fdCall(t, srv.URL, session, counter, "c", nil); got != "1 items: c" {
-				t.Fatalf("the call after the replica died: %q, want a fresh state on the %s replica", got, c.modes[1-c.kill])
+			// A join written on a kept-alive connection the dead replica
+			// had closed gets no answer: it may have been taken, so the
+			// gateway answers 502 and never runs it again (README,
+			// Failover). The caller's next join then finds the replica
+			// refusing and moves. Bounded: at most one such answer.
+			var id string
+			for attempt := 0; ; attempt++ {
+				var err error
+				if id, err = fdJoin(srv.URL, session, counter, "c", nil); err == nil {
+					break
+				}
+				if attempt > 0 || !strings.Contains(err.Error(), "not run again") {
+					t.Fatalf("join after the replica died (attempt %d): %v", attempt, err)
+				}
+				t.Logf("first join after the kill: %v", err)
+			}
+			res, err := fdStream(srv.URL, session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, _ := res[id]["output"].(map[string]any); res[id]["success"] != true || fmt.Sprint(out["data"]) != "[1 items: c <nil>]" {
+				t.Fatalf("the call after the replica died: %v, want a fresh state on the %s replica", res[id], c.modes[1-c.kill])
 			}
 			if got := fdCall(t, srv.URL, session, counter, "d", nil); got != "2 items: c, d" {
 				t.Errorf("the next call on the %s replica (gr.State kept there): %q", c.modes[1-c.kill], got)
@@ -389,12 +409,26 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 	}
 	stream := fdMessages(t, srv.URL, "onestream")
 	close(gate)
-	for i, id := range ids {
-		if done := nextMsg(t, stream, "process_completed", id); done["success"] != true || !strings.Contains(fmt.Sprint(done["output"]), fmt.Sprintf("held %d", i)) {
-			t.Errorf("call %d ended %v", i, done)
+	// The calls end in any order; close_stream comes after the last.
+	done := map[string]map[string]any{}
+	closed := false
+	for m := range stream {
+		if id, ok := m["event_id"].(string); ok && m["msg"] == "process_completed" {
+			done[id] = m
+		}
+		if m["msg"] == "close_stream" {
+			closed = len(done) == len(ids)
+			break
 		}
 	}
-	nextMsg(t, stream, "close_stream", "")
+	if !closed {
+		t.Errorf("the stream ended with %d of the %d completions (or without close_stream)", len(done), len(ids))
+	}
+	for i, id := range ids {
+		if m := done[id]; m["success"] != true || !strings.Contains(fmt.Sprint(m["output"]), fmt.Sprintf("held %d", i)) {
+			t.Errorf("call %d ended %v", i, m)
+		}
+	}
 	waitFor(t, "the slots freed", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
 }
 
