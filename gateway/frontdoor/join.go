@@ -69,6 +69,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
 		return
 	}
+	defer s.handlingJoin()()
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
 	meta := callMeta{endpoint: endpoint, start: f.cfg.Now(), kept: new(atomic.Bool)}

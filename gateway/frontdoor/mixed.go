@@ -127,6 +127,9 @@ func (s *callerSession) relayedOn(replica string) []string {
 // session's, then the bridge's: nothing takes them the other way round),
 // as drained is.
 func (s *callerSession) streamDrained() bool {
+	if s.handling.Load() > 0 {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id := range s.pending {
@@ -145,6 +148,25 @@ func (s *callerSession) streamDrained() bool {
 		return len(br.jobs) == 0 && len(br.out) == 0
 	}
 	return true
+}
+
+// handlingJoin counts a join of s being handled until the returned func
+// runs, which wakes the session's stream to look again.
+//
+// Why: the official JS client closes its stream at close_stream whatever
+// calls it waits for, and opens a new one after a join's answer only when
+// it has none open. A close_stream written while a join is handled (after
+// the session's last call ended, before the join's call is in flight) can
+// reach the client after the join's answer: that call's messages then
+// have no stream, and the call is cancelled at ReadGrace. So the stream
+// stays open until the join is answered; its call is then in flight, or
+// it failed and the stream may close.
+func (s *callerSession) handlingJoin() func() {
+	s.handling.Add(1)
+	return func() {
+		s.handling.Add(-1)
+		s.poke()
+	}
 }
 
 // releaseStream ends what the caller's stream carried when the caller

@@ -71,6 +71,9 @@ type callerSession struct {
 	// know yet waits for them (frontIDs).
 	aliasMu sync.RWMutex
 	joining atomic.Int32
+	// handling counts the joins of s being handled (from their arrival to
+	// their answer): its stream does not close under them (streamDrained).
+	handling atomic.Int32
 }
 
 // session returns the live session for front, creating it when create is
