@@ -135,7 +135,7 @@ func (c *capture) Write(b []byte) (int, error) {
 	return c.body.Write(b)
 }
 
-// joinQueued runs place (placeJoin, bridgeJoin) for the caller; when the
+// joinQueued runs place (routeJoin, via placeJoin) for the caller; when the
 // call has to wait (for a slot, the session's earlier joins, the first
 // replica) it answers the join with a gateway event id and returns true
 // (the call's goroutine then owns meta.release); otherwise the caller gets
