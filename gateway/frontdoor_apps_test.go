@@ -203,7 +203,7 @@ func TestFrontDoorRefusesReplicaWithAnotherApp(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if len(st.Mismatched) != 1 || !strings.Contains(st.Mismatched[odd], "serves a different app than replica "+replicaName(sims[0])) ||
-		!strings.Contains(st.Mismatched[odd], ":number]") {
+		!strings.Contains(st.Mismatched[odd], "[number]") {
 		t.Errorf("stats name %v as mismatching, want only %s with the differing inputs", st.Mismatched, odd)
 	}
 	var errLines int

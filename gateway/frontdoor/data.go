@@ -339,6 +339,9 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReaderBudget(resp.Body, 0, app.EventBudget()) // the replica's events count toward its pool's total
+	// A replica numbering the app's components otherwise (idmap.go): the
+	// ids its completions name are mapped back to the presented ones.
+	toPresented := inverse(f.ids.get(f.presented(), app.Config()))
 	defer rd.Release()
 	for {
 		ev, err := rd.Next()
@@ -363,6 +366,9 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 		}
 		if msg.Msg == "process_completed" && msg.Success != nil && !*msg.Success {
 			data = f.presentError(app, data) // a mixed set: one gr.Error text
+		}
+		if toPresented != nil && (msg.Msg == "process_completed" || msg.Msg == "process_generating") {
+			data = mapChangedStateIDs(data, toPresented)
 		}
 		if werr := out.data(rw.rewrite(data)); werr != nil {
 			return relayed, false, false, nil // the caller went away

@@ -60,8 +60,9 @@
 // use (ties: pool order); /config and /info come from the first replica
 // serving it. Every replica's config is compared with it by
 // shape ([ConfigShape]: fn_index order, api_names, input and output
-// component types; not app_id, root, labels, nor the Gradio generation:
-// protocol, API prefix, version): a replica that
+// component types in order; not app_id, root, labels, component ids
+// (mapped per replica, idmap.go), nor the Gradio generation: protocol,
+// API prefix, version): a replica that
 // differs gets no session while it differs and is reported per replica
 // (an error log line, Stats.Mismatched). The gateway keeps serving with
 // the replicas that match rather than failing to start, so that a rolling

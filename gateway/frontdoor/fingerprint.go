@@ -48,10 +48,12 @@ func (e *MismatchError) Unwrap() error { return ErrConfigMismatch }
 
 // ConfigShape is the part of a Gradio config that callers depend on, one
 // line per feature: whether login is needed, and each dependency's
-// fn_index, api_name, visibility, generator and queue flags and its input
-// and output components (id and type). Volatile fields (app_id, root,
-// version, labels, layout, component class hashes) are left out, so two
-// replicas of one app give the same lines.
+// fn_index, api_name, visibility, generator and queue flags and the types
+// of its input and output components, in order. Volatile fields (app_id,
+// root, version, labels, layout, component class hashes) are left out, so
+// two replicas of one app give the same lines. Component ids are left out
+// too: Gradio releases number one app's components differently, and the
+// front door maps them per replica (idmap.go).
 //
 // The protocol and the API prefix are left out too: the front door serves
 // each call the way its own replica needs (relayed over sse_v3, bridged
@@ -72,7 +74,7 @@ func ConfigShape(c *gradio.Config) []string {
 					break
 				}
 			}
-			parts = append(parts, strconv.Itoa(id)+":"+t)
+			parts = append(parts, t)
 		}
 		return "[" + strings.Join(parts, " ") + "]"
 	}

@@ -67,6 +67,7 @@ type FrontDoor struct {
 	refMu sync.Mutex // guards ref
 	ref   refConfig
 	fps   fingerprints
+	ids   idMaps // presented component ids -> each replica's (idmap.go)
 
 	stats counters
 

@@ -336,6 +336,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		body[k] = v
 	}
 	body["session_hash"], _ = json.Marshal(b.Backend)
+	mapTriggerID(body, f.ids.get(f.presented(), app.Config()))
 	if data, ok := m["data"]; ok {
 		nd, err := f.localizeFiles(r.Context(), app, b.Replica, data)
 		if err != nil {

@@ -84,7 +84,7 @@ func (s *Server) buildComponents() {
 	s.compIDs = make([][2][]int, len(s.app.Endpoints))
 	s.tabs = make([]tabLayout, len(s.app.Endpoints))
 	s.stateIDs = map[int]json.RawMessage{}
-	next := 1
+	next := max(s.FirstComponentID, 1)
 	alloc := func() int { next++; return next - 1 }
 	for i, ep := range s.app.Endpoints {
 		tl := tabLayout{tab: alloc()}

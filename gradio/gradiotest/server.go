@@ -63,6 +63,12 @@ type Server struct {
 	// after its last response, as uvicorn's timeout_keep_alive does (5 s
 	// in Gradio). Zero: idle connections are never closed by the server.
 	KeepAliveTimeout time.Duration
+	// FirstComponentID is the id of the app's first block (zero: 1, as
+	// Gradio numbers them). Real releases number one app's blocks
+	// differently (4.x adds a form block in a tab that 5.x does not), so
+	// replicas of one app on two releases give its components other ids:
+	// a base other than 1 stands for that.
+	FirstComponentID int
 	// Logger receives request and fault logs. Nil: no logging.
 	Logger *slog.Logger
 
