@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // frontGatewayMode is frontGateway over simulated replicas of one Gradio
@@ -30,25 +28,7 @@ func frontGatewayMode(t *testing.T, mode gradiotest.Mode, apps []*gradiotest.App
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
-	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
-	if mod != nil {
-		mod(&cfg)
-	}
-	metrics := gateway.NewMetrics(nil)
-	p, err := pool.New(cfg.PoolConfig(nil, metrics))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-	metrics.Register(b)
-	g := gateway.New(cfg, b, nil, metrics)
-	srv := httptest.NewServer(g)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = g.Close(context.Background())
-		_ = p.Close(context.Background())
-	})
+	srv, g, _ := frontGatewayOver(t, urls, mod)
 	return srv, g, sims
 }
 

@@ -39,7 +39,7 @@ func TestFrontDoorMixedComponentIDs(t *testing.T) {
 				sims = append(sims, s)
 				urls = append(urls, s.URL)
 			}
-			srv, g := frontGatewayOver(t, urls, nil)
+			srv, g, _ := frontGatewayOver(t, urls, nil)
 			must := append(slices.Clone(bridgeMust), "view_api", "predict/keyword_args")
 			for i := 0; i < 6 && (sims[0].Executions("counter") == 0 || sims[1].Executions("counter") == 0); i++ {
 				conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("ids%d@example.com", i)), must, c.args...)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // frontGatewayModes is frontGateway over one simulated replica per mode
@@ -38,34 +37,8 @@ func frontGatewayModes(t *testing.T, modes []gradiotest.Mode, apps []*gradiotest
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
-	srv, g := frontGatewayOver(t, urls, mod)
+	srv, g, _ := frontGatewayOver(t, urls, mod)
 	return srv, g, sims
-}
-
-// frontGatewayOver is a gateway with its front door over the replicas at
-// urls, in that pool order.
-func frontGatewayOver(t *testing.T, urls []string, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway) {
-	t.Helper()
-	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
-	if mod != nil {
-		mod(&cfg)
-	}
-	metrics := gateway.NewMetrics(nil)
-	p, err := pool.New(cfg.PoolConfig(nil, metrics))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-	metrics.Register(b)
-	g := gateway.New(cfg, b, nil, metrics)
-	srv := httptest.NewServer(g)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = g.Close(context.Background())
-		_ = p.Close(context.Background())
-	})
-	return srv, g
 }
 
 // asUser serves the gateway behind a proxy that names user in every

@@ -39,6 +39,15 @@ func frontGateway(t *testing.T, n int, mod func(*gateway.Config)) (*httptest.Ser
 		sims = append(sims, s)
 		urls = append(urls, s.URL)
 	}
+	srv, g, p := frontGatewayOver(t, urls, mod)
+	return srv, g, sims, p
+}
+
+// frontGatewayOver is a gateway with its front door over a real pool of
+// the replicas at urls, in that pool order (min 1, max 8 sessions each;
+// mod changes the configuration first).
+func frontGatewayOver(t *testing.T, urls []string, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway, *pool.Pool) {
+	t.Helper()
 	cfg := gateway.Config{Pool: pool.Config{Replicas: urls, MinConnections: 1, MaxConnections: 8}}
 	if mod != nil {
 		mod(&cfg)
@@ -58,7 +67,7 @@ func frontGateway(t *testing.T, n int, mod func(*gateway.Config)) (*httptest.Ser
 		_ = g.Close(context.Background())
 		_ = p.Close(context.Background())
 	})
-	return srv, g, sims, p
+	return srv, g, p
 }
 
 // jsCheck is one line of conformance.mjs.

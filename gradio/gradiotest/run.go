@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/backoff"
 )
 
@@ -309,9 +310,9 @@ func (s *Server) errorPayload(err error) (obj, any) {
 			// 4.44 (measured; not in the 4.8-4.20 captures) duration and
 			// visible too.
 			if s.Mode == Gradio4SSEv3 {
-				return obj{{"error", pyRepr(ge.Message)}, {"duration", d}, {"visible", !ge.Hidden}}, nil
+				return obj{{"error", gradio.PyRepr(ge.Message)}, {"duration", d}, {"visible", !ge.Hidden}}, nil
 			}
-			return obj{{"error", pyRepr(ge.Message)}}, nil
+			return obj{{"error", gradio.PyRepr(ge.Message)}}, nil
 		}
 		return obj{{"error", ge.Message}, {"duration", d}, {"visible", !ge.Hidden}, {"title", title}}, title
 	}
@@ -354,34 +355,4 @@ func (s *Server) finishEvent(ev *event) {
 		delete(s.events, ev.id)
 	}
 	s.dispatchLocked(g)
-}
-
-// pyRepr is Python's repr of a str: single quotes unless the text has a
-// single quote and no double quote, with backslash escapes.
-func pyRepr(s string) string {
-	q := byte('\'')
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == '\\' || r == rune(q):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(q)
-	return b.String()
 }
