@@ -32,22 +32,7 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 		Cluster: gateway.ClusterConfig{Name: "fdtest", LeaseTTL: 2 * time.Second}}
 	cfg.Secrets.HashKey = "k"
 	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
-	var urls []string
-	var gws []*gateway.Gateway
-	for range 2 {
-		g, err := gateway.Open(context.Background(), cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(g)
-		t.Cleanup(func() {
-			srv.CloseClientConnections()
-			srv.Close()
-			_ = g.Close(context.Background())
-		})
-		urls = append(urls, srv.URL)
-		gws = append(gws, g)
-	}
+	urls, gws := openGateways(t, cfg, 2)
 	for i := range 5 {
 		hash := fmt.Sprintf("split%d", i)
 		resp, err := http.Post(urls[0]+"/gradio_api/queue/join", "application/json",
@@ -80,4 +65,25 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// openGateways opens n gateways of cfg (sharing its Redis), each served on
+// 127.0.0.1, closed at the end of the test.
+func openGateways(t *testing.T, cfg gateway.Config, n int) (urls []string, gws []*gateway.Gateway) {
+	t.Helper()
+	for range n {
+		g, err := gateway.Open(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(g)
+		t.Cleanup(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			_ = g.Close(context.Background())
+		})
+		urls = append(urls, srv.URL)
+		gws = append(gws, g)
+	}
+	return urls, gws
 }

@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -33,22 +31,7 @@ func TestFrontDoorReadGraceInCluster(t *testing.T) {
 	cfg.FrontDoor.ReadGrace = 300 * time.Millisecond
 	cfg.Secrets.HashKey = "k"
 	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
-	var urls []string
-	var gws []*gateway.Gateway
-	for range 2 {
-		g, err := gateway.Open(context.Background(), cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(g)
-		t.Cleanup(func() {
-			srv.CloseClientConnections()
-			srv.Close()
-			_ = g.Close(context.Background())
-		})
-		urls = append(urls, srv.URL)
-		gws = append(gws, g)
-	}
+	urls, gws := openGateways(t, cfg, 2)
 	slow := fnIndexOf(t, urls[0], "slow")
 	join := func(hash string, seconds float64) string {
 		t.Helper()

@@ -11,13 +11,16 @@ import (
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
-// submitAs is submitEvents for a signed-in user (the user header).
+// submitAs is submitEvents for a signed-in user (the user header; ""
+// anonymous).
 func submitAs(t *testing.T, base, user, api string, data ...any) <-chan sseEvent {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"data": data})
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/submit/"+api, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(gateway.UserHeader, user)
+	if user != "" {
+		req.Header.Set(gateway.UserHeader, user)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -23,37 +20,7 @@ type sseEvent struct {
 // sent as an event "status" with its code).
 func submitEvents(t *testing.T, base, api string, data ...any) <-chan sseEvent {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"data": data})
-	resp, err := http.Post(base+"/v1/submit/"+api, "application/json", strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan sseEvent, 64)
-	go func() {
-		defer close(out)
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			out <- sseEvent{name: "status", data: map[string]any{"code": resp.StatusCode}}
-			return
-		}
-		sc := bufio.NewScanner(resp.Body)
-		name := ""
-		for sc.Scan() {
-			line := sc.Text()
-			if n, ok := strings.CutPrefix(line, "event: "); ok {
-				name = n
-			} else if d, ok := strings.CutPrefix(line, "data: "); ok {
-				var m map[string]any
-				_ = json.Unmarshal([]byte(d), &m)
-				out <- sseEvent{name: name, data: m}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		for range out {
-		}
-	})
-	return out
+	return submitAs(t, base, "", api, data...)
 }
 
 // nextEvent returns the next event named name, failing at the stream's
