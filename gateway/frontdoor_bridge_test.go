@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
@@ -17,19 +16,11 @@ import (
 // generation, one per app (nil: the default app).
 func frontGatewayMode(t *testing.T, mode gradiotest.Mode, apps []*gradiotest.App, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway, []*gradiotest.Server) {
 	t.Helper()
-	var sims []*gradiotest.Server
-	var urls []string
-	for _, app := range apps {
-		s := gradiotest.NewUnstartedServer(app)
-		s.Mode = mode
-		s.StepDelay = 5 * time.Millisecond
-		s.Start()
-		t.Cleanup(s.Close)
-		sims = append(sims, s)
-		urls = append(urls, s.URL)
+	modes := make([]gradiotest.Mode, len(apps))
+	for i := range modes {
+		modes[i] = mode
 	}
-	srv, g, _ := frontGatewayOver(t, urls, mod)
-	return srv, g, sims
+	return frontGatewayModes(t, modes, apps, mod)
 }
 
 // bridgeMust are the checks of conformance.mjs that must pass through the
