@@ -23,8 +23,14 @@ import (
 // idMaps caches the component id map between two configs (configs are
 // immutable per connected app, so their pointers key it).
 type idMaps struct {
-	m sync.Map // idPair -> map[int]int (nil: same ids)
+	mu sync.Mutex
+	m  map[idPair]map[int]int // nil value: same ids
 }
+
+// maxIDMaps bounds the cache: a replica that reconnects brings a new
+// config (a new key), so over a long run old pairs are dropped wholesale
+// rather than kept forever; a dropped pair is recomputed on its next call.
+const maxIDMaps = 256
 
 type idPair struct{ from, to *gradio.Config }
 
@@ -35,11 +41,16 @@ func (c *idMaps) get(from, to *gradio.Config) map[int]int {
 		return nil
 	}
 	k := idPair{from, to}
-	if v, ok := c.m.Load(k); ok {
-		return v.(map[int]int)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.m[k]; ok {
+		return m
+	}
+	if c.m == nil || len(c.m) >= maxIDMaps {
+		c.m = map[idPair]map[int]int{}
 	}
 	m := componentIDMap(from, to)
-	c.m.Store(k, m)
+	c.m[k] = m
 	return m
 }
 

@@ -61,6 +61,12 @@ func TestComponentIDsMappedPerReplica(t *testing.T) {
 	if again := maps.get(presented, replica); len(again) != 2 {
 		t.Errorf("cached map %v", again)
 	}
+	for range 2 * maxIDMaps { // reconnected replicas: new configs, a bounded cache
+		maps.get(presented, shiftedConfig(t))
+	}
+	if n := len(maps.m); n > maxIDMaps {
+		t.Errorf("%d cached id maps, want at most %d", n, maxIDMaps)
+	}
 	if same := maps.get(presented, withTargets(t, testConfig(t, "textbox", 9, "http://r9", "x"))); same != nil {
 		t.Errorf("same ids mapped: %v", same)
 	}
