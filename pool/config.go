@@ -187,7 +187,10 @@ type Config struct {
 	// (the seed's lazy start).
 	WarmUp bool
 	// ClientOptions are passed to gradio.Connect for every replica (token,
-	// Hub URL, headers, wake time-out, ...).
+	// Hub URL, headers, wake time-out, ...). The pool's sessions open no
+	// /heartbeat stream, whatever the app's config asks (see
+	// Pool.clientOptions); gradio.WithHeartbeat(true) here opens one per
+	// session again.
 	ClientOptions []gradio.Option
 	// Logger receives the pool's logs (initialisation, sessions, assignments,
 	// queue, health checks, errors, failovers). Nil logs nothing. E-mails are

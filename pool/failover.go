@@ -60,7 +60,7 @@ func (r *replica) connectApp() error {
 		}
 		start := time.Now()
 		var app *gradio.Client
-		app, err = gradio.Connect(ctx, r.src, p.cfg.ClientOptions...)
+		app, err = gradio.Connect(ctx, r.src, p.clientOptions()...)
 		if err == nil {
 			r.mu.Lock()
 			if r.closed {
@@ -677,4 +677,19 @@ func IsOverloaded(err error) bool {
 		return true
 	}
 	return busy(err)
+}
+
+// clientOptions are the options every replica's app is connected with:
+// the caller's, after the pool's one default.
+//
+// The pool's sessions open no /heartbeat stream (gradio.WithHeartbeat
+// false): most of them serve one call (calls are isolated, each on a
+// fresh session hash), and a heartbeat would hold a goroutine and an HTTP
+// connection for the whole call (about half the memory of a call in
+// flight through the library, by the benchmark report) only to tell the
+// app when the session ended. Gradio's own REST API (/call) and its Python client run calls
+// without it too; the app then keeps a session's gr.State until its own
+// state cache evicts it, and runs no unload handlers for it.
+func (p *Pool) clientOptions() []gradio.Option {
+	return append([]gradio.Option{gradio.WithHeartbeat(false)}, p.cfg.ClientOptions...)
 }

@@ -145,3 +145,50 @@ func TestEventsOutliveTheLeaseSession(t *testing.T) {
 		t.Errorf("events %q: some were lost when the lease's session closed", got)
 	}
 }
+
+// TestPoolSessionsOpenNoHeartbeat: the simulator's app has gr.State, so
+// its config asks for a heartbeat (connect_heartbeat), which a bare
+// gradio.Client opens; the pool's sessions do not (each would hold a
+// goroutine and a connection for its call), plain and sticky alike,
+// unless ClientOptions asks for it.
+func TestPoolSessionsOpenNoHeartbeat(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		sticky bool
+		opts   []gradio.Option
+		want   bool
+	}{
+		{"default", false, nil, false},
+		{"sticky", true, nil, false},
+		{"asked", false, []gradio.Option{gradio.WithHeartbeat(true)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srvs := replicas(t, 1)
+			p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 2, StickySessions: tt.sticky, ClientOptions: tt.opts})
+			ctx := ctxT(t)
+			for i := range 3 {
+				if _, err := p.Predict(ctx, user(i), "upper", "x"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.want {
+				// The heartbeat request is sent by a goroutine of its own:
+				// it may reach the replica after the call's answer.
+				waitUntil(t, func() bool { return srvs[0].Requests("heartbeat") > 0 })
+				return
+			}
+			// Six sessions' calls (a fresh session each, or three users'
+			// sticky ones used twice): with the app's default, each
+			// session sends its heartbeat request while its call runs.
+			for i := range 3 {
+				if _, err := p.Predict(ctx, user(i), "upper", "y"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = p.Close(ctx)
+			if n := srvs[0].Requests("heartbeat"); n != 0 {
+				t.Errorf("%d heartbeat requests reached the replica, want none", n)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +38,7 @@ func (r *replica) wakeIfSleeping(err error) {
 	}
 	p.goBackground(func() {
 		defer r.waking.Store(false)
-		opts := append(slices.Clone(p.cfg.ClientOptions), gradio.WithWakeTimeout(defaultWakeTimeout))
+		opts := append(p.clientOptions(), gradio.WithWakeTimeout(defaultWakeTimeout))
 		start := time.Now()
 		app, err := gradio.Connect(p.ctx, r.src, opts...)
 		if err != nil {
