@@ -88,7 +88,12 @@ func NewReaderBudget(r io.Reader, maxLine int, b *Budget) *Reader {
 }
 
 // bufPool recycles the read buffers: a client opens a stream per call.
-var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+// They are bufio's default 4 KiB, not larger: every open stream holds its
+// buffer while it waits, and a stream per call in flight made a 16 KiB
+// buffer a third of that call's memory (the benchmark report's in-flight
+// figures); Gradio's messages are mostly far smaller, and a longer line
+// goes on in carry's blocks.
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
 // NewReaderSize returns a Reader whose lines, and events' data, may be at
 // most maxLine bytes each.
