@@ -476,3 +476,94 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 		t.Errorf("hold ran %d times, want only the later caller's", n)
 	}
 }
+
+// TestFrontDoorQueueBridgedCancelWhileJoining: a bridged call that waited
+// in the gateway's queue (its caller holds the gateway's event id) is
+// cancelled just as its slot came and its join is on the way to the
+// replica. The cancel must end it for the caller (a process_completed,
+// never a process_starts after it) and stop it at the replica: before,
+// the cancel only ended the wait that was already over, the join went
+// on, and the call ran as if never cancelled (behind a long call, the
+// caller's stream waited for it: the JS client's cancel/queued_job hang).
+func TestFrontDoorQueueBridgedCancelWhileJoining(t *testing.T) {
+	gate := make(chan struct{})
+	sim := gradiotest.NewUnstartedServer(spreadApp(gate))
+	sim.Mode = gradiotest.Gradio4SSEv1
+	sim.Start()
+	t.Cleanup(sim.Close)
+	// The waiter's join is held at the replica's door until the test has
+	// cancelled it.
+	var holdJoins sync.Once
+	joinArrived, releaseJoin := make(chan struct{}), make(chan struct{})
+	armed := make(chan struct{})
+	u, _ := url.Parse(sim.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	door := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/queue/join") {
+			select {
+			case <-armed:
+				holdJoins.Do(func() {
+					close(joinArrived)
+					<-releaseJoin
+				})
+			default:
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(door.Close)
+	t.Cleanup(func() {
+		select {
+		case <-releaseJoin:
+		default:
+			close(releaseJoin)
+		}
+	})
+	srv, _, _ := frontGatewayOver(t, []string{door.URL}, func(c *gateway.Config) { c.Pool.MaxConnections = 1 })
+	base := srv.URL
+	hold := fnIndexOf(t, base, "hold")
+	occ := joinSoon(t, base, "occupier", hold, "o")
+	occStream := fdMessages(t, base, "occupier")
+	nextMsg(t, occStream, "process_starts", occ)
+	id := joinSoon(t, base, "waiter", hold, "w")
+	stream := fdMessages(t, base, "waiter")
+	nextMsg(t, stream, "estimation", id)
+	close(armed)
+	close(gate) // the occupier ends: the waiter gets the slot and joins
+	nextMsg(t, occStream, "process_completed", occ)
+	select {
+	case <-joinArrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter's join never reached the replica")
+	}
+	resp, err := http.Post(base+"/gradio_api/cancel", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"session_hash":"waiter","event_id":%q,"fn_index":%d}`, id, hold)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(releaseJoin)
+	for range 200 {
+		var m map[string]any
+		select {
+		case got, ok := <-stream:
+			if !ok {
+				t.Fatal("the waiter's stream ended without its call's process_completed")
+			}
+			m = got
+		case <-time.After(time.Minute):
+			t.Fatal("no process_completed of the cancelled call within a minute")
+		}
+		if m["event_id"] != id {
+			continue
+		}
+		switch m["msg"] {
+		case "process_starts", "process_generating":
+			t.Fatalf("the cancelled call ran for its caller: %v", m)
+		case "process_completed":
+			return
+		}
+	}
+	t.Fatal("no process_completed of the cancelled call in 200 messages")
+}

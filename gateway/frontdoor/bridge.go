@@ -301,6 +301,17 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		stopOnDrain()
 		return gradio.ErrClosed
 	}
+	if ctx.Err() != nil {
+		// Cancelled while it waited (handleCancel ends the wait before
+		// it asks the bridge, which is checked under br.mu here): never
+		// sent. The caller is told by the end of its wait.
+		br.mu.Unlock()
+		cancel()
+		stopOnDrain()
+		slot.Release()
+		f.reportCall(meta, CodeClientClosed)
+		return nil
+	}
 	br.jobs[id] = &bridgeJob{cancel: cancel}
 	br.signal()
 	br.mu.Unlock()
@@ -310,8 +321,16 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		delete(br.jobs, id)
 		br.signal()
 		br.mu.Unlock()
+		byCaller := jctx.Err() != nil && f.stopCalls.Err() == nil && f.ctx.Err() == nil
 		cancel()
 		stopOnDrain()
+		if byCaller {
+			// The caller cancelled it while its join was on the way
+			// (cancelJob told it): not the replica's fault.
+			slot.Done(gradio.JoinMaybeAccepted, err)
+			f.reportCall(meta, CodeClientClosed)
+			return nil
+		}
 		switch gradio.ClassifyJoin(err) {
 		case gradio.JoinNotAccepted:
 			return err

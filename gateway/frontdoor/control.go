@@ -62,15 +62,17 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if validHash(front) {
 		s = f.session(r.Context(), front, f.owner(r), false)
 	}
-	if s != nil && s.cancelQueuedCall(str(m["event_id"])) {
-		// It waits in the gateway's queue: no replica has it.
+	if s == nil {
 		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
 	}
-	if s == nil || s.binding().Replica == "" {
-		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
-		return
-	}
+	// A call in the gateway's queue: its wait ends (no replica has it).
+	// Then the bridge, whatever that said: a bridged call that waited
+	// may have its slot already, its join on the way under the gateway's
+	// id (bridgeSubmit), and the bridge ends it. In this order, a join
+	// that had not been registered with the bridge yet finds its wait
+	// ended and is never sent.
+	waited := s.cancelQueuedCall(str(m["event_id"]))
 	// The call's own replica and backend session: a spread call may run
 	// elsewhere than the session's replica; the replica knows a call
 	// that waited in the gateway's queue by its own event id.
@@ -78,6 +80,11 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if br := s.bridgeOf(false); br != nil && br.cancelJob(rid) {
 		// A bridged call: the bridge ends it for the caller as Gradio 5's
 		// cancel does, and stops it at the replica in its protocol's way.
+		s.forgetQueued(str(m["event_id"]))
+		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		return
+	}
+	if waited || s.binding().Replica == "" {
 		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
 		return
 	}

@@ -409,6 +409,18 @@ func (s *callerSession) cancelQueuedCall(id string) bool {
 	return true
 }
 
+// forgetQueued drops the queued call the caller knows as id when no
+// replica has it: the bridge told the caller it ended (a cancel while
+// its join was on the way), so the end of its wait must not tell it
+// again.
+func (s *callerSession) forgetQueued(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if qc := s.queued[id]; qc != nil && qc.replica == "" {
+		delete(s.queued, id)
+	}
+}
+
 // frontIDs rewrites a replica's message for the caller: the event id of
 // a queued call becomes the gateway's. While a queued call's join is in
 // flight (s.joining), a message of a call not known yet waits for the
