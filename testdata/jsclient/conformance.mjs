@@ -135,15 +135,22 @@ function guard(promise, ms, what) {
 	return Promise.race([
 		promise,
 		new Promise((_, reject) => {
-			timer = setTimeout(() => reject(new Error(`${what}: no answer after ${ms} ms (hang guard)`)), ms);
+			timer = setTimeout(() => reject(new Error(`${typeof what === "function" ? what() : what}: no answer after ${ms} ms (hang guard)`)), ms);
 		})
 	]).finally(() => clearTimeout(timer));
 }
 
+// step names where a long check is, for its hang guard's message.
+let currentStep = "";
+function step(s) {
+	currentStep = s;
+}
+
 async function check(name, fn) {
 	if (opts.only && name !== "connect" && ![...opts.only].some((p) => name === p || name.startsWith(p + "/"))) return;
+	currentStep = "";
 	try {
-		const detail = await guard(Promise.resolve().then(fn), opts.timeoutMs, name);
+		const detail = await guard(Promise.resolve().then(fn), opts.timeoutMs, () => (currentStep ? `${name} (at: ${currentStep})` : name));
 		emit({ name, ok: true, detail: detail ?? null });
 	} catch (e) {
 		if (e instanceof Skip) {
@@ -526,8 +533,10 @@ async function main() {
 		const b = await connect(opts.url, sticky);
 		try {
 			const before = opts.sim ? await simState() : null;
+			step("the long job starts");
 			const running = a.submit("/slow", [LONG]);
 			await waitStarted(running);
+			step("the second job's first estimation");
 			const queued = b.submit("/slow", [QUEUED_SECONDS]);
 			// wait for its first estimation (it is in the queue)
 			const seen = [];
@@ -538,15 +547,20 @@ async function main() {
 				if (ev.type === "status" && ev.original_msg === "process_starts") throw new Error("second slow job started while the first runs (concurrency_limit 1)");
 				if (ev.type === "status" && ev.stage === "pending" && typeof ev.position === "number") break;
 			}
+			step("cancel of the queued job");
 			await queued.cancel();
+			step("the queued job's events after its cancel");
 			const rest = await collect(queued);
 			const stages = rest.filter((e) => e.type === "status").map((e) => e.stage);
 			assert(stages.length > 0 && ["complete", "error"].includes(stages[stages.length - 1]), `stages after cancel ${JSON.stringify(stages)}`);
 			assert(!rest.some((e) => e.type === "status" && e.original_msg === "process_starts"), "cancelled queued job started");
+			step("cancel of the long job");
 			await running.cancel();
+			step("the long job's events after its cancel");
 			await collect(running);
 			let server;
 			if (opts.sim) {
+				step("the app idle again");
 				const after = await waitIdle();
 				// Gradio 6 takes a cancelled event out of its queue (6.25.0).
 				const v6 = String(app.config.version).startsWith("6.");
