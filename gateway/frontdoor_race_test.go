@@ -68,10 +68,12 @@ func (h *holdCloseBody) Close() error { return h.rc.Close() }
 // TestFrontDoorCloseRaceKeepsCallerStream reproduces Gradio's close race
 // (a replica decides to close an idle session's stream just as a new join
 // arrives) at the replica: its close_stream reaches the gateway
-// only after the caller's next join was accepted. The gateway must not
-// pass that close_stream on (@gradio/client would then wait for ever for
-// the new call): it reopens the backend stream and delivers the new
-// call's messages on the caller's same stream.
+// only after the caller's next join was accepted. The gateway ends the
+// caller's stream itself, in the same write as the session's last
+// completion (so that @gradio/client opens a new stream for its next
+// call instead of taking the next join's answer on a stream about to
+// close), and the replica's late close_stream must not reach the
+// caller's next stream: the new call's messages are delivered there.
 func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	t.Cleanup(sim.Close)
@@ -145,21 +147,41 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	}
 	for m := next(); m["msg"] != "process_completed"; m = next() {
 	}
+	// The gateway ends the caller's stream with the session's last
+	// completion, as Gradio does: its own close_stream, since the
+	// replica's is held.
+	if m := next(); m["msg"] != "close_stream" {
+		t.Fatalf("after the last completion the caller's stream carried %v, want close_stream", m)
+	}
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the replica's close_stream never came")
 	}
 	// The replica has closed its stream; the caller joins again before
-	// that close_stream has reached the gateway.
+	// that close_stream has reached the gateway, and opens its next
+	// stream (the official client opens one per join after a close).
 	e2, err := fdJoin(srv.URL, "race", fn, "two")
 	if err != nil {
 		t.Fatal(err)
 	}
+	resp2, err := http.Get(srv.URL + "/gradio_api/queue/data?session_hash=race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
 	releaseOnce.Do(func() { close(release) })
 	var got []string
-	for {
-		m := next()
+	sc := bufio.NewScanner(resp2.Body)
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(d), &m) != nil {
+			continue
+		}
 		id, _ := m["event_id"].(string)
 		if m["msg"] == "close_stream" {
 			got = append(got, "close_stream")
@@ -173,7 +195,7 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 		}
 	}
 	if want := []string{"completed " + e2, "close_stream"}; strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("after the race the caller's stream carried %v, want %v (e1 was %s)", got, want, e1)
+		t.Errorf("after the race the caller's next stream carried %v, want %v (e1 was %s)", got, want, e1)
 	}
 	if st := g.FrontDoor().Stats(); st.InFlight != 0 || st.Lost != 0 {
 		t.Errorf("stats %+v: want no call in flight or lost", st)

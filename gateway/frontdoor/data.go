@@ -130,8 +130,10 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	notes := func() bool {
 		out.dataFrom(s.takeQueuedNotes)
 		for _, m := range s.bridgeMessages() {
-			if out.data(m) != nil {
-				return false
+			if err := out.data(m); err != nil {
+				// Closed by a lane (the session drained, so the bridge
+				// had nothing of its own in flight) is not the caller gone.
+				return errors.Is(err, errStreamFinished)
 			}
 		}
 		return true
@@ -151,7 +153,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(active) == 0 && s.streamDrained() {
 		// Only bridged calls, all ended and told: Gradio 5's rule.
-		_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
+		_ = out.data(closeStream)
 		return
 	}
 	// While only the gateway feeds the stream (its queue, the bridge; no
@@ -166,22 +168,31 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			gone()
 			return
 		case <-hb.C:
+			if out.isClosed() {
+				return
+			}
 			if len(active) == 0 && out.data([]byte(`{"msg":"heartbeat"}`)) != nil {
 				gone()
 				return
 			}
 		case <-s.wake:
+			if out.isClosed() {
+				return // a lane ended it with the session's last completion
+			}
 			startBusy()
 			if !notes() {
 				gone()
 				return
 			}
 			if len(active) == 0 && s.streamDrained() {
-				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
+				_ = out.data(closeStream)
 				return
 			}
 		case e := <-ends:
 			delete(active, e.replica)
+			if out.isClosed() {
+				return // a lane ended it with the session's last completion
+			}
 			if e.gone || ctx.Err() != nil {
 				gone()
 				return
@@ -203,7 +214,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if len(active) == 0 && s.streamDrained() {
-				_ = out.data([]byte(`{"msg":"close_stream","event_id":null}`))
+				_ = out.data(closeStream)
 				if failed {
 					f.foreignEnd(s.front, "")
 				}
@@ -216,18 +227,54 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 // muxWriter is the caller's stream, written by every lane; it starts when
 // a replica's stream did (or at the first message).
 type muxWriter struct {
-	w  http.ResponseWriter
-	mu sync.Mutex // guards rc and the writes
-	rc *sse.Writer
+	w      http.ResponseWriter
+	mu     sync.Mutex // guards rc, closed and the writes
+	rc     *sse.Writer
+	closed bool // finish wrote close_stream: nothing more is written
 }
+
+// errStreamFinished is data's answer once finish has closed the stream.
+var errStreamFinished = errors.New("frontdoor: the caller's stream was closed with close_stream")
+
+var closeStream = []byte(`{"msg":"close_stream","event_id":null}`)
 
 func (m *muxWriter) data(b []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return errStreamFinished
+	}
 	if m.rc == nil {
 		m.rc = startSSE(m.w)
 	}
 	return m.rc.Data(b)
+}
+
+// finish writes last and close_stream in one write, as Gradio ends a
+// session's stream after its last call's process_completed, and closes the
+// stream. Why one write: the official JS client then reads both before
+// its code sees the call end, so the next call it makes opens a new
+// stream. Written apart, the client could send that next join between
+// them, take the join's answer first (its stream still open, it opens no
+// other) and then close the stream, leaving the new call nothing to
+// read; the gateway cancels such a call at read_grace.
+func (m *muxWriter) finish(last []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errStreamFinished
+	}
+	if m.rc == nil {
+		m.rc = startSSE(m.w)
+	}
+	m.closed = true
+	return m.rc.DataAll(last, closeStream)
+}
+
+func (m *muxWriter) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
 }
 
 // dataFrom writes the messages take returns, taken under the stream's
@@ -237,6 +284,9 @@ func (m *muxWriter) data(b []byte) error {
 func (m *muxWriter) dataFrom(take func() [][]byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
 	for _, b := range take() {
 		if m.rc == nil {
 			m.rc = startSSE(m.w)
@@ -370,20 +420,27 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 		if toPresented != nil && (msg.Msg == "process_completed" || msg.Msg == "process_generating") {
 			data = mapChangedStateIDs(data, toPresented)
 		}
+		if msg.Msg == "process_completed" && msg.EventID != nil {
+			// The call ends before its completion is written: if it was
+			// the session's last, the completion ends the caller's stream
+			// (finish) and this lane is done.
+			code := ""
+			if msg.Success != nil && !*msg.Success {
+				code = CodeAppError
+			}
+			if !s.complete(*msg.EventID, code) {
+				f.foreignEnd(s.front, *msg.EventID)
+			}
+			if s.streamDrained() {
+				_ = out.finish(rw.rewrite(data))
+				return relayed + 1, false, true, nil
+			}
+		}
 		if werr := out.data(rw.rewrite(data)); werr != nil {
 			return relayed, false, false, nil // the caller went away
 		}
 		if msg.EventID != nil {
 			relayed++
-		}
-		if msg.Msg == "process_completed" {
-			code := ""
-			if msg.Success != nil && !*msg.Success {
-				code = CodeAppError
-			}
-			if msg.EventID != nil && !s.complete(*msg.EventID, code) {
-				f.foreignEnd(s.front, *msg.EventID)
-			}
 		}
 	}
 }

@@ -61,11 +61,30 @@ func (s *Writer) Comment(text string) error {
 // Err is the first write error, nil while the stream is intact.
 func (s *Writer) Err() error { return s.err }
 
+// DataAll writes several events of the default type in one write and
+// one flush: a client reads them together, in order, as one chunk.
+func (s *Writer) DataAll(bs ...[]byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.buf.Reset()
+	for _, b := range bs {
+		s.appendRecord("", b)
+	}
+	return s.send()
+}
+
 func (s *Writer) record(name string, b []byte) error {
 	if s.err != nil {
 		return s.err
 	}
 	s.buf.Reset()
+	s.appendRecord(name, b)
+	return s.send()
+}
+
+// appendRecord adds one event to the buffer.
+func (s *Writer) appendRecord(name string, b []byte) {
 	if name != "" {
 		s.buf.WriteString("event: ")
 		s.buf.WriteString(name)
@@ -82,7 +101,6 @@ func (s *Writer) record(name string, b []byte) error {
 		b = rest
 	}
 	s.buf.WriteByte('\n')
-	return s.send()
 }
 
 // send writes the buffered record in one Write and flushes it.

@@ -94,3 +94,42 @@ func TestWriterKeepsFirstError(t *testing.T) {
 		t.Fatal(s.Err())
 	}
 }
+
+// writeCounter counts the Writes and Flushes a response gets.
+type writeCounter struct {
+	*httptest.ResponseRecorder
+	writes, flushes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.ResponseRecorder.Write(p)
+}
+
+func (w *writeCounter) Flush() {
+	w.flushes++
+	w.ResponseRecorder.Flush()
+}
+
+// TestWriterDataAllOneWrite: DataAll's events leave in one Write and one
+// Flush (the front door ends a stream with a call's completion and
+// close_stream together, as Gradio does), and read back in order.
+func TestWriterDataAllOneWrite(t *testing.T) {
+	w := &writeCounter{ResponseRecorder: httptest.NewRecorder()}
+	s := sse.Start(w)
+	w.writes, w.flushes = 0, 0
+	if err := s.DataAll([]byte(`{"msg":"process_completed"}`), []byte("two\nlines"), []byte(`{"msg":"close_stream"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if w.writes != 1 || w.flushes != 1 {
+		t.Errorf("%d writes and %d flushes, want one of each", w.writes, w.flushes)
+	}
+	rd := sse.NewReader(w.Body)
+	defer rd.Release()
+	for _, want := range []string{`{"msg":"process_completed"}`, "two\nlines", `{"msg":"close_stream"}`} {
+		ev, err := rd.Next()
+		if err != nil || string(ev.Data) != want {
+			t.Fatalf("read %q %v, want %q", ev.Data, err, want)
+		}
+	}
+}
