@@ -87,3 +87,62 @@ func openGateways(t *testing.T, cfg gateway.Config, n int) (urls []string, gws [
 	}
 	return urls, gws
 }
+
+// TestFrontDoorAcrossGatewaysTwoCalls: two calls of one session join at
+// gateway A, its stream is read at gateway B, which knows neither call:
+// the first completion must not end the caller's stream (B cannot tell it
+// was the session's last; the replica's close_stream does), so both
+// completions reach the caller.
+func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewUnstartedServer(nil)
+	sim.StepDelay = 30 * time.Millisecond
+	sim.Start()
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4, QueueTimeout: 3 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdtwo", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, gws := openGateways(t, cfg, 2)
+	const hash = "twocalls0"
+	var ids []string
+	for _, body := range []string{
+		`{"data":[6],"fn_index":1,"session_hash":"` + hash + `","event_data":null,"trigger_id":null}`,
+		`{"data":["a"],"fn_index":0,"session_hash":"` + hash + `","event_data":null,"trigger_id":null}`,
+	} {
+		resp, err := http.Post(urls[0]+"/gradio_api/queue/join", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var j struct {
+			EventID string `json:"event_id"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.EventID == "" {
+			t.Fatalf("join on gateway A: %d %s", resp.StatusCode, b)
+		}
+		ids = append(ids, j.EventID)
+	}
+	resp, err := http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, id := range ids {
+		if !strings.Contains(string(b), `"msg":"process_completed","event_id":"`+id+`"`) {
+			t.Fatalf("stream on gateway B lacks the completion of %s:\n%s", id, b)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(string(b)), `"close_stream","event_id":null}`) {
+		t.Fatalf("stream on gateway B does not end with close_stream:\n%s", b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gws[0].FrontDoor().Stats().InFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway A still holds slots: %+v", gws[0].FrontDoor().Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

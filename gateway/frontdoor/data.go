@@ -431,7 +431,10 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			if !s.complete(*msg.EventID, code) {
 				f.foreignEnd(s.front, *msg.EventID)
 			}
-			if s.streamDrained() {
+			// In a cluster another gateway may have taken joins of the
+			// session that this one does not know: only the replica's
+			// close_stream says the session drained there.
+			if f.cfg.OnForeignEnd == nil && s.streamDrained() {
 				_ = out.finish(rw.rewrite(data))
 				return relayed + 1, false, true, nil
 			}
