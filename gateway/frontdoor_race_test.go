@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,13 +68,14 @@ func (h *holdCloseBody) Close() error { return h.rc.Close() }
 
 // TestFrontDoorCloseRaceKeepsCallerStream reproduces Gradio's close race
 // (a replica decides to close an idle session's stream just as a new join
-// arrives) at the replica: its close_stream reaches the gateway
-// only after the caller's next join was accepted. The gateway ends the
-// caller's stream itself, in the same write as the session's last
-// completion (so that @gradio/client opens a new stream for its next
-// call instead of taking the next join's answer on a stream about to
-// close), and the replica's late close_stream must not reach the
-// caller's next stream: the new call's messages are delivered there.
+// arrives) at the replica: its close_stream reaches the gateway only
+// after the caller's next join was accepted. The gateway holds the
+// session's last completion until the replica's close_stream, to write
+// both at once (see TestFrontDoorLastCompletionWithCloseStream); finding
+// the new call in flight then, it writes the completion alone, does not
+// pass that close_stream on (@gradio/client would wait for ever for the
+// new call), reopens the backend stream and delivers the new call's
+// messages on the caller's same stream.
 func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	t.Cleanup(sim.Close)
@@ -145,43 +147,22 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 		}
 		return nil
 	}
-	for m := next(); m["msg"] != "process_completed"; m = next() {
-	}
-	// The gateway ends the caller's stream with the session's last
-	// completion, as Gradio does: its own close_stream, since the
-	// replica's is held.
-	if m := next(); m["msg"] != "close_stream" {
-		t.Fatalf("after the last completion the caller's stream carried %v, want close_stream", m)
-	}
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the replica's close_stream never came")
 	}
-	// The replica has closed its stream; the caller joins again before
-	// that close_stream has reached the gateway, and opens its next
-	// stream (the official client opens one per join after a close).
+	// The replica has closed its stream after e1's completion; the
+	// caller joins again before that close_stream has reached the
+	// gateway.
 	e2, err := fdJoin(srv.URL, "race", fn, "two")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp2, err := http.Get(srv.URL + "/gradio_api/queue/data?session_hash=race")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp2.Body.Close()
 	releaseOnce.Do(func() { close(release) })
 	var got []string
-	sc := bufio.NewScanner(resp2.Body)
-	for sc.Scan() {
-		d, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var m map[string]any
-		if json.Unmarshal([]byte(d), &m) != nil {
-			continue
-		}
+	for {
+		m := next()
 		id, _ := m["event_id"].(string)
 		if m["msg"] == "close_stream" {
 			got = append(got, "close_stream")
@@ -194,8 +175,115 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 			got = append(got, "completed "+id)
 		}
 	}
-	if want := []string{"completed " + e2, "close_stream"}; strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("after the race the caller's next stream carried %v, want %v (e1 was %s)", got, want, e1)
+	if want := []string{"completed " + e1, "completed " + e2, "close_stream"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("after the race the caller's stream carried %v, want %v", got, want)
+	}
+	if st := g.FrontDoor().Stats(); st.InFlight != 0 || st.Lost != 0 {
+		t.Errorf("stats %+v: want no call in flight or lost", st)
+	}
+}
+
+// slowCloseBody delivers a queue/data stream with a pause before each
+// close_stream record, and counts the streams whose reader (the
+// gateway) went away before that close_stream was delivered.
+type slowCloseBody struct {
+	ctx   context.Context // the reader's request
+	rc    io.ReadCloser
+	buf   []byte
+	done  bool // the close_stream record went to the reader
+	early *atomic.Int32
+	seen  *atomic.Int32 // close_stream records delivered
+}
+
+func (b *slowCloseBody) Read(p []byte) (int, error) {
+	for {
+		if len(b.buf) > 0 {
+			if i := bytes.Index(b.buf, []byte(`close_stream`)); i >= 0 && !b.done {
+				start := bytes.LastIndex(b.buf[:i], []byte("data: "))
+				if start > 0 {
+					n := copy(p, b.buf[:start])
+					b.buf = b.buf[n:]
+					return n, nil
+				}
+				time.Sleep(50 * time.Millisecond) // the replica's close_stream comes a little later
+				b.done = true
+				if b.ctx.Err() != nil {
+					b.early.Add(1)
+				}
+				b.seen.Add(1)
+			}
+			n := copy(p, b.buf)
+			b.buf = b.buf[n:]
+			return n, nil
+		}
+		tmp := make([]byte, 4096)
+		n, err := b.rc.Read(tmp)
+		b.buf = append(b.buf, tmp[:n]...)
+		if n == 0 && err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (b *slowCloseBody) Close() error { return b.rc.Close() }
+
+// TestFrontDoorLastCompletionWithCloseStream: the session's last
+// completion reaches the caller together with close_stream (the official
+// JS client then opens a new stream for its next call), and the gateway
+// reads the replica's stream to its own close_stream before it lets go of
+// it: Gradio drops a session's queued messages when the reader of its
+// stream goes away, and a next join of the session may be there already.
+func TestFrontDoorLastCompletionWithCloseStream(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	target, _ := url.Parse(sim.URL)
+	var early, seen atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if strings.HasSuffix(resp.Request.URL.Path, "/queue/data") {
+			resp.Body = &slowCloseBody{ctx: resp.Request.Context(), rc: resp.Body, early: &early, seen: &seen}
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{front.URL}, MinConnections: 1, MaxConnections: 4}}
+	p, err := pool.New(cfg.PoolConfig(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(cfg, gateway.PoolBackend(p, cfg.Pool.MaxConnections), nil, nil)
+	srv := httptest.NewServer(g)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = g.Close(context.Background())
+		_ = p.Close(context.Background())
+	})
+	fn := fnIndexOf(t, srv.URL, "upper")
+	for i := range 3 {
+		id, err := fdJoin(srv.URL, "lastone", fn, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get(srv.URL + "/gradio_api/queue/data?session_hash=lastone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last := bytes.LastIndex(b, []byte(`data: {"msg":"process_completed"`))
+		if last < 0 || !bytes.Contains(b[last:], []byte(id)) ||
+			!bytes.HasSuffix(bytes.TrimSpace(b), []byte(`data: {"msg":"close_stream","event_id":null}`)) {
+			t.Fatalf("call %d: the caller's stream:\n%s", i, b)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); seen.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := early.Load(); n != 0 {
+		t.Errorf("the gateway let go of %d replica streams before their close_stream", n)
 	}
 	if st := g.FrontDoor().Stats(); st.InFlight != 0 || st.Lost != 0 {
 		t.Errorf("stats %+v: want no call in flight or lost", st)

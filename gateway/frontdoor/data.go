@@ -4,6 +4,7 @@ package frontdoor
 // replica, and reporting the calls lost with it.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -393,11 +394,28 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 	// ids its completions name are mapped back to the presented ones.
 	toPresented := inverse(f.ids.get(f.presented(), app.Config()))
 	defer rd.Release()
+	// held is the session's last completion, kept until the replica's
+	// close_stream that follows it so that both reach the caller in one
+	// write (muxWriter.finish). The replica's stream is read to its end:
+	// Gradio drops a session's message queue when its reader goes away.
+	var held []byte
+	flush := func() error {
+		if held == nil {
+			return nil
+		}
+		err := out.data(held)
+		held = nil
+		relayed++
+		return err
+	}
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("the replica ended the stream without close_stream")
+			}
+			if flush() != nil {
+				return relayed, false, false, nil // the caller went away
 			}
 			return relayed, false, false, err
 		}
@@ -408,7 +426,17 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 		}
 		_ = json.Unmarshal(ev.Data, &msg)
 		if msg.Msg == "close_stream" {
+			if held != nil && len(s.relayedOn(b.Replica)) == 0 && s.streamDrained() {
+				_ = out.finish(held)
+				return relayed + 1, false, true, nil
+			}
+			if flush() != nil {
+				return relayed, false, false, nil
+			}
 			return relayed, len(s.relayedOn(b.Replica)) > 0, len(s.relayedOn(b.Replica)) == 0, nil
+		}
+		if flush() != nil {
+			return relayed, false, false, nil
 		}
 		data := ev.Data
 		if msg.EventID != nil {
@@ -422,8 +450,8 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 		}
 		if msg.Msg == "process_completed" && msg.EventID != nil {
 			// The call ends before its completion is written: if it was
-			// the session's last, the completion ends the caller's stream
-			// (finish) and this lane is done.
+			// the session's last, the completion waits for the replica's
+			// close_stream (held), with which it ends the caller's stream.
 			code := ""
 			if msg.Success != nil && !*msg.Success {
 				code = CodeAppError
@@ -435,8 +463,8 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			// session that this one does not know: only the replica's
 			// close_stream says the session drained there.
 			if f.cfg.OnForeignEnd == nil && s.streamDrained() {
-				_ = out.finish(rw.rewrite(data))
-				return relayed + 1, false, true, nil
+				held = bytes.Clone(rw.rewrite(data)) // the reader reuses its buffer
+				continue
 			}
 		}
 		if werr := out.data(rw.rewrite(data)); werr != nil {
