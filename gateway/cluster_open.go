@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,10 @@ type clusterMember struct {
 // endChannel carries "front event-id" of front-door calls that ended on one
 // gateway's stream while another gateway holds their slots.
 func (m *clusterMember) endChannel() string { return "{" + m.name + "}:fd-end" }
+
+// queueChannel carries "front note-JSON": the state of a front-door call
+// waiting in one gateway's queue, for the gateway serving its stream.
+func (m *clusterMember) queueChannel() string { return "{" + m.name + "}:fd-queue" }
 
 // joinCluster connects to the cluster's Redis and sets pc up to use it:
 // Limiter (each replica's max_connections across every gateway) and Store
@@ -105,15 +110,22 @@ func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 	if g.front == nil {
 		return
 	}
-	m.endSub = m.rc.Subscribe(context.Background(), m.endChannel())
+	m.endSub = m.rc.Subscribe(context.Background(), m.endChannel(), m.queueChannel())
 	m.endDone = make(chan struct{})
 	ch := m.endSub.Channel()
 	front := g.front
 	go func() {
 		defer close(m.endDone)
 		for msg := range ch {
-			f, ev, _ := strings.Cut(msg.Payload, " ")
-			front.Ended(f, ev)
+			f, rest, _ := strings.Cut(msg.Payload, " ")
+			if msg.Channel == m.queueChannel() {
+				var n frontdoor.QueueNote
+				if json.Unmarshal([]byte(rest), &n) == nil {
+					front.QueueNoted(f, n)
+				}
+				continue
+			}
+			front.Ended(f, rest)
 		}
 	}()
 }
@@ -234,11 +246,71 @@ func (s *frontStore) Delete(ctx context.Context, front string) error {
 // frontDoorCluster returns the front door's session store and call-end
 // hook: shared through Redis when Open made this gateway a cluster member,
 // else nil (sessions in memory, calls joined here).
-func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string), frontdoor.ReaderMarks) {
+func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string), frontdoor.ReaderMarks, frontdoor.QueueNotes) {
 	if m := g.member; m != nil {
-		return m.frontStore(m.name), m.foreignEnd, m.readerMarks(m.name)
+		return m.frontStore(m.name), m.foreignEnd, m.readerMarks(m.name), &queueNotes{m: m}
 	}
-	return nil, nil, nil
+	return nil, nil, nil, nil
+}
+
+// queueNotes shares the front door's queued calls between the gateways
+// (frontdoor.Config.QueueNotes): each session's calls are one Redis hash
+// (event id -> the latest note, as JSON) with the session's expiry, and
+// each note is also published, with its session, on queueChannel. While
+// Redis is lost nothing is shared: the sessions are local then.
+type queueNotes struct{ m *clusterMember }
+
+func (q *queueNotes) key(front string) string { return "{" + q.m.name + "}:fdq:" + front }
+
+func (q *queueNotes) failed(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil {
+		q.m.coord.RedisFailed(err)
+	}
+	return err
+}
+
+func (q *queueNotes) Put(ctx context.Context, front string, n frontdoor.QueueNote, ttl time.Duration) error {
+	if !q.m.coord.RedisUp() {
+		return nil
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return err
+	}
+	_, err = q.m.rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, q.key(front), n.ID, b)
+		p.PExpire(ctx, q.key(front), ttl)
+		return nil
+	})
+	if err == nil {
+		err = q.m.rc.Publish(ctx, q.m.queueChannel(), front+" "+string(b)).Err()
+	}
+	return q.failed(ctx, err)
+}
+
+func (q *queueNotes) Notes(ctx context.Context, front string) ([]frontdoor.QueueNote, error) {
+	if !q.m.coord.RedisUp() {
+		return nil, nil
+	}
+	m, err := q.m.rc.HGetAll(ctx, q.key(front)).Result()
+	if err != nil {
+		return nil, q.failed(ctx, err)
+	}
+	out := make([]frontdoor.QueueNote, 0, len(m))
+	for _, v := range m {
+		var n frontdoor.QueueNote
+		if json.Unmarshal([]byte(v), &n) == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (q *queueNotes) Done(ctx context.Context, front, id string) error {
+	if !q.m.coord.RedisUp() {
+		return nil
+	}
+	return q.failed(ctx, q.m.rc.HDel(ctx, q.key(front), id).Err())
 }
 
 // readerMarks is the front door's marks of sessions with a data stream

@@ -82,7 +82,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	if p == nil || g.cfg.FrontDoor.Disabled {
 		return
 	}
-	store, onForeignEnd, readers := g.frontDoorCluster()
+	store, onForeignEnd, readers, queueNotes := g.frontDoorCluster()
 	fd, err := frontdoor.New(p, frontdoor.Config{
 		SessionTTL:              g.cfg.FrontDoor.SessionTTL,
 		UploadDir:               g.cfg.FrontDoor.UploadDir,
@@ -119,6 +119,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		Store:        store,
 		OnForeignEnd: onForeignEnd,
 		Readers:      readers,
+		QueueNotes:   queueNotes,
 	})
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)

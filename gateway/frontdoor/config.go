@@ -70,7 +70,8 @@ type Config struct {
 	// most one per interval per call, only when its place changed. Zero
 	// means DefaultQueueUpdateInterval; negative: the join waits for its
 	// slot before it is answered, and the caller sees no place. Not with
-	// OnForeignEnd set (a cluster), whose joins always wait so.
+	// OnForeignEnd set (a cluster) but not QueueNotes, whose joins always
+	// wait so.
 	QueueUpdateInterval time.Duration
 	// MaxSessions bounds the caller sessions this front door keeps; a new
 	// one past it is answered 503. Zero means DefaultMaxSessions;
@@ -167,6 +168,14 @@ type Config struct {
 	// passed with no stream open here cancels it only when no mark is
 	// found. Nil with OnForeignEnd: ReadGrace is not applied.
 	Readers ReaderMarks
+	// QueueNotes, if set with OnForeignEnd, shares the state of the calls
+	// waiting in this gateway's queue with the other gateways of the
+	// cluster, so that a join that must wait is answered at once there
+	// too, and the gateway serving the caller's stream shows its place,
+	// its replica's messages under the gateway's event id and its end
+	// (queuenotes.go). Nil with OnForeignEnd: such joins wait for their
+	// slot before they are answered.
+	QueueNotes QueueNotes
 	// OnCall, if set, is told about every front-door call that ended:
 	// accepted calls when their process_completed passes (or they are
 	// lost), joins that no replica took. It must be quick (metrics).

@@ -55,6 +55,9 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	if validHash(front) {
 		s = f.session(ctx, front, f.owner(r), false)
 	}
+	if s != nil {
+		defer s.watchQueueNotes(ctx)() // calls waiting at another gateway
+	}
 	if s == nil || (s.binding().Replica == "" && !s.waitingQueued()) {
 		rc := startSSE(w)
 		_ = rc.Data(sessionNotFound)

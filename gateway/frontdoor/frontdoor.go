@@ -28,7 +28,7 @@ func (f *FrontDoor) reportCall(m callMeta, code string) {
 	if m.release != nil {
 		m.release()
 	}
-	if f.cfg.OnCall == nil || code == codeElsewhere {
+	if f.cfg.OnCall == nil || code == codeElsewhere || m.foreign {
 		return
 	}
 	f.cfg.OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
@@ -56,6 +56,7 @@ type FrontDoor struct {
 	fileMu  sync.Mutex
 	fileIDs []string
 	appID   uint64
+	id      string // this front door among a cluster's (QueueNote.From)
 	ups     *uploads
 
 	mu        sync.Mutex // guards sessions and perClient; nothing slow runs under it
@@ -126,7 +127,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.HashUser == nil {
 		cfg.HashUser = func(string) string { return "" } // no pool: no call is served, no user logged
 	}
-	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
+	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}, id: newEventID()}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -346,6 +347,9 @@ func (f *FrontDoor) Ended(front, eventID string) {
 	if eventID == "" {
 		s.releaseAll(codeElsewhere)
 		return
+	}
+	if s.cancelQueuedCall(eventID) {
+		return // cancelled at the gateway serving its stream while it waited here
 	}
 	s.complete(eventID, codeElsewhere)
 }

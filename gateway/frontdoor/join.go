@@ -352,6 +352,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	}
 	out, _ := json.Marshal(body)
 	if meta.qc.aliased() {
+		s.shareQueued(meta.qc, func(n *QueueNote) { n.Joining = true })
 		// The replica may run the call and stream its messages before
 		// its answer is read here: the caller's stream holds them until
 		// the replica's event id is mapped to the gateway's (frontIDs).

@@ -205,7 +205,9 @@ func (s *callerSession) releaseStream(code string) {
 		br.cancelAll()
 	}
 	for _, l := range ls {
-		l.Release()
+		if l != nil { // nil: a call another gateway holds
+			l.Release()
+		}
 	}
 	for _, meta := range calls {
 		s.f.reportCall(meta, code)

@@ -38,6 +38,15 @@ type queuedCall struct {
 	final []byte
 	// replica is the replica's event id once the replica accepted.
 	replica string
+	// foreign: another gateway of the cluster holds the call and shares
+	// its state (queuenotes.go); joining: its join is on its way to a
+	// replica there. seq is the last note sent (held here) or applied
+	// (foreign).
+	foreign, joining bool
+	seq              int64
+	// shareMu orders the notes of a call held here: each is stored
+	// before the next is numbered, so the store keeps the latest.
+	shareMu sync.Mutex
 
 	// mu decides, once, whether the caller is answered with the
 	// gateway's event id (shown: the call waited) or with the replica's
@@ -90,10 +99,11 @@ func (qc *queuedCall) aliased() bool {
 
 // queueShown reports whether joins that must wait are answered at once
 // and shown the gateway's queue. Not when the stream of a session may be
-// served by another gateway instance (Config.OnForeignEnd): that
-// instance would not know the gateway's event id.
+// served by another gateway instance (Config.OnForeignEnd) that would
+// not know the gateway's event id: unless the gateways share their
+// queues' state (Config.QueueNotes, queuenotes.go).
 func (f *FrontDoor) queueShown() bool {
-	return f.cfg.QueueUpdateInterval >= 0 && f.cfg.OnForeignEnd == nil
+	return f.cfg.QueueUpdateInterval >= 0 && (f.cfg.OnForeignEnd == nil || f.sharesQueue())
 }
 
 // knownFn reports whether the app (the reference, as a connected replica
@@ -183,6 +193,16 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	}
 	s.addQueued(qc)
 	f.stats.queued.Add(1)
+	if f.sharesQueue() {
+		// Before the caller hears of the call: its stream may open at
+		// another gateway, which must find the session and the call.
+		if b := s.binding(); b.Replica == "" {
+			sctx, cancel := context.WithTimeout(f.ctx, noteStoreTime)
+			_ = f.store.Set(sctx, s.front, b, f.cfg.SessionTTL)
+			cancel()
+		}
+		s.shareQueued(qc, func(*QueueNote) {})
+	}
 	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
 	f.qwg.Add(1)
 	go func() {
@@ -315,6 +335,7 @@ func (s *callerSession) noteQueued(qc *queuedCall, est []byte) {
 	qc.est = est
 	s.mu.Unlock()
 	s.poke()
+	s.shareQueued(qc, func(n *QueueNote) { n.Estimation = est })
 }
 
 // finishQueued sets qc's last message.
@@ -327,6 +348,7 @@ func (s *callerSession) finishQueued(qc *queuedCall, final []byte) {
 	qc.est, qc.final = nil, final
 	s.mu.Unlock()
 	s.poke()
+	s.shareQueued(qc, func(n *QueueNote) { n.Final = final })
 }
 
 // takeQueuedNotes returns the gateway's messages to write to the
@@ -343,6 +365,9 @@ func (s *callerSession) takeQueuedNotes() [][]byte {
 		if qc.final != nil {
 			out = append(out, qc.final)
 			delete(s.queued, id)
+			if qc.foreign {
+				s.noteDoneLocked(id)
+			}
 		}
 	}
 	return out
@@ -441,6 +466,20 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 		//lint:ignore SA2001 an empty critical section: it waits for the queued joins in flight
 		s.aliasMu.RUnlock()
 		gid, _ = look()
+	}
+	if gid == "" && !known {
+		// A call held by another gateway may be the one being joined
+		// (queuenotes.go): wait, boundedly, for its event id.
+		deadline := time.NewTimer(foreignJoinWait)
+		defer deadline.Stop()
+		for ch := s.foreignJoining(); ch != nil && gid == ""; ch = s.foreignJoining() {
+			select {
+			case <-ch:
+			case <-deadline.C:
+				return data
+			}
+			gid, _ = look()
+		}
 	}
 	if gid == "" {
 		return data

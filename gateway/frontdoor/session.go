@@ -71,6 +71,12 @@ type callerSession struct {
 	// know yet waits for them (frontIDs).
 	aliasMu sync.RWMutex
 	joining atomic.Int32
+	// noteStreams counts the data streams here that take the notes of
+	// calls other gateways hold (queuenotes.go); noted is closed at the
+	// next such note; doneForeign holds those whose end was written.
+	noteStreams int
+	noted       chan struct{}
+	doneForeign map[string]bool
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
 	handling atomic.Int32
@@ -214,6 +220,11 @@ type callMeta struct {
 	// when it was not run so; its caller knows it by the gateway's
 	// event id when it waited (qc.aliased).
 	qc *queuedCall
+	// foreign: a call another gateway holds (its slot too), relayed
+	// here (queuenotes.go); it is reported there. noteID is the call's
+	// id among the cluster's notes, "" when not shared.
+	foreign bool
+	noteID  string
 }
 
 // addPending records an accepted call holding l (or frees l at once when
@@ -237,12 +248,27 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	if meta.kept != nil {
 		meta.kept.Store(true)
 	}
+	// Where it runs, for a stream of the session at another gateway
+	// (queuenotes.go).
+	replica, backend := meta.replica, meta.backend
+	if backend == "" {
+		replica, backend = s.bind.Replica, s.bind.Backend
+	}
 	if meta.qc != nil && meta.qc.isShown() {
 		if s.alias == nil {
 			s.alias = map[string]string{}
 		}
 		s.alias[eventID] = meta.qc.id
 		meta.qc.replica, meta.qc.est = eventID, nil
+		if !meta.bridged { // a bridged call's messages come from this gateway only
+			meta.noteID = meta.qc.id
+			defer s.shareQueued(meta.qc, func(n *QueueNote) {
+				n.EventID, n.Replica, n.Backend = eventID, replica, backend
+			})
+		}
+	} else if s.f.sharesQueue() && !meta.bridged {
+		meta.noteID = eventID
+		defer s.shareCall(eventID, replica, backend)
 	}
 	s.pending[eventID] = l
 	if s.calls == nil {
@@ -338,6 +364,9 @@ func (s *callerSession) complete(eventID, code string) bool {
 	if gid, ok := s.alias[eventID]; ok {
 		delete(s.alias, eventID)
 		delete(s.queued, gid)
+	}
+	if meta.noteID != "" {
+		s.noteDoneLocked(meta.noteID)
 	}
 	s.stopGrace(eventID)
 	if !ok {
@@ -441,7 +470,9 @@ func (s *callerSession) releaseAll(code string) int {
 		br.close()
 	}
 	for _, l := range ls {
-		l.Release()
+		if l != nil { // nil: a call another gateway holds
+			l.Release()
+		}
 	}
 	for _, meta := range calls {
 		s.f.reportCall(meta, code)

@@ -1,0 +1,238 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// The gateway's queue across a cluster: one slot for the whole cluster
+// (max_connections 1), taken by a slow call; a second caller's join
+// reaches gateway A and its queue/data stream gateway B (a plain load
+// balancer). A answers the join at once with its own event id, and B's
+// stream shows the call's place, then the replica's messages under that
+// id, or the gateway's message when the wait ends without a replica.
+
+// clusterQueue opens a simulator and two gateways sharing a Redis with one
+// slot between them.
+func clusterQueue(t *testing.T, name string, queueTimeout time.Duration) (*gradiotest.Server, []string, []*gateway.Gateway) {
+	t.Helper()
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 1, QueueTimeout: queueTimeout},
+		Cluster: gateway.ClusterConfig{Name: name, LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, gws := openGateways(t, cfg, 2)
+	return sim, urls, gws
+}
+
+// joinAt posts a queue/join of session hash to base and returns its event id.
+func joinAt(t *testing.T, base, hash, body string) string {
+	t.Helper()
+	resp, err := http.Post(base+"/gradio_api/queue/join", "application/json",
+		strings.NewReader(`{`+body+`,"session_hash":"`+hash+`","event_data":null,"trigger_id":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var j struct {
+		EventID string `json:"event_id"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.EventID == "" {
+		t.Fatalf("join of %s at %s: %d %s", hash, base, resp.StatusCode, b)
+	}
+	return j.EventID
+}
+
+// occupy takes the cluster's one slot at gateway A with a call of the
+// slow endpoint (seconds), whose stream is read at A until it ends.
+func occupy(t *testing.T, base string, seconds string) <-chan string {
+	t.Helper()
+	joinAt(t, base, "occupier0", `"data":[`+seconds+`],"fn_index":2`)
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(base + "/gradio_api/queue/data?session_hash=occupier0")
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- string(b)
+	}()
+	return done
+}
+
+// anyMsg returns the next message of ch, failing after 10 s or at the
+// stream's end.
+func anyMsg(t *testing.T, ch <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatal("the stream ended early")
+		}
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message on the stream within 10 s")
+	}
+	return nil
+}
+
+func TestFrontDoorQueueAcrossGateways(t *testing.T) {
+	sim, urls, gws := clusterQueue(t, "fdqueue", 10*time.Second)
+	occupied := occupy(t, urls[0], "1.5")
+	before := gws[0].FrontDoor().Stats().Queued
+	id := joinAt(t, urls[0], "waiter0", `"data":["abc"],"fn_index":0`)
+	if q := gws[0].FrontDoor().Stats().Queued; q != before+1 {
+		t.Fatalf("gateway A answered the waiting join with %s but counts %d queued joins, want %d (answered at once)", id, q, before+1)
+	}
+	msgs := fdMessages(t, urls[1], "waiter0")
+	m := anyMsg(t, msgs)
+	if m["msg"] != "estimation" || m["event_id"] != id || m["rank"] != float64(0) {
+		t.Fatalf("gateway B's first message = %v, want the estimation of %s at rank 0", m, id)
+	}
+	var seen []string
+	for m["msg"] != "close_stream" {
+		m = anyMsg(t, msgs)
+		seen = append(seen, m["msg"].(string))
+		if m["msg"] == "close_stream" {
+			break
+		}
+		if m["event_id"] != id {
+			t.Fatalf("gateway B relayed %v, not under the caller's event id %s", m, id)
+		}
+		if m["msg"] == "process_completed" {
+			out, _ := json.Marshal(m["output"])
+			if m["success"] != true || !strings.Contains(string(out), `"ABC"`) {
+				t.Fatalf("completion on gateway B: %v", m)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(seen, " "), "process_completed") {
+		t.Fatalf("gateway B's stream had no completion: %v", seen)
+	}
+	if b := <-occupied; !strings.Contains(b, `"success":true`) {
+		t.Fatalf("the occupying call:\n%s", b)
+	}
+	if n := sim.Executions("upper"); n != 1 {
+		t.Fatalf("upper ran %d times, want 1", n)
+	}
+	waitInFlight(t, gws[0], 0)
+}
+
+// TestFrontDoorQueueTimeoutAcrossGateways: the wait at gateway A ends in
+// its queue time-out; the caller's stream at B gets process_completed
+// with success false and the gateway's message.
+func TestFrontDoorQueueTimeoutAcrossGateways(t *testing.T) {
+	sim, urls, gws := clusterQueue(t, "fdqtimeout", 300*time.Millisecond)
+	occupied := occupy(t, urls[0], "2")
+	id := joinAt(t, urls[0], "waiter1", `"data":["abc"],"fn_index":0`)
+	msgs := fdMessages(t, urls[1], "waiter1")
+	var last map[string]any
+	for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
+		if m["event_id"] != id {
+			t.Fatalf("gateway B wrote %v, not of the caller's call %s", m, id)
+		}
+		last = m
+	}
+	out, _ := json.Marshal(last["output"])
+	if last["msg"] != "process_completed" || last["success"] != false || !strings.Contains(string(out), "gradiopool") {
+		t.Fatalf("gateway B's last message = %v, want process_completed with success false and the gateway's message", last)
+	}
+	<-occupied
+	if n := sim.Executions("upper"); n != 0 {
+		t.Fatalf("upper ran %d times after the wait timed out", n)
+	}
+	waitInFlight(t, gws[0], 0)
+}
+
+// TestFrontDoorQueueCancelAcrossGateways: the caller cancels its waiting
+// call at gateway B; A ends the wait, the call never runs, and B's stream
+// gets the call's end.
+func TestFrontDoorQueueCancelAcrossGateways(t *testing.T) {
+	sim, urls, gws := clusterQueue(t, "fdqcancel", 10*time.Second)
+	occupied := occupy(t, urls[0], "1.5")
+	id := joinAt(t, urls[0], "waiter2", `"data":["abc"],"fn_index":0`)
+	msgs := fdMessages(t, urls[1], "waiter2")
+	if m := anyMsg(t, msgs); m["msg"] != "estimation" || m["event_id"] != id {
+		t.Fatalf("gateway B's first message = %v, want the estimation of %s", m, id)
+	}
+	resp, err := http.Post(urls[1]+"/gradio_api/cancel", "application/json",
+		strings.NewReader(`{"event_id":"`+id+`","session_hash":"waiter2","fn_index":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var last map[string]any
+	for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
+		last = m
+	}
+	if last["msg"] != "process_completed" || last["event_id"] != id || last["success"] != false {
+		t.Fatalf("gateway B's last message = %v, want the cancelled call's end", last)
+	}
+	if q := gws[0].FrontDoor().Stats(); q.InFlight > 1 {
+		t.Fatalf("gateway A: %+v", q)
+	}
+	<-occupied
+	if n := sim.Executions("upper"); n != 0 {
+		t.Fatalf("upper ran %d times after its cancel", n)
+	}
+	waitInFlight(t, gws[0], 0)
+}
+
+func waitInFlight(t *testing.T, g *gateway.Gateway, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for g.FrontDoor().Stats().InFlight != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway still holds slots: %+v", g.FrontDoor().Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFrontDoorQueueAcrossGatewaysSameSession: the slow call holding the
+// slot and the call waiting for it are of ONE session, joined at A, read
+// at B: B relays the replica's stream of the session for the first while
+// the second is joined at A, and the second's messages, on that same
+// stream, reach the caller under A's event id (B waits for the note that
+// names the replica's id before it relays a message of a call it does not
+// know).
+func TestFrontDoorQueueAcrossGatewaysSameSession(t *testing.T) {
+	sim, urls, gws := clusterQueue(t, "fdqsame", 10*time.Second)
+	first := joinAt(t, urls[0], "samesess0", `"data":[1],"fn_index":2`)
+	second := joinAt(t, urls[0], "samesess0", `"data":["abc"],"fn_index":0`)
+	msgs := fdMessages(t, urls[1], "samesess0")
+	done := map[string]bool{}
+	for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
+		id, _ := m["event_id"].(string)
+		if id != first && id != second {
+			t.Fatalf("gateway B relayed %v, of no call the caller knows (%s, %s)", m, first, second)
+		}
+		if m["msg"] == "process_completed" {
+			if m["success"] != true {
+				t.Fatalf("completion: %v", m)
+			}
+			done[id] = true
+		}
+	}
+	if !done[first] || !done[second] {
+		t.Fatalf("completions on gateway B: %v", done)
+	}
+	if n := sim.Executions("upper"); n != 1 {
+		t.Fatalf("upper ran %d times, want 1", n)
+	}
+	waitInFlight(t, gws[0], 0)
+}
