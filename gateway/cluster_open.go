@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,6 +200,8 @@ func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
 
 // frontStore keeps the front door's caller sessions in Redis, with a local
 // copy that answers while Redis is lost (as the assignments do).
+var _ frontdoor.BindingClaimer = (*frontStore)(nil)
+
 type frontStore struct {
 	coord  *cluster.Coordinator
 	shared *frontdoor.RedisStore
@@ -235,6 +240,20 @@ func (s *frontStore) Set(ctx context.Context, front string, b frontdoor.Binding,
 	return nil
 }
 
+// ClaimBinding settles a session's first binding in Redis (SET NX), so
+// that two gateways binding one session at once agree; while Redis is
+// lost the local copy decides.
+func (s *frontStore) ClaimBinding(ctx context.Context, front string, b frontdoor.Binding, ttl time.Duration) (frontdoor.Binding, error) {
+	if s.coord.RedisUp() {
+		won, err := s.shared.ClaimBinding(ctx, front, b, ttl)
+		if s.sharedOK(ctx, err) {
+			_ = s.local.Set(ctx, front, won, ttl)
+			return won, nil
+		}
+	}
+	return s.local.ClaimBinding(ctx, front, b, ttl)
+}
+
 func (s *frontStore) Delete(ctx context.Context, front string) error {
 	_ = s.local.Delete(ctx, front)
 	if s.coord.RedisUp() {
@@ -251,6 +270,18 @@ func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID strin
 		return m.frontStore(m.name), m.foreignEnd, m.readerMarks(m.name), &queueNotes{m: m}
 	}
 	return nil, nil, nil, nil
+}
+
+// clusterAppID is the front door's app_id shared by a cluster's gateways
+// (frontdoor.Config.AppID), keyed by the hash key a cluster requires and
+// its name; 0 (random per process) for a gateway alone.
+func (g *Gateway) clusterAppID() uint64 {
+	if g.member == nil {
+		return 0
+	}
+	m := hmac.New(sha256.New, []byte(g.cfg.Secrets.HashKey))
+	m.Write([]byte("gradiopool front door app_id\x00" + g.member.name))
+	return binary.BigEndian.Uint64(m.Sum(nil)) | 1<<63
 }
 
 // queueNotes shares the front door's queued calls between the gateways

@@ -1,10 +1,15 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,4 +240,197 @@ func TestFrontDoorQueueAcrossGatewaysSameSession(t *testing.T) {
 		t.Fatalf("upper ran %d times, want 1", n)
 	}
 	waitInFlight(t, gws[0], 0)
+}
+
+// roundRobin is a plain load balancer in front of the gateways: each
+// request goes to the next one, so a client's config, join and stream
+// land on different gateways.
+func roundRobin(t *testing.T, urls []string) string {
+	t.Helper()
+	var proxies []*httputil.ReverseProxy
+	for _, u := range urls {
+		target, _ := url.Parse(u)
+		p := httputil.NewSingleHostReverseProxy(target)
+		p.FlushInterval = -1
+		proxies = append(proxies, p)
+	}
+	var next atomic.Uint64
+	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxies[next.Add(1)%uint64(len(proxies))].ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		lb.CloseClientConnections()
+		lb.Close()
+	})
+	return lb.URL
+}
+
+// TestFrontDoorQueueJSClientAcrossGateways: the official JS client, behind
+// a round-robin load balancer over two gateways of a cluster, shows the
+// gateway's queue while its call waits for the cluster's one slot (stage
+// pending, position, size, ETA) and the gateway's own message when the
+// wait ends in queue_timeout.
+func TestFrontDoorQueueJSClientAcrossGateways(t *testing.T) {
+	nodeOrSkip(t) // before any replica starts
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewServer(spreadApp(gate))
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 1, QueueTimeout: 2 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdqjs", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, _ := openGateways(t, cfg, 2)
+	lb := roundRobin(t, urls)
+	// A measured call at each gateway: ETAs are known from then on.
+	for _, u := range urls {
+		if got := fdCall(t, u, "warm"+u[len(u)-2:], fnIndexOf(t, u, "upper"), "x"); got != "X" {
+			t.Fatalf("upper at %s: %q", u, got)
+		}
+	}
+	// Through the balancer, its join and its stream at different gateways.
+	if got := fdCall(t, lb, "warmlb", fnIndexOf(t, lb, "upper"), "y"); got != "Y" {
+		t.Fatalf("upper through the balancer: %q", got)
+	}
+	if _, err := fdJoin(lb, "occupier", fnIndexOf(t, lb, "hold"), "o"); err != nil {
+		t.Fatal(err)
+	}
+	out := nodeOutput(t, time.Minute, "queue_status.mjs", lb+"/", "/hold", "js")
+	type status struct {
+		Stage    string   `json:"stage"`
+		Queue    bool     `json:"queue"`
+		Position *int     `json:"position"`
+		Size     *int     `json:"size"`
+		ETA      *float64 `json:"eta"`
+		Message  string   `json:"message"`
+	}
+	var queued, last *status
+	for line := range strings.Lines(string(out)) {
+		var m struct {
+			Status *status `json:"status"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
+			continue
+		}
+		last = m.Status
+		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
+			queued = m.Status
+		}
+	}
+	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 || queued.ETA == nil || *queued.ETA <= 0 {
+		t.Errorf("no pending status with queue, position 0 of 1 and an ETA; the JS client printed:\n%s", out)
+	}
+	if last == nil || last.Stage != "error" || !strings.Contains(last.Message, "gradiopool: all 1 replicas are busy; waited") {
+		t.Errorf("the call did not end with the gateway's busy message; the JS client printed:\n%s", out)
+	}
+	if queued != nil && queued.ETA != nil {
+		t.Logf("the JS client shows: position %d of %d, eta %.3fs; then %q", *queued.Position, *queued.Size, *queued.ETA, last.Message)
+	}
+}
+
+// TestFrontDoorJSConformanceAcrossGateways runs the official JS client's
+// conformance suite through a round-robin load balancer over two gateways
+// of a cluster: each of the client's requests (config, join, stream,
+// cancel, upload) lands on the other gateway than the one before. Every
+// check passes but the one whose upload and join land on different
+// gateways (uploads are held by the gateway that took them: see the
+// README's limits).
+func TestFrontDoorJSConformanceAcrossGateways(t *testing.T) {
+	nodeOrSkip(t)
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4, QueueTimeout: 10 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdjs", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, _ := openGateways(t, cfg, 2)
+	known := map[string]bool{"predict/reverse_file": true} // uploads are per gateway
+	checks := runNode(t, "conformance.mjs", roundRobin(t, urls)+"/")
+	if len(checks) < 20 {
+		t.Fatalf("only %d checks ran", len(checks))
+	}
+	for _, c := range checks {
+		switch {
+		case known[c.Name]:
+			t.Logf("%s (a known limit): ok=%v %s", c.Name, c.OK, c.Detail)
+		case !c.OK:
+			t.Errorf("%s failed through two gateways: %s", c.Name, c.Detail)
+		}
+	}
+}
+
+// TestFrontDoorAppIDAcrossGateways: the gateways of a cluster present one
+// app_id (the JS client's reconnect() would otherwise report the app
+// changed when it lands on another gateway), and another cluster another.
+func TestFrontDoorAppIDAcrossGateways(t *testing.T) {
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	appID := func(base string) string {
+		resp, err := http.Get(base + "/gradio_api/app_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	var ids []string
+	for _, name := range []string{"appa", "appb"} {
+		cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4},
+			Cluster: gateway.ClusterConfig{Name: name, LeaseTTL: 2 * time.Second}}
+		cfg.Secrets.HashKey = "k"
+		cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+		urls, _ := openGateways(t, cfg, 2)
+		a, b := appID(urls[0]), appID(urls[1])
+		if a != b || !strings.Contains(a, `"app_id":`) {
+			t.Fatalf("cluster %s: app_id %s at one gateway, %s at the other", name, a, b)
+		}
+		ids = append(ids, a)
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("two clusters present one app_id %s", ids[0])
+	}
+}
+
+// TestFrontDoorCancelAtAnotherGateway: the JS client opens its heartbeat at
+// connect, which may make the session at a gateway before its first join
+// binds it at another; a cancel reaching the first gateway must still
+// stop the call (it learns the binding and the call's ids from Redis),
+// and the caller's stream, at the second, gets the call's end.
+func TestFrontDoorCancelAtAnotherGateway(t *testing.T) {
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4, QueueTimeout: 10 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdcancel", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, _ := openGateways(t, cfg, 2)
+	for i, session := range []string{"cancelhere0", "cancelhere1"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, urls[0]+"/gradio_api/heartbeat/"+session, nil)
+		hb, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := joinAt(t, urls[1], session, `"data":[8],"fn_index":2`)
+		msgs := fdMessages(t, urls[1], session)
+		for m := anyMsg(t, msgs); m["msg"] != "process_starts"; m = anyMsg(t, msgs) {
+		}
+		resp, err := http.Post(urls[0]+"/gradio_api/cancel", "application/json",
+			strings.NewReader(`{"event_id":"`+id+`","session_hash":"`+session+`","fn_index":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		m := anyMsg(t, msgs)
+		if out, _ := json.Marshal(m["output"]); m["msg"] != "process_completed" || m["event_id"] != id || strings.Contains(string(out), "slept") {
+			t.Fatalf("session %d: after the cancel at the other gateway the stream carried %v, want the cancelled call's end", i, m)
+		}
+		cancel()
+		hb.Body.Close()
+	}
 }

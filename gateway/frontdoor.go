@@ -107,6 +107,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 			return g.clientCalls.begin(g.clientID(r))
 		},
 		HashKey:         []byte(g.cfg.Secrets.HashKey), // empty: random per process
+		AppID:           g.clusterAppID(),
 		HashUser:        g.backend.UserTag,
 		Logger:          g.log,
 		Annotate:        addLog,

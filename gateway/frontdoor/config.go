@@ -138,6 +138,12 @@ type Config struct {
 	// the user hash of logs. Empty means random per process (file URLs
 	// then do not survive a restart).
 	HashKey []byte
+	// AppID is the app_id presented in /config and /app_id, which
+	// @gradio/client's reconnect() compares to tell a restarted app.
+	// Zero: a random one per process, as Gradio's own. The gateways of a
+	// cluster present one, so that a client moving between them sees
+	// one app.
+	AppID uint64
 	// HashUser returns the loggable hash of a user (an e-mail). Nil means
 	// the pool's [pool.Pool.UserTag] (its one keyed hash of users).
 	HashUser func(string) string

@@ -54,6 +54,9 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	var s *callerSession
 	if validHash(front) {
 		s = f.session(ctx, front, f.owner(r), false)
+		if s == nil {
+			s = f.sessionFromNotes(r, front, f.owner(r))
+		}
 	}
 	if s != nil {
 		defer s.watchQueueNotes(ctx)() // calls waiting at another gateway

@@ -137,9 +137,12 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if p != nil {
 		f.fileIDs = p.Replicas()
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
+	f.appID = cfg.AppID
+	if f.appID == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
+	}
 	f.ups = newUploads(cfg.UploadDir, cfg.Now, cfg.MaxUploadBytesPerClient, cfg.MaxUploadBytes)
 	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())

@@ -284,11 +284,25 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		f.log.Warn("front door: session moved to another replica; its gr.State starts empty there",
 			slog.String("from", b.Replica), slog.String("to", nb.Replica), slog.String("session", shortHash(s.front)),
 			slog.String("user", f.cfg.HashUser(u)), slog.Bool("state_lost", hadState))
-	} else {
-		f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
-			slog.String("session", shortHash(s.front)), slog.String("user", f.cfg.HashUser(u)))
+		s.setBinding(ctx, nb)
+		return l, nb, nil
 	}
-	s.setBinding(ctx, nb)
+	if won := s.bindFirst(ctx, nb); won != nb {
+		// Another gateway of the cluster bound the session first: its
+		// binding holds, and the call goes there.
+		l.Release()
+		l, err = f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: won.Replica, Endpoint: endpoint, Watch: watch.poolWatch()})
+		if err != nil {
+			return nil, won, err
+		}
+		if cerr := f.checkApp(won.Replica, l.App().Config()); cerr != nil {
+			l.Release()
+			return nil, won, cerr
+		}
+		return l, won, nil
+	}
+	f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
+		slog.String("session", shortHash(s.front)), slog.String("user", f.cfg.HashUser(u)))
 	return l, nb, nil
 }
 

@@ -193,16 +193,9 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	}
 	s.addQueued(qc)
 	f.stats.queued.Add(1)
-	if f.sharesQueue() {
-		// Before the caller hears of the call: its stream may open at
-		// another gateway, which must find the session and the call.
-		if b := s.binding(); b.Replica == "" {
-			sctx, cancel := context.WithTimeout(f.ctx, noteStoreTime)
-			_ = f.store.Set(sctx, s.front, b, f.cfg.SessionTTL)
-			cancel()
-		}
-		s.shareQueued(qc, func(*QueueNote) {})
-	}
+	// Before the caller hears of the call: its stream may open at
+	// another gateway, which must find the call (and the session).
+	s.shareQueued(qc, func(*QueueNote) {})
 	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
 	f.qwg.Add(1)
 	go func() {

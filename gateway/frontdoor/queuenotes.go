@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"time"
 )
 
@@ -37,6 +38,10 @@ type QueueNotes interface {
 type QueueNote struct {
 	ID   string `json:"id"`   // the gateway's event id, the caller's
 	From string `json:"from"` // the front door that holds the call
+	// Owner is the session's owner (Binding.Owner): a gateway that does
+	// not know the session yet (not bound when its call had to wait)
+	// serves its stream to that owner only.
+	Owner string `json:"owner"`
 	// Seq grows with each note of the call: an older one is dropped.
 	Seq int64 `json:"seq"`
 	// Estimation is the Gradio estimation message to show (waiting).
@@ -82,7 +87,7 @@ func (s *callerSession) shareQueued(qc *queuedCall, set func(*QueueNote)) {
 	qc.shareMu.Lock()
 	defer qc.shareMu.Unlock()
 	qc.seq++
-	n := QueueNote{ID: qc.id, From: f.id, Seq: qc.seq}
+	n := QueueNote{ID: qc.id, From: f.id, Seq: qc.seq, Owner: s.binding().Owner}
 	set(&n)
 	ctx, cancel := context.WithTimeout(f.ctx, noteStoreTime)
 	defer cancel()
@@ -112,6 +117,66 @@ func (f *FrontDoor) QueueNoted(front string, n QueueNote) {
 	if watched {
 		s.applyNote(n)
 	}
+}
+
+// sessionFromNotes returns a session of owner unknown here and to the
+// store (unbound) whose calls wait in another gateway's queue: its stream
+// may reach this gateway first. Nil when there is none.
+func (f *FrontDoor) sessionFromNotes(r *http.Request, front, owner string) *callerSession {
+	if !f.sharesQueue() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), noteStoreTime)
+	notes, err := f.cfg.QueueNotes.Notes(ctx, front)
+	cancel()
+	if err != nil {
+		return nil
+	}
+	for _, n := range notes {
+		if n.Owner == owner && n.From != f.id {
+			s, _ := f.sessionFor(r.Context(), front, owner, f.clientID(r), true)
+			return s
+		}
+	}
+	return nil
+}
+
+// learnCall applies, when id is not a call known here, the notes of the
+// cluster about it (a cancel reaching a gateway with no stream of the
+// session open: its stream's gateway knows the call by its notes, and so
+// must this one, to cancel it where it waits or runs). The returned
+// func forgets what it learnt unless a stream of the session here takes
+// the notes meanwhile.
+func (s *callerSession) learnCall(ctx context.Context, id string) (forget func()) {
+	forget = func() {
+		s.mu.Lock()
+		if s.noteStreams == 0 {
+			s.dropForeignLocked()
+		}
+		s.mu.Unlock()
+	}
+	if !s.f.sharesQueue() || !validHash(id) {
+		return func() {}
+	}
+	s.mu.Lock()
+	_, queued := s.queued[id]
+	_, pending := s.pending[id]
+	s.mu.Unlock()
+	if queued || pending {
+		return func() {}
+	}
+	sctx, cancel := context.WithTimeout(ctx, noteStoreTime)
+	notes, err := s.f.cfg.QueueNotes.Notes(sctx, s.front)
+	cancel()
+	if err != nil {
+		return func() {}
+	}
+	for _, n := range notes {
+		if n.ID == id && n.From != s.f.id && n.Owner == s.binding().Owner {
+			s.applyNote(n)
+		}
+	}
+	return forget
 }
 
 // watchQueueNotes makes s take the notes of calls held by other gateways
@@ -260,7 +325,7 @@ func (s *callerSession) shareCall(eventID, replica, backend string) {
 	f := s.f
 	ctx, cancel := context.WithTimeout(f.ctx, noteStoreTime)
 	defer cancel()
-	n := QueueNote{ID: eventID, From: f.id, Seq: 1, EventID: eventID, Replica: replica, Backend: backend}
+	n := QueueNote{ID: eventID, From: f.id, Seq: 1, EventID: eventID, Replica: replica, Backend: backend, Owner: s.binding().Owner}
 	if err := f.cfg.QueueNotes.Put(ctx, s.front, n, f.cfg.SessionTTL); err != nil && f.ctx.Err() == nil {
 		f.log.Debug("front door: could not share a call with the cluster",
 			slog.String("session", shortHash(s.front)), slog.Any("error", err))

@@ -112,6 +112,9 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 	f.mu.Lock()
 	s := f.sessions[front]
 	f.mu.Unlock()
+	if s != nil {
+		s.adoptShared(ctx)
+	}
 	if s == nil {
 		b, ok, err := f.store.Get(ctx, front)
 		if err != nil || !ok {
@@ -177,6 +180,33 @@ func sessionRefused(w http.ResponseWriter, err error) {
 	detail(w, status, le.Error())
 }
 
+// adoptShared takes, in a cluster (a Store the gateways share), the
+// binding another gateway gave s while s is unbound here: a session made
+// here by its heartbeat (the official JS client opens it at connect)
+// whose first join reached another gateway would otherwise stay unbound
+// here for good, its streams answered "session not found", its cancels
+// dropped and its next join bound anew, away from its gr.State. A bound
+// session keeps its binding (a move made elsewhere is not seen).
+func (s *callerSession) adoptShared(ctx context.Context) {
+	if s.f.cfg.OnForeignEnd == nil || s.binding().Replica != "" {
+		return
+	}
+	b, ok, err := s.f.store.Get(ctx, s.front)
+	if err != nil || !ok || b.Replica == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bind.Replica != "" || b.Owner != s.bind.Owner {
+		return
+	}
+	s.bind = b
+	if s.lanes == nil {
+		s.lanes = map[string]string{}
+	}
+	s.lanes[b.Replica] = b.Backend
+}
+
 // binding returns the current binding.
 func (s *callerSession) binding() Binding {
 	s.mu.Lock()
@@ -195,6 +225,31 @@ func (s *callerSession) setBinding(ctx context.Context, b Binding) {
 	s.lanes[b.Replica] = b.Backend
 	s.mu.Unlock()
 	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
+}
+
+// bindFirst records the session's first binding, b, unless another
+// gateway sharing the store bound it first (BindingClaimer): it returns
+// the binding in force, which the session takes.
+func (s *callerSession) bindFirst(ctx context.Context, b Binding) Binding {
+	c, ok := s.f.store.(BindingClaimer)
+	if !ok {
+		s.setBinding(ctx, b)
+		return b
+	}
+	won, err := c.ClaimBinding(ctx, s.front, b, s.f.cfg.SessionTTL)
+	if err != nil || won.Replica == "" || won.Owner != b.Owner {
+		s.setBinding(ctx, b)
+		return b
+	}
+	s.mu.Lock()
+	s.bind = won
+	s.accepted = 0
+	if s.lanes == nil {
+		s.lanes = map[string]string{}
+	}
+	s.lanes[won.Replica] = won.Backend
+	s.mu.Unlock()
+	return won
 }
 
 // maxEarly bounds the early completions a session remembers.
