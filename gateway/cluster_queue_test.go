@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -432,5 +433,57 @@ func TestFrontDoorCancelAtAnotherGateway(t *testing.T) {
 		}
 		cancel()
 		hb.Body.Close()
+	}
+}
+
+// TestFrontDoorFirstBindAcrossGateways: the first two joins of a new
+// session, to a gr.State endpoint, reach two gateways at once; the
+// session must end up on one replica and one session there (the binding
+// is settled in Redis), so its state counts both calls and the next.
+func TestFrontDoorFirstBindAcrossGateways(t *testing.T) {
+	rs := redistest.StartServer(t)
+	var replicas []string
+	for range 2 {
+		sim := gradiotest.NewServer(nil)
+		t.Cleanup(sim.Close)
+		replicas = append(replicas, sim.URL)
+	}
+	cfg := gateway.Config{Pool: pool.Config{Replicas: replicas, MinConnections: 1, MaxConnections: 8, QueueTimeout: 10 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdbind", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, _ := openGateways(t, cfg, 2)
+	fn := fnIndexOf(t, urls[0], "counter")
+	for i := range 10 {
+		session := "firstbind" + strconv.Itoa(i)
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for g, item := range []string{"a", "b"} {
+			go func() {
+				<-start
+				_, err := fdJoin(urls[g], session, fn, item, nil)
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs := fdMessages(t, urls[0], session)
+		for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
+		}
+		id, err := fdJoin(urls[1], session, fn, "c", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = fdMessages(t, urls[1], session)
+		m := anyMsg(t, msgs)
+		for ; m["msg"] != "process_completed" || m["event_id"] != id; m = anyMsg(t, msgs) {
+		}
+		if out, _ := json.Marshal(m["output"]); !strings.Contains(string(out), `"3 items`) {
+			t.Fatalf("session %d: its third call saw %s: the first two ran in two sessions", i, out)
+		}
 	}
 }
