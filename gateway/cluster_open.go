@@ -41,8 +41,12 @@ type clusterMember struct {
 	endDone chan struct{} // closed when the subscriber stopped
 }
 
-// endChannel carries "front event-id" of front-door calls that ended on one
-// gateway's stream while another gateway holds their slots.
+// endChannel carries "front event-id code" of front-door calls that ended
+// on one gateway's stream while another gateway holds their slots (code:
+// frontdoor.CallEnd.Code, codeCompleted for ""); the holder reports them.
+// A cancel of a call waiting in the holder's queue comes the same way.
+const codeCompleted = "completed"
+
 func (m *clusterMember) endChannel() string { return "{" + m.name + "}:fd-end" }
 
 // queueChannel carries "front note-JSON": the state of a front-door call
@@ -128,20 +132,29 @@ func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 				}
 				continue
 			}
-			front.Ended(f, rest)
+			// "front event-id code"; an older gateway sends no code:
+			// reported as completed.
+			ev, code, _ := strings.Cut(rest, " ")
+			if code == codeCompleted {
+				code = ""
+			}
+			front.Ended(f, ev, code)
 		}
 	}()
 }
 
 // foreignEnd publishes a front-door call that ended here while another
 // gateway may hold its slot (frontdoor.Config.OnForeignEnd).
-func (m *clusterMember) foreignEnd(front, eventID string) {
+func (m *clusterMember) foreignEnd(front, eventID, code string) {
 	if !m.coord.RedisUp() {
 		return // sessions are local while Redis is lost
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := m.rc.Publish(ctx, m.endChannel(), front+" "+eventID).Err(); err != nil {
+	if code == "" {
+		code = codeCompleted
+	}
+	if err := m.rc.Publish(ctx, m.endChannel(), front+" "+eventID+" "+code).Err(); err != nil {
 		m.coord.RedisFailed(err)
 	}
 }
@@ -265,7 +278,7 @@ func (s *frontStore) Delete(ctx context.Context, front string) error {
 // frontDoorCluster returns the front door's session store and call-end
 // hook: shared through Redis when Open made this gateway a cluster member,
 // else nil (sessions in memory, calls joined here).
-func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID string), frontdoor.ReaderMarks, frontdoor.QueueNotes) {
+func (g *Gateway) frontDoorCluster() (frontdoor.Store, func(front, eventID, code string), frontdoor.ReaderMarks, frontdoor.QueueNotes) {
 	if m := g.member; m != nil {
 		return m.frontStore(m.name), m.foreignEnd, m.readerMarks(m.name), &queueNotes{m: m}
 	}

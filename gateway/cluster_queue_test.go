@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 	"github.com/gradiopool/gradiopool/internal/redistest"
@@ -485,5 +487,40 @@ func TestFrontDoorFirstBindAcrossGateways(t *testing.T) {
 		if out, _ := json.Marshal(m["output"]); !strings.Contains(string(out), `"3 items`) {
 			t.Fatalf("session %d: its third call saw %s: the first two ran in two sessions", i, out)
 		}
+	}
+}
+
+// TestFrontDoorCallsInMetricsAcrossGateways: calls joined at gateway A and
+// read at gateway B are counted once in gradiopool_calls_total, with how
+// they ended (B saw the end, A holds the call: B tells A both).
+func TestFrontDoorCallsInMetricsAcrossGateways(t *testing.T) {
+	rs := redistest.StartServer(t)
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4, QueueTimeout: 10 * time.Second},
+		Cluster: gateway.ClusterConfig{Name: "fdmetrics", LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	urls, gws := openGateways(t, cfg, 2)
+	for i, body := range []string{`"data":["hi"],"fn_index":0`, `"data":["x"],"fn_index":4`, `"data":["ho"],"fn_index":0`} {
+		session := "metrics" + strconv.Itoa(i)
+		id := joinAt(t, urls[0], session, body)
+		msgs := fdMessages(t, urls[1], session)
+		for m := anyMsg(t, msgs); m["msg"] != "process_completed" || m["event_id"] != id; m = anyMsg(t, msgs) {
+		}
+	}
+	waitInFlight(t, gws[0], 0)
+	replica := strings.TrimPrefix(sim.URL, "http://")
+	want := strings.ReplaceAll(`
+# HELP gradiopool_calls_total Ended calls by door (route: v1, call, frontdoor), replica (none: failed before any) and result (ok, app_error, error).
+# TYPE gradiopool_calls_total counter
+gradiopool_calls_total{replica="R",result="app_error",route="frontdoor"} 1
+gradiopool_calls_total{replica="R",result="ok",route="frontdoor"} 2
+`, `"R"`, `"`+replica+`"`)
+	if err := testutil.GatherAndCompare(gws[0].Metrics().Registry(), strings.NewReader(want), "gradiopool_calls_total"); err != nil {
+		t.Errorf("gateway A (holds the calls): %v", err)
+	}
+	if n := testutil.CollectAndCount(gws[1].Metrics().Registry(), "gradiopool_calls_total"); n != 0 {
+		t.Errorf("gateway B (read the calls) counts %d series of them too", n)
 	}
 }

@@ -164,9 +164,9 @@ type Config struct {
 	// instance relayed while another instance holds their slots (the
 	// caller's join reached another gateway of a cluster sharing Store):
 	// eventID is the call, or "" when every call of the session ended (the
-	// stream closed). The other instance must then call [FrontDoor.Ended].
-	// Nil: calls are assumed joined here.
-	OnForeignEnd func(front, eventID string)
+	// stream closed); code is how (CallEnd.Code). The other instance must
+	// then call [FrontDoor.Ended]. Nil: calls are assumed joined here.
+	OnForeignEnd func(front, eventID, code string)
 	// Readers, if set, shares between the gateways of a cluster which
 	// caller sessions have a data stream open, so that ReadGrace holds
 	// there too: the instance serving a stream marks its session while
@@ -220,9 +220,6 @@ const (
 	CodeExpired      = "expired"       // the session expired with the call in flight
 	CodeShutdown     = "shutdown"      // the front door closed with the call in flight
 	CodeNotRead      = "not_read"      // no data stream was opened within ReadGrace: cancelled
-	// codeElsewhere: the call's end was relayed by another gateway, which
-	// knows how it ended; not reported here.
-	codeElsewhere = "-"
 )
 
 // ReaderMarks records, for a time, that a caller session has a data

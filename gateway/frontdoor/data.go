@@ -128,7 +128,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		stop()
 		wg.Wait()
 		s.releaseStream(CodeClientClosed)
-		f.foreignEnd(s.front, "")
+		f.foreignEnd(s.front, "", CodeClientClosed)
 	}
 	// notes writes the gateway's own messages: estimations of the calls
 	// in its queue, the end of those that got no replica, and the
@@ -223,7 +223,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			if len(active) == 0 && s.streamDrained() {
 				_ = out.data(closeStream)
 				if failed {
-					f.foreignEnd(s.front, "")
+					f.foreignEnd(s.front, "", CodeReplicaLost)
 				}
 				return
 			}
@@ -463,7 +463,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 				code = CodeAppError
 			}
 			if !s.complete(*msg.EventID, code) {
-				f.foreignEnd(s.front, *msg.EventID)
+				f.foreignEnd(s.front, *msg.EventID, code)
 			}
 			// In a cluster another gateway may have taken joins of the
 			// session that this one does not know: only the replica's

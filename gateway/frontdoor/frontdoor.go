@@ -28,7 +28,7 @@ func (f *FrontDoor) reportCall(m callMeta, code string) {
 	if m.release != nil {
 		m.release()
 	}
-	if f.cfg.OnCall == nil || code == codeElsewhere || m.foreign {
+	if f.cfg.OnCall == nil || m.foreign {
 		return
 	}
 	f.cfg.OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
@@ -330,17 +330,20 @@ func (f *FrontDoor) replicaAt(idx int) (string, bool) {
 }
 
 // foreignEnd reports a call (or, eventID "", every call) of front that
-// ended on this instance's stream to the instance that holds its slot.
-func (f *FrontDoor) foreignEnd(front, eventID string) {
+// ended on this instance's stream, and how (CallEnd.Code), to the
+// instance that holds its slot.
+func (f *FrontDoor) foreignEnd(front, eventID, code string) {
 	if f.cfg.OnForeignEnd != nil {
-		f.cfg.OnForeignEnd(front, eventID)
+		f.cfg.OnForeignEnd(front, eventID, code)
 	}
 }
 
 // Ended releases the slot of a call of caller session front that ended on
 // another instance's stream (see Config.OnForeignEnd); eventID "" releases
-// every call of the session. Unknown sessions and calls are ignored.
-func (f *FrontDoor) Ended(front, eventID string) {
+// every call of the session. code is how it ended (CallEnd.Code: ""
+// completed), which this instance reports (Config.OnCall): it holds what
+// else the report says. Unknown sessions and calls are ignored.
+func (f *FrontDoor) Ended(front, eventID, code string) {
 	f.mu.Lock()
 	s := f.sessions[front]
 	f.mu.Unlock()
@@ -348,11 +351,11 @@ func (f *FrontDoor) Ended(front, eventID string) {
 		return
 	}
 	if eventID == "" {
-		s.releaseAll(codeElsewhere)
+		s.releaseAll(code)
 		return
 	}
 	if s.cancelQueuedCall(eventID) {
 		return // cancelled at the gateway serving its stream while it waited here
 	}
-	s.complete(eventID, codeElsewhere)
+	s.complete(eventID, code)
 }

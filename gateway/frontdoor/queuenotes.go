@@ -242,7 +242,7 @@ func (s *callerSession) applyNote(n QueueNote) {
 		id, front, f := n.ID, s.front, s.f
 		// Cancelling it (the caller's cancel, its stream gone) asks the
 		// gateway that holds it (FrontDoor.Ended).
-		qc = &queuedCall{id: id, foreign: true, cancel: func() { f.foreignEnd(front, id) }}
+		qc = &queuedCall{id: id, foreign: true, cancel: func() { f.foreignEnd(front, id, CodeClientClosed) }}
 		qc.shown = true
 		s.queued[id] = qc
 	}
