@@ -23,15 +23,11 @@ import (
 // first gateway took is released when the second relays the end: with a
 // limit of 2, five such calls in a row all run.
 func TestFrontDoorAcrossGateways(t *testing.T) {
-	rs := redistest.StartServer(t)
 	sim := gradiotest.NewUnstartedServer(nil)
 	sim.StepDelay = 2 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
-	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 2, QueueTimeout: 3 * time.Second},
-		Cluster: gateway.ClusterConfig{Name: "fdtest", LeaseTTL: 2 * time.Second}}
-	cfg.Secrets.HashKey = "k"
-	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	cfg := clusterConfig(t, "fdtest", []string{sim.URL}, 2, 3*time.Second)
 	urls, gws := openGateways(t, cfg, 2)
 	for i := range 5 {
 		hash := fmt.Sprintf("split%d", i)
@@ -94,15 +90,11 @@ func openGateways(t *testing.T, cfg gateway.Config, n int) (urls []string, gws [
 // was the session's last; the replica's close_stream does), so both
 // completions reach the caller.
 func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
-	rs := redistest.StartServer(t)
 	sim := gradiotest.NewUnstartedServer(nil)
 	sim.StepDelay = 30 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
-	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4, QueueTimeout: 3 * time.Second},
-		Cluster: gateway.ClusterConfig{Name: "fdtwo", LeaseTTL: 2 * time.Second}}
-	cfg.Secrets.HashKey = "k"
-	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	cfg := clusterConfig(t, "fdtwo", []string{sim.URL}, 4, 3*time.Second)
 	urls, gws := openGateways(t, cfg, 2)
 	const hash = "twocalls0"
 	var ids []string
@@ -145,4 +137,17 @@ func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// clusterConfig is a gateway configuration whose gateways are one cluster
+// (name) through a redis-server of the test's own, over replicas with
+// maxConns slots each (for the whole cluster) and queueTimeout.
+func clusterConfig(t *testing.T, name string, replicas []string, maxConns int, queueTimeout time.Duration) gateway.Config {
+	t.Helper()
+	rs := redistest.StartServer(t)
+	cfg := gateway.Config{Pool: pool.Config{Replicas: replicas, MinConnections: 1, MaxConnections: maxConns, QueueTimeout: queueTimeout},
+		Cluster: gateway.ClusterConfig{Name: name, LeaseTTL: 2 * time.Second}}
+	cfg.Secrets.HashKey = "k"
+	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
+	return cfg
 }

@@ -43,9 +43,9 @@ type clusterMember struct {
 
 // endChannel carries "front event-id code" of front-door calls that ended
 // on one gateway's stream while another gateway holds their slots (code:
-// frontdoor.CallEnd.Code, codeCompleted for ""); the holder reports them.
+// frontdoor.CallEnd.Code, endCompleted for ""); the holder reports them.
 // A cancel of a call waiting in the holder's queue comes the same way.
-const codeCompleted = "completed"
+const endCompleted = "completed"
 
 func (m *clusterMember) endChannel() string { return "{" + m.name + "}:fd-end" }
 
@@ -135,7 +135,7 @@ func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 			// "front event-id code"; an older gateway sends no code:
 			// reported as completed.
 			ev, code, _ := strings.Cut(rest, " ")
-			if code == codeCompleted {
+			if code == endCompleted {
 				code = ""
 			}
 			front.Ended(f, ev, code)
@@ -152,7 +152,7 @@ func (m *clusterMember) foreignEnd(front, eventID, code string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if code == "" {
-		code = codeCompleted
+		code = endCompleted
 	}
 	if err := m.rc.Publish(ctx, m.endChannel(), front+" "+eventID+" "+code).Err(); err != nil {
 		m.coord.RedisFailed(err)

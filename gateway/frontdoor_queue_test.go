@@ -170,36 +170,7 @@ func TestFrontDoorQueueJSClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := nodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
-	type status struct {
-		Stage    string   `json:"stage"`
-		Queue    bool     `json:"queue"`
-		Position *int     `json:"position"`
-		Size     *int     `json:"size"`
-		ETA      *float64 `json:"eta"`
-		Message  string   `json:"message"`
-	}
-	var queued, last *status
-	for line := range strings.Lines(string(out)) {
-		var m struct {
-			Status *status `json:"status"`
-		}
-		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
-			continue
-		}
-		last = m.Status
-		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
-			queued = m.Status
-		}
-	}
-	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 || queued.ETA == nil || *queued.ETA <= 0 {
-		t.Errorf("no pending status with queue, position 0 of 1 and an ETA; the JS client printed:\n%s", out)
-	}
-	if last == nil || last.Stage != "error" || !strings.Contains(last.Message, "gradiopool: all 1 replicas are busy; waited") {
-		t.Errorf("the call did not end with the gateway's busy message; the JS client printed:\n%s", out)
-	}
-	if queued != nil && queued.ETA != nil {
-		t.Logf("the JS client shows: position %d of %d, eta %.3fs; then %q", *queued.Position, *queued.Size, *queued.ETA, last.Message)
-	}
+	checkJSQueueStatus(t, out)
 }
 
 // TestFrontDoorQueuedCallerGoes: a caller whose stream closes while its
@@ -289,5 +260,43 @@ func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
 	nextMsg(t, ch, "close_stream", "")
 	if n := sims[0].Requests("queue/join"); n != 1 {
 		t.Errorf("the replica got %d joins, want only the occupier's", n)
+	}
+}
+
+// checkJSQueueStatus checks what queue_status.mjs printed of a call that
+// waited in the gateway's queue until its time-out (one slot, taken): a
+// pending status with queue, position 0 of 1 and an ETA, then an error
+// status with the gateway's busy message.
+func checkJSQueueStatus(t *testing.T, out []byte) {
+	t.Helper()
+	type status struct {
+		Stage    string   `json:"stage"`
+		Queue    bool     `json:"queue"`
+		Position *int     `json:"position"`
+		Size     *int     `json:"size"`
+		ETA      *float64 `json:"eta"`
+		Message  string   `json:"message"`
+	}
+	var queued, last *status
+	for line := range strings.Lines(string(out)) {
+		var m struct {
+			Status *status `json:"status"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
+			continue
+		}
+		last = m.Status
+		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
+			queued = m.Status
+		}
+	}
+	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 || queued.ETA == nil || *queued.ETA <= 0 {
+		t.Errorf("no pending status with queue, position 0 of 1 and an ETA; the JS client printed:\n%s", out)
+	}
+	if last == nil || last.Stage != "error" || !strings.Contains(last.Message, "gradiopool: all 1 replicas are busy; waited") {
+		t.Errorf("the call did not end with the gateway's busy message; the JS client printed:\n%s", out)
+	}
+	if queued != nil && queued.ETA != nil {
+		t.Logf("the JS client shows: position %d of %d, eta %.3fs; then %q", *queued.Position, *queued.Size, *queued.ETA, last.Message)
 	}
 }

@@ -327,7 +327,11 @@ func TestFrontDoorSpreadJSClient(t *testing.T) {
 		t.Fatalf("%s: %v", out, err)
 	}
 	if r.Errors != 0 || r.Concurrent.Calls != 60 {
-		t.Fatalf("%d calls answered, %d errors (%v)", r.Concurrent.Calls, r.Errors, r.FirstError)
+		first := ""
+		if r.FirstError != nil {
+			first = *r.FirstError
+		}
+		t.Fatalf("%d calls answered, %d errors (first: %s)", r.Concurrent.Calls, r.Errors, first)
 	}
 	total := 0
 	for i, s := range sims {

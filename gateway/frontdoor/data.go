@@ -468,7 +468,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			// In a cluster another gateway may have taken joins of the
 			// session that this one does not know: only the replica's
 			// close_stream says the session drained there.
-			if f.cfg.OnForeignEnd == nil && s.streamDrained() {
+			if f.cfg.OnForeignEnd == nil && s.holdsLastCompletion() && s.streamDrained() {
 				held = bytes.Clone(rw.rewrite(data)) // the reader reuses its buffer
 				continue
 			}
@@ -480,6 +480,25 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			relayed++
 		}
 	}
+}
+
+// sequentialFor is how long after a session last had two calls in flight
+// at once its caller is taken to call one at a time again.
+const sequentialFor = 10 * time.Second
+
+// holdsLastCompletion reports whether the session's last completion is to
+// wait for the replica's close_stream and end the caller's stream with it
+// (relayData). Only for a caller that calls one at a time: it sends its
+// next join after it saw the completion, so with both in one write it
+// cannot take that join's answer on a stream about to close. A caller
+// with calls in flight at once sends joins the completion does not wait
+// for; for it the completion goes at once and the stream closes only if
+// no join came meanwhile (when the replica's close_stream comes), which
+// keeps its stream open under steady traffic.
+func (s *callerSession) holdsLastCompletion() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overlapAt.IsZero() || s.f.cfg.Now().Sub(s.overlapAt) > sequentialFor
 }
 
 // failLane reports every call in flight of s on replica as lost (Gradio's

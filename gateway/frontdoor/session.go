@@ -80,6 +80,9 @@ type callerSession struct {
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
 	handling atomic.Int32
+	// overlapAt is when s last had two calls in flight at once (see
+	// holdsLastCompletion).
+	overlapAt time.Time
 }
 
 // session returns the live session for front, creating it when create is
@@ -200,11 +203,7 @@ func (s *callerSession) adoptShared(ctx context.Context) {
 	if s.bind.Replica != "" || b.Owner != s.bind.Owner {
 		return
 	}
-	s.bind = b
-	if s.lanes == nil {
-		s.lanes = map[string]string{}
-	}
-	s.lanes[b.Replica] = b.Backend
+	s.bindLocked(b)
 }
 
 // binding returns the current binding.
@@ -217,14 +216,19 @@ func (s *callerSession) binding() Binding {
 // setBinding records a new binding (first join or move) in the store.
 func (s *callerSession) setBinding(ctx context.Context, b Binding) {
 	s.mu.Lock()
+	s.bindLocked(b)
+	s.mu.Unlock()
+	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
+}
+
+// bindLocked makes b the session's binding here; s.mu is held.
+func (s *callerSession) bindLocked(b Binding) {
 	s.bind = b
 	s.accepted = 0
 	if s.lanes == nil {
 		s.lanes = map[string]string{}
 	}
 	s.lanes[b.Replica] = b.Backend
-	s.mu.Unlock()
-	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
 }
 
 // bindFirst records the session's first binding, b, unless another
@@ -242,12 +246,7 @@ func (s *callerSession) bindFirst(ctx context.Context, b Binding) Binding {
 		return b
 	}
 	s.mu.Lock()
-	s.bind = won
-	s.accepted = 0
-	if s.lanes == nil {
-		s.lanes = map[string]string{}
-	}
-	s.lanes[won.Replica] = won.Backend
+	s.bindLocked(won)
 	s.mu.Unlock()
 	return won
 }
@@ -326,6 +325,9 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 		defer s.shareCall(eventID, replica, backend)
 	}
 	s.pending[eventID] = l
+	if len(s.pending) > 1 {
+		s.overlapAt = s.f.cfg.Now()
+	}
 	if s.calls == nil {
 		s.calls = map[string]callMeta{}
 	}
