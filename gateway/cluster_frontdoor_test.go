@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,36 +30,18 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 	urls, gws := openGateways(t, cfg, 2)
 	for i := range 5 {
 		hash := fmt.Sprintf("split%d", i)
-		resp, err := http.Post(urls[0]+"/gradio_api/queue/join", "application/json",
-			strings.NewReader(`{"data":[3],"fn_index":1,"session_hash":"`+hash+`","event_data":null,"trigger_id":null}`))
+		id := joinAt(t, urls[0], hash, `"data":[3],"fn_index":1`)
+		resp, err := http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var j struct {
-			EventID string `json:"event_id"`
-		}
-		if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.EventID == "" {
-			t.Fatalf("call %d: join on gateway A: %d %s", i, resp.StatusCode, b)
-		}
-		resp, err = http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(b), `"process_completed"`) || !strings.Contains(string(b), j.EventID) || !strings.Contains(string(b), `"success":true`) {
+		if !strings.Contains(string(b), `"process_completed"`) || !strings.Contains(string(b), id) || !strings.Contains(string(b), `"success":true`) {
 			t.Fatalf("call %d: stream on gateway B:\n%s", i, b)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for gws[0].FrontDoor().Stats().InFlight != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway A still holds slots: %+v", gws[0].FrontDoor().Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitInFlight(t, gws[0], 0)
 }
 
 // openGateways opens n gateways of cfg (sharing its Redis), each served on
@@ -97,25 +78,7 @@ func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
 	cfg := clusterConfig(t, "fdtwo", []string{sim.URL}, 4, 3*time.Second)
 	urls, gws := openGateways(t, cfg, 2)
 	const hash = "twocalls0"
-	var ids []string
-	for _, body := range []string{
-		`{"data":[6],"fn_index":1,"session_hash":"` + hash + `","event_data":null,"trigger_id":null}`,
-		`{"data":["a"],"fn_index":0,"session_hash":"` + hash + `","event_data":null,"trigger_id":null}`,
-	} {
-		resp, err := http.Post(urls[0]+"/gradio_api/queue/join", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var j struct {
-			EventID string `json:"event_id"`
-		}
-		if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.EventID == "" {
-			t.Fatalf("join on gateway A: %d %s", resp.StatusCode, b)
-		}
-		ids = append(ids, j.EventID)
-	}
+	ids := []string{joinAt(t, urls[0], hash, `"data":[6],"fn_index":1`), joinAt(t, urls[0], hash, `"data":["a"],"fn_index":0`)}
 	resp, err := http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
 	if err != nil {
 		t.Fatal(err)
@@ -130,13 +93,7 @@ func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
 	if !strings.HasSuffix(strings.TrimSpace(string(b)), `"close_stream","event_id":null}`) {
 		t.Fatalf("stream on gateway B does not end with close_stream:\n%s", b)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for gws[0].FrontDoor().Stats().InFlight != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway A still holds slots: %+v", gws[0].FrontDoor().Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitInFlight(t, gws[0], 0)
 }
 
 // clusterConfig is a gateway configuration whose gateways are one cluster

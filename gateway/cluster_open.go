@@ -321,14 +321,16 @@ func (q *queueNotes) Put(ctx context.Context, front string, n frontdoor.QueueNot
 	if err != nil {
 		return err
 	}
+	// One round trip. On a Redis Cluster the PUBLISH may go to another
+	// node than the hash's, in parallel: a reader may get the note before
+	// the hash has it, which is harmless (it applies the message itself),
+	// and Put returns only once both are done (a join is answered after).
 	_, err = q.m.rc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, q.key(front), n.ID, b)
 		p.PExpire(ctx, q.key(front), ttl)
+		p.Publish(ctx, q.m.queueChannel(), front+" "+string(b))
 		return nil
 	})
-	if err == nil {
-		err = q.m.rc.Publish(ctx, q.m.queueChannel(), front+" "+string(b)).Err()
-	}
 	return q.failed(ctx, err)
 }
 

@@ -21,50 +21,42 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// holdCloseBody passes a queue/data stream through but stops right before
-// its first close_stream record until release is closed.
-type holdCloseBody struct {
-	rc      io.ReadCloser
-	release <-chan struct{}
-	held    chan<- struct{} // closed when the hold starts
-	once    *sync.Once
-	buf     []byte
-	done    bool // the hold is over
+// pauseCloseBody passes a queue/data stream through, calling pause right
+// before it delivers the stream's close_stream record.
+type pauseCloseBody struct {
+	rc    io.ReadCloser
+	pause func()
+	buf   []byte
+	done  bool // the close_stream record was reached
 }
 
-func (h *holdCloseBody) Read(p []byte) (int, error) {
+func (b *pauseCloseBody) Read(p []byte) (int, error) {
 	for {
-		if len(h.buf) > 0 {
-			if !h.done {
-				if i := bytes.Index(h.buf, []byte(`close_stream`)); i >= 0 {
-					start := bytes.LastIndex(h.buf[:i], []byte("data: "))
-					if start > 0 {
-						n := copy(p, h.buf[:start])
-						h.buf = h.buf[n:]
-						return n, nil
-					}
-					h.once.Do(func() { close(h.held) })
-					select {
-					case <-h.release:
-					case <-time.After(20 * time.Second): // hang guard
-					}
-					h.done = true
+		if len(b.buf) > 0 {
+			if i := bytes.Index(b.buf, []byte(`close_stream`)); i >= 0 && !b.done {
+				start := bytes.LastIndex(b.buf[:i], []byte("data: "))
+				if start > 0 {
+					n := copy(p, b.buf[:start])
+					b.buf = b.buf[n:]
+					return n, nil
 				}
+				b.pause()
+				b.done = true
 			}
-			n := copy(p, h.buf)
-			h.buf = h.buf[n:]
+			n := copy(p, b.buf)
+			b.buf = b.buf[n:]
 			return n, nil
 		}
 		tmp := make([]byte, 4096)
-		n, err := h.rc.Read(tmp)
-		h.buf = append(h.buf, tmp[:n]...)
+		n, err := b.rc.Read(tmp)
+		b.buf = append(b.buf, tmp[:n]...)
 		if n == 0 && err != nil {
 			return 0, err
 		}
 	}
 }
 
-func (h *holdCloseBody) Close() error { return h.rc.Close() }
+func (b *pauseCloseBody) Close() error { return b.rc.Close() }
 
 // TestFrontDoorCloseRaceKeepsCallerStream reproduces Gradio's close race
 // (a replica decides to close an idle session's stream just as a new join
@@ -89,7 +81,15 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		if strings.HasSuffix(resp.Request.URL.Path, "/queue/data") {
 			armed.Do(func() {
-				resp.Body = &holdCloseBody{rc: resp.Body, release: release, held: held, once: &once}
+				// The first stream stops before its close_stream until
+				// release is closed.
+				resp.Body = &pauseCloseBody{rc: resp.Body, pause: func() {
+					once.Do(func() { close(held) })
+					select {
+					case <-release:
+					case <-time.After(20 * time.Second): // hang guard
+					}
+				}}
 			})
 		}
 		return nil
@@ -183,50 +183,6 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	}
 }
 
-// slowCloseBody delivers a queue/data stream with a pause before each
-// close_stream record, and counts the streams whose reader (the
-// gateway) went away before that close_stream was delivered.
-type slowCloseBody struct {
-	ctx   context.Context // the reader's request
-	rc    io.ReadCloser
-	buf   []byte
-	done  bool // the close_stream record went to the reader
-	early *atomic.Int32
-	seen  *atomic.Int32 // close_stream records delivered
-}
-
-func (b *slowCloseBody) Read(p []byte) (int, error) {
-	for {
-		if len(b.buf) > 0 {
-			if i := bytes.Index(b.buf, []byte(`close_stream`)); i >= 0 && !b.done {
-				start := bytes.LastIndex(b.buf[:i], []byte("data: "))
-				if start > 0 {
-					n := copy(p, b.buf[:start])
-					b.buf = b.buf[n:]
-					return n, nil
-				}
-				time.Sleep(50 * time.Millisecond) // the replica's close_stream comes a little later
-				b.done = true
-				if b.ctx.Err() != nil {
-					b.early.Add(1)
-				}
-				b.seen.Add(1)
-			}
-			n := copy(p, b.buf)
-			b.buf = b.buf[n:]
-			return n, nil
-		}
-		tmp := make([]byte, 4096)
-		n, err := b.rc.Read(tmp)
-		b.buf = append(b.buf, tmp[:n]...)
-		if n == 0 && err != nil {
-			return 0, err
-		}
-	}
-}
-
-func (b *slowCloseBody) Close() error { return b.rc.Close() }
-
 // TestFrontDoorLastCompletionWithCloseStream: the session's last
 // completion reaches the caller together with close_stream (the official
 // JS client then opens a new stream for its next call), and the gateway
@@ -242,7 +198,17 @@ func TestFrontDoorLastCompletionWithCloseStream(t *testing.T) {
 	proxy.FlushInterval = -1
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		if strings.HasSuffix(resp.Request.URL.Path, "/queue/data") {
-			resp.Body = &slowCloseBody{ctx: resp.Request.Context(), rc: resp.Body, early: &early, seen: &seen}
+			// Each replica stream's close_stream comes a little later;
+			// early counts those whose reader (the gateway) went away
+			// before it came.
+			ctx := resp.Request.Context()
+			resp.Body = &pauseCloseBody{rc: resp.Body, pause: func() {
+				time.Sleep(50 * time.Millisecond)
+				if ctx.Err() != nil {
+					early.Add(1)
+				}
+				seen.Add(1)
+			}}
 		}
 		return nil
 	}

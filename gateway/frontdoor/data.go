@@ -251,9 +251,7 @@ func (m *muxWriter) data(b []byte) error {
 	if m.closed {
 		return errStreamFinished
 	}
-	if m.rc == nil {
-		m.rc = startSSE(m.w)
-	}
+	m.startLocked()
 	return m.rc.Data(b)
 }
 
@@ -271,9 +269,7 @@ func (m *muxWriter) finish(last []byte) error {
 	if m.closed {
 		return errStreamFinished
 	}
-	if m.rc == nil {
-		m.rc = startSSE(m.w)
-	}
+	m.startLocked()
 	m.closed = true
 	return m.rc.DataAll(last, closeStream)
 }
@@ -295,9 +291,7 @@ func (m *muxWriter) dataFrom(take func() [][]byte) {
 		return
 	}
 	for _, b := range take() {
-		if m.rc == nil {
-			m.rc = startSSE(m.w)
-		}
+		m.startLocked()
 		_ = m.rc.Data(b)
 	}
 }
@@ -306,6 +300,11 @@ func (m *muxWriter) dataFrom(take func() [][]byte) {
 func (m *muxWriter) start() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.startLocked()
+}
+
+// startLocked is start with m.mu held.
+func (m *muxWriter) startLocked() {
 	if m.rc == nil {
 		m.rc = startSSE(m.w)
 	}

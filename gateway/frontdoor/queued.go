@@ -460,12 +460,12 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 		s.aliasMu.RUnlock()
 		gid, _ = look()
 	}
-	if gid == "" && !known {
+	if ch := s.foreignJoining(); gid == "" && !known && ch != nil {
 		// A call held by another gateway may be the one being joined
 		// (queuenotes.go): wait, boundedly, for its event id.
 		deadline := time.NewTimer(foreignJoinWait)
 		defer deadline.Stop()
-		for ch := s.foreignJoining(); ch != nil && gid == ""; ch = s.foreignJoining() {
+		for ; ch != nil && gid == ""; ch = s.foreignJoining() {
 			select {
 			case <-ch:
 			case <-deadline.C:

@@ -304,6 +304,9 @@ func (s *callerSession) notedLocked() {
 // foreignJoining returns a channel closed at the next note when a call of
 // s held by another gateway is being joined at a replica, else nil.
 func (s *callerSession) foreignJoining() <-chan struct{} {
+	if !s.f.sharesQueue() {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, qc := range s.queued {
