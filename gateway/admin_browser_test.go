@@ -204,8 +204,14 @@ func TestDashboardInChromium(t *testing.T) {
 	if done, err := fdStream(base, "dash1"); err != nil || done[id] == nil || done[id]["success"] != false {
 		t.Fatalf("front door fail: %v %v", done, err)
 	}
-	poll("front-door calls", fmt.Sprintf(`%s === "1" && %s === "0" && %s === "1" && %s === "0"`,
-		cell("upper", "calls"), cell("upper", "errors"), cell("fail", "app_errors"), cell("fail", "errors")))
+	fdCells := fmt.Sprintf(`%s === "1" && %s === "0" && %s === "1" && %s === "0"`,
+		cell("upper", "calls"), cell("upper", "errors"), cell("fail", "app_errors"), cell("fail", "errors"))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](fdCells, chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`[%s, %s, %s, %s].join(" ")`,
+			cell("upper", "calls"), cell("upper", "errors"), cell("fail", "app_errors"), cell("fail", "errors"))))
+		t.Fatalf("front-door calls: the table shows upper calls, errors, fail app errors, errors = %s; the gateway counted %+v (%v)",
+			shown, g.HistoryDoc(gateway.WindowRecent).Endpoints, err)
+	}
 
 	// A workload: the calls counters move. One call in 8 is to "fail",
 	// which raises gr.Error.

@@ -144,24 +144,33 @@ func fdStream(base, session string) (map[string]map[string]any, error) {
 // until its process_completed; it returns the first output.
 func fdCall(t *testing.T, base, session string, fn int, data ...any) string {
 	t.Helper()
-	id, err := fdJoin(base, session, fn, data...)
+	out, err := fdCallE(base, session, fn, data...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// fdCallE is fdCall for goroutines other than the test's.
+func fdCallE(base, session string, fn int, data ...any) (string, error) {
+	id, err := fdJoin(base, session, fn, data...)
+	if err != nil {
+		return "", err
 	}
 	done, err := fdStream(base, session)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	m := done[id]
 	if m == nil || m["success"] != true {
-		t.Fatalf("call %s of session %s: %v", id, session, m)
+		return "", fmt.Errorf("call %s of session %s: %v", id, session, m)
 	}
 	out, _ := m["output"].(map[string]any)
 	data0, _ := out["data"].([]any)
 	if len(data0) == 0 {
-		t.Fatalf("call %s: no outputs: %v", id, m)
+		return "", fmt.Errorf("call %s: no outputs: %v", id, m)
 	}
-	return fmt.Sprint(data0[0])
+	return fmt.Sprint(data0[0]), nil
 }
 
 // TestFrontDoorRefusesReplicaWithAnotherApp: behind one gateway, a replica

@@ -127,6 +127,12 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		// free; the bridge cancels its own.
 		stop()
 		wg.Wait()
+		if out.isClosed() {
+			// No: a lane ended the stream with close_stream, and the
+			// caller left after it. A call of the session in flight now
+			// was joined after, for the caller's next stream.
+			return
+		}
 		s.releaseStream(CodeClientClosed)
 		f.foreignEnd(s.front, "", CodeClientClosed)
 	}
