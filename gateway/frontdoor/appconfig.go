@@ -119,10 +119,7 @@ func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
 			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
 			return
 		}
-		body = rb
-		if app.Config().Protocol == protocolWS {
-			body = wsInfo(body) // the bridge presents Gradio 5's /info
-		}
+		body = presentInfo(rb, app.Config())
 		f.refMu.Lock()
 		if f.ref.app == app && len(f.ref.info) < 16 {
 			f.ref.info[q] = body

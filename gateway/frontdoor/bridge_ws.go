@@ -124,107 +124,37 @@ var wsFileType = map[string]any{
 		"properties": map[string]any{"_type": map[string]any{"const": "gradio.FileData", "title": "Type", "type": "string"}}}},
 }
 
-// wsInfo presents a Gradio 3 /info body in Gradio 5's shape: each
-// parameter gets a parameter_name (Gradio 3 does not publish the Python
-// names: the component's label made an identifier, unique per endpoint),
-// file components get FileData types, the serializers go. A body that is
-// not Gradio 3's /info is returned as it is.
-func wsInfo(body []byte) []byte {
-	x, ok := decodeJSON(body)
-	info, _ := x.(map[string]any)
-	if !ok || info == nil {
-		return body
-	}
-	for _, key := range []string{"named_endpoints", "unnamed_endpoints"} {
-		eps, _ := info[key].(map[string]any)
-		for _, ep := range eps {
-			e, ok := ep.(map[string]any)
-			if !ok {
-				continue
-			}
-			seen := map[string]bool{}
-			params, _ := e["parameters"].([]any)
-			for i, p := range params {
-				pm, ok := p.(map[string]any)
-				if !ok {
-					continue
-				}
-				if _, has := pm["parameter_name"]; !has {
-					label, _ := pm["label"].(string)
-					name := identifier(label, i)
-					for seen[name] {
-						name += "_" + strconv.Itoa(i)
-					}
-					seen[name] = true
-					pm["parameter_name"] = name
-					pm["parameter_has_default"] = false
-					pm["parameter_default"] = nil
-				}
-				if wsFileValue(pm) {
-					if u, ok := pm["example_input"].(string); ok {
-						pm["example_input"] = map[string]any{"path": u, "url": u, "orig_name": path.Base(u),
-							"meta": map[string]any{"_type": "gradio.FileData"}}
-					}
-				}
-				delete(pm, "serializer")
-			}
-			returns, _ := e["returns"].([]any)
-			for _, r := range returns {
-				if rm, ok := r.(map[string]any); ok {
-					wsFileValue(rm)
-					delete(rm, "serializer")
-				}
-			}
-			if _, has := e["show_api"]; !has {
-				e["show_api"] = true
-			}
-			if _, has := e["description"]; !has {
-				e["description"] = ""
-			}
-		}
-	}
-	// Clients list the endpoints in /info's order (the app's): encoding
-	// the maps would sort them.
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	first := true
-	for _, k := range objectKeys(body) {
-		v, ok := info[k]
+// wsEndpoint presents one endpoint of a Gradio 3 /info in Gradio 5's
+// shape (the parameter names are presentInfo's): file components get
+// FileData types, the serializers go.
+func wsEndpoint(e map[string]any) {
+	params, _ := e["parameters"].([]any)
+	for _, p := range params {
+		pm, ok := p.(map[string]any)
 		if !ok {
 			continue
 		}
-		if !first {
-			buf.WriteByte(',')
-		}
-		first = false
-		buf.Write(bridgeJSON(k))
-		buf.WriteByte(':')
-		eps, isMap := v.(map[string]any)
-		if !isMap || (k != "named_endpoints" && k != "unnamed_endpoints") {
-			buf.Write(bridgeJSON(v))
-			continue
-		}
-		var raw map[string]json.RawMessage
-		_ = json.Unmarshal(body, &raw)
-		buf.WriteByte('{')
-		n := 0
-		for _, name := range objectKeys(raw[k]) {
-			e, ok := eps[name]
-			if !ok {
-				continue
+		if wsFileValue(pm) {
+			if u, ok := pm["example_input"].(string); ok {
+				pm["example_input"] = map[string]any{"path": u, "url": u, "orig_name": path.Base(u),
+					"meta": map[string]any{"_type": "gradio.FileData"}}
 			}
-			if n > 0 {
-				buf.WriteByte(',')
-			}
-			n++
-			buf.Write(bridgeJSON(name))
-			buf.WriteByte(':')
-			buf.Write(bridgeJSON(e))
 		}
-		buf.WriteByte('}')
+		delete(pm, "serializer")
 	}
-	buf.WriteByte('}')
-	return buf.Bytes()
+	returns, _ := e["returns"].([]any)
+	for _, r := range returns {
+		if rm, ok := r.(map[string]any); ok {
+			wsFileValue(rm)
+			delete(rm, "serializer")
+		}
+	}
+	if _, has := e["show_api"]; !has {
+		e["show_api"] = true
+	}
+	if _, has := e["description"]; !has {
+		e["description"] = ""
+	}
 }
 
 // objectKeys lists the keys of the JSON object b in their order (once

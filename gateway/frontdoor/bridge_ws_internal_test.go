@@ -1,23 +1,46 @@
 package frontdoor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// TestWSInfoIsGradio5Shaped: a real Gradio 3.50.2 /info is presented in
-// Gradio 5's shape: endpoints in the app's order, every parameter with a
-// parameter_name (from its label), file components as FileData with
-// python_type filepath, no serializers.
-func TestWSInfoIsGradio5Shaped(t *testing.T) {
-	body, err := os.ReadFile("testdata/gradio-3.50.2_info.json")
+// wsConfig is a Gradio 3 config with no components: presentInfo knows
+// the protocol, not the defaults.
+var wsConfig = &gradio.Config{Protocol: protocolWS}
+
+// recorded reads a recorded config and /info of a real server (testdata).
+func recorded(t *testing.T, release string) (*gradio.Config, []byte) {
+	t.Helper()
+	cb, err := os.ReadFile("testdata/gradio-" + release + "_config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := wsInfo(body)
+	cfg, err := gradio.ParseConfig(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := os.ReadFile("testdata/gradio-" + release + "_info.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, ib
+}
+
+// TestWSInfoIsGradio5Shaped: a real Gradio 3.50.2 /info is presented in
+// Gradio 5's shape: endpoints in the app's order, every parameter with a
+// parameter_name (from its label) and a default where its component has a
+// value (the Numbers of /count and /slow), file components as FileData
+// with python_type filepath, no serializers.
+func TestWSInfoIsGradio5Shaped(t *testing.T) {
+	cfg, body := recorded(t, "3.50.2")
+	out := presentInfo(body, cfg)
 	if got, want := objectKeys(out), []string{"named_endpoints", "unnamed_endpoints"}; !slices.Equal(got, want) {
 		t.Fatalf("top-level keys %v, want %v", got, want)
 	}
@@ -58,8 +81,9 @@ func TestWSInfoIsGradio5Shaped(t *testing.T) {
 			}
 		}
 		for _, p := range ep.Parameters {
-			if p.Name == nil || *p.Name == "" || p.HasDefault == nil || *p.HasDefault {
-				t.Errorf("%s %q: parameter_name %v, parameter_has_default %v", name, p.Label, p.Name, p.HasDefault)
+			wantDefault := name == "/count" || name == "/slow"
+			if p.Name == nil || *p.Name == "" || p.HasDefault == nil || *p.HasDefault != wantDefault {
+				t.Errorf("%s %q: parameter_name %v, parameter_has_default %v, want %v", name, p.Label, p.Name, p.HasDefault, wantDefault)
 			}
 		}
 	}
@@ -92,7 +116,7 @@ func TestWSInfoIsGradio5Shaped(t *testing.T) {
 // TestWSInfoBadBodies: what is not Gradio 3's /info passes unchanged.
 func TestWSInfoBadBodies(t *testing.T) {
 	for _, b := range []string{``, `not json`, `[1,2]`, `null`, `{"named_endpoints":[1]}`, `{"named_endpoints":{"/x":5}}`} {
-		got := wsInfo([]byte(b))
+		got := presentInfo([]byte(b), wsConfig)
 		if b == `{"named_endpoints":[1]}` || b == `{"named_endpoints":{"/x":5}}` {
 			var v any
 			if json.Unmarshal(got, &v) != nil {
@@ -122,7 +146,7 @@ func TestIdentifier(t *testing.T) {
 			} `json:"parameters"`
 		} `json:"named_endpoints"`
 	}
-	if err := json.Unmarshal(wsInfo(body), &info); err != nil {
+	if err := json.Unmarshal(presentInfo(body, wsConfig), &info); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -203,4 +227,57 @@ func isFileDataJSON(t *testing.T, b []byte) bool {
 		return false
 	}
 	return fd["path"] == "/x/y.txt" && isFileData(fd)
+}
+
+// TestInfoNamesBefore421: a real Gradio 4.20.1 /info (no parameter_name,
+// no defaults) is presented with names from the labels and the defaults of
+// the components that have a value, as Gradio 4.21+ reports them for the
+// same app (recorded from 5.49.1: n=5, seconds=3, none for the others), in
+// the app's order; an /info that has parameter names passes byte for
+// byte.
+func TestInfoNamesBefore421(t *testing.T) {
+	cfg, body := recorded(t, "4.20.1")
+	out := presentInfo(body, cfg)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(out, &raw); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	order := []string{"/upper", "/count", "/slow", "/counter", "/fail", "/reverse_file"}
+	if got := objectKeys(raw["named_endpoints"]); !slices.Equal(got, order) {
+		t.Errorf("endpoint order %v, want the app's %v", got, order)
+	}
+	var info struct {
+		Named map[string]struct {
+			Parameters []struct {
+				Name       string          `json:"parameter_name"`
+				HasDefault bool            `json:"parameter_has_default"`
+				Default    json.RawMessage `json:"parameter_default"`
+			} `json:"parameters"`
+		} `json:"named_endpoints"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"/upper": "text=", "/count": "n=5", "/slow": "seconds=3", "/counter": "item=",
+		"/fail": "text=", "/reverse_file": "param_0="}
+	for ep, w := range want {
+		ps := info.Named[ep].Parameters
+		if len(ps) != 1 {
+			t.Errorf("%s: %d parameters, want 1", ep, len(ps))
+			continue
+		}
+		got := ps[0].Name + "="
+		if ps[0].HasDefault {
+			got += string(ps[0].Default)
+		} else if string(ps[0].Default) != "null" {
+			t.Errorf("%s: parameter_default %s without parameter_has_default", ep, ps[0].Default)
+		}
+		if got != w {
+			t.Errorf("%s: %s, want %s", ep, got, w)
+		}
+	}
+	named := []byte(`{"named_endpoints":{"/b":{"parameters":[{"label":"x","parameter_name":"y"}]},"/a":{}},"unnamed_endpoints":{}}`)
+	if got := presentInfo(named, cfg); !bytes.Equal(got, named) {
+		t.Errorf("an /info with parameter names became %s", got)
+	}
 }
