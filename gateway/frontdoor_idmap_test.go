@@ -40,7 +40,7 @@ func TestFrontDoorMixedComponentIDs(t *testing.T) {
 				urls = append(urls, s.URL)
 			}
 			srv, g, _ := frontGatewayOver(t, urls, nil)
-			must := append(slices.Clone(bridgeMust), "view_api", "predict/keyword_args")
+			must := append(slices.Clone(bridgeMust), "view_api")
 			for i := 0; i < 6 && (sims[0].Executions("counter") == 0 || sims[1].Executions("counter") == 0); i++ {
 				conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("ids%d@example.com", i)), must, c.args...)
 			}
