@@ -33,6 +33,20 @@ func recorded(t *testing.T, release string) (*gradio.Config, []byte) {
 	return cfg, ib
 }
 
+// checkAppOrder fails t unless out is JSON listing the reference app's
+// endpoints in the app's order.
+func checkAppOrder(t *testing.T, out []byte) {
+	t.Helper()
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(out, &raw); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	order := []string{"/upper", "/count", "/slow", "/counter", "/fail", "/reverse_file"}
+	if got := objectKeys(raw["named_endpoints"]); !slices.Equal(got, order) {
+		t.Errorf("endpoint order %v, want the app's %v", got, order)
+	}
+}
+
 // TestWSInfoIsGradio5Shaped: a real Gradio 3.50.2 /info is presented in
 // Gradio 5's shape: endpoints in the app's order, every parameter with a
 // parameter_name (from its label) and a default where its component has a
@@ -44,14 +58,7 @@ func TestWSInfoIsGradio5Shaped(t *testing.T) {
 	if got, want := objectKeys(out), []string{"named_endpoints", "unnamed_endpoints"}; !slices.Equal(got, want) {
 		t.Fatalf("top-level keys %v, want %v", got, want)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(out, &raw); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
-	order := []string{"/upper", "/count", "/slow", "/counter", "/fail", "/reverse_file"}
-	if got := objectKeys(raw["named_endpoints"]); !slices.Equal(got, order) {
-		t.Errorf("endpoint order %v, want the app's %v", got, order)
-	}
+	checkAppOrder(t, out)
 	type value struct {
 		Label        string                `json:"label"`
 		Name         *string               `json:"parameter_name"`
@@ -238,14 +245,7 @@ func isFileDataJSON(t *testing.T, b []byte) bool {
 func TestInfoNamesBefore421(t *testing.T) {
 	cfg, body := recorded(t, "4.20.1")
 	out := presentInfo(body, cfg)
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(out, &raw); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
-	order := []string{"/upper", "/count", "/slow", "/counter", "/fail", "/reverse_file"}
-	if got := objectKeys(raw["named_endpoints"]); !slices.Equal(got, order) {
-		t.Errorf("endpoint order %v, want the app's %v", got, order)
-	}
+	checkAppOrder(t, out)
 	var info struct {
 		Named map[string]struct {
 			Parameters []struct {
