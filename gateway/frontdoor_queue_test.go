@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -269,27 +268,7 @@ func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
 // status with the gateway's busy message.
 func checkJSQueueStatus(t *testing.T, out []byte) {
 	t.Helper()
-	type status struct {
-		Stage    string   `json:"stage"`
-		Queue    bool     `json:"queue"`
-		Position *int     `json:"position"`
-		Size     *int     `json:"size"`
-		ETA      *float64 `json:"eta"`
-		Message  string   `json:"message"`
-	}
-	var queued, last *status
-	for line := range strings.Lines(string(out)) {
-		var m struct {
-			Status *status `json:"status"`
-		}
-		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
-			continue
-		}
-		last = m.Status
-		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
-			queued = m.Status
-		}
-	}
+	queued, last := jsQueueStatuses(out)
 	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 || queued.ETA == nil || *queued.ETA <= 0 {
 		t.Errorf("no pending status with queue, position 0 of 1 and an ETA; the JS client printed:\n%s", out)
 	}

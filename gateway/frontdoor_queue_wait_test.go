@@ -144,6 +144,24 @@ func nodeLive(t *testing.T, timeout time.Duration, line func([]byte), script str
 }
 
 // jsStatus is a status event the JS client showed.
+// jsQueueStatuses returns, of what queue_status.mjs printed, the first
+// pending status with a queue position and the last status.
+func jsQueueStatuses(out []byte) (queued, last *jsStatus) {
+	for line := range strings.Lines(string(out)) {
+		var m struct {
+			Status *jsStatus `json:"status"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
+			continue
+		}
+		last = m.Status
+		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
+			queued = m.Status
+		}
+	}
+	return queued, last
+}
+
 type jsStatus struct {
 	Stage    string   `json:"stage"`
 	Queue    bool     `json:"queue"`
@@ -331,19 +349,7 @@ func TestFrontDoorQueueBridgedJSClient(t *testing.T) {
 	base := srv.URL
 	joinSoon(t, base, "occupier", fnIndexOf(t, base, "hold"), "o")
 	out := nodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
-	var queued, last *jsStatus
-	for line := range strings.Lines(string(out)) {
-		var m struct {
-			Status *jsStatus `json:"status"`
-		}
-		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
-			continue
-		}
-		last = m.Status
-		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
-			queued = m.Status
-		}
-	}
+	queued, last := jsQueueStatuses(out)
 	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 {
 		t.Errorf("no pending status with queue, position 0 of 1; the JS client printed:\n%s", out)
 	}
