@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gradiopool/gradiopool/pool/cluster"
@@ -28,6 +30,11 @@ type ClusterConfig struct {
 	// cluster. A password must not be written here: GRADIOPOOL_REDIS_URL
 	// (environment only, see [Secrets]) carries it and wins over this key.
 	RedisURL string
+	// AdvertiseURL is the URL the other gateways reach this one at: the
+	// requests of a caller session (or a sticky user) this gateway owns
+	// are forwarded there. Empty: http:// and the listen address, or this
+	// host's first non-loopback address when it listens on all.
+	AdvertiseURL string
 	// LeaseTTL is how long a gateway's leases (and heartbeat) live without
 	// a refresh: a dead gateway's share is free again within it. Zero
 	// means defaultClusterLeaseTTL (15 s).
@@ -100,6 +107,11 @@ func (cc ClusterConfig) validate() []error {
 	if (cc.TLSCertFile == "") != (cc.TLSKeyFile == "") {
 		errs = append(errs, errors.New("cluster.redis_tls_cert_file and cluster.redis_tls_key_file: give both or neither"))
 	}
+	if cc.AdvertiseURL != "" {
+		if u, err := url.Parse(cc.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("cluster.advertise_url: %q, want http://host:port or https://host:port", cc.AdvertiseURL))
+		}
+	}
 	if cc.LeaseTTL < minClusterLeaseTTL {
 		errs = append(errs, fmt.Errorf("cluster.lease_ttl: %v, must be at least %v", cc.LeaseTTL, minClusterLeaseTTL))
 	}
@@ -136,4 +148,35 @@ func (g *Gateway) serveScope(w http.ResponseWriter, r *http.Request) bool {
 			Message: fmt.Sprintf("scope %q: want gateway (default) or cluster", scope)})
 		return true
 	}
+}
+
+// advertiseURL is the URL the other gateways reach this one at: the
+// configured one, else http:// and the listen address, with this host's
+// first non-loopback address for an address that listens on all.
+func (c Config) advertiseURL() string {
+	if c.Cluster.AdvertiseURL != "" {
+		return strings.TrimRight(c.Cluster.AdvertiseURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "http://" + c.Listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = firstHostAddr()
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// firstHostAddr is this host's first non-loopback unicast address (a
+// pod's address in Kubernetes), else 127.0.0.1.
+func firstHostAddr() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.IsGlobalUnicast() {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
 }

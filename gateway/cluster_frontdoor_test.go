@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,11 +50,23 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 func openGateways(t *testing.T, cfg gateway.Config, n int) (urls []string, gws []*gateway.Gateway) {
 	t.Helper()
 	for range n {
-		g, err := gateway.Open(context.Background(), cfg, nil)
+		// Each gateway advertises its own address: the others forward the
+		// requests of the sessions it owns there.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(g)
+		cfg := cfg
+		cfg.Cluster.AdvertiseURL = "http://" + ln.Addr().String()
+		g, err := gateway.Open(context.Background(), cfg, nil)
+		if err != nil {
+			ln.Close()
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(g)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
 		t.Cleanup(func() {
 			srv.CloseClientConnections()
 			srv.Close()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"time"
 
@@ -82,7 +83,6 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	if p == nil || g.cfg.FrontDoor.Disabled {
 		return
 	}
-	store, onForeignEnd, readers, queueNotes := g.frontDoorCluster()
 	fd, err := frontdoor.New(p, frontdoor.Config{
 		SessionTTL:              g.cfg.FrontDoor.SessionTTL,
 		UploadDir:               g.cfg.FrontDoor.UploadDir,
@@ -111,30 +111,68 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		HashUser:        g.backend.UserTag,
 		Logger:          g.log,
 		Annotate:        addLog,
-		PinSessions:     g.cfg.FrontDoor.PinSessions || store != nil,
+		PinSessions:     g.cfg.FrontDoor.PinSessions,
 		PinnedEndpoints: g.cfg.FrontDoor.PinnedEndpoints,
 		OnCall: func(c frontdoor.CallEnd) {
 			g.metrics.observeCall(CallRecord{Route: routeFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
 				Wait: c.Wait, Total: c.Duration, Code: c.Code})
 		},
-		Store:        store,
-		OnForeignEnd: onForeignEnd,
-		Readers:      readers,
-		QueueNotes:   queueNotes,
+		UploadHome:  g.uploadHome(),
+		FetchUpload: g.fetchUpload(),
 	})
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)
 		return
 	}
 	g.front = fd
+	o := g.owners()
 	for _, rt := range fd.Routes() {
+		h := rt.Handler
+		if o != nil && rt.Session != frontdoor.NoSession {
+			h = o.route(func(r *http.Request) (string, bool) {
+				if hash := frontdoor.SessionHash(r, rt.Session, g.cfg.MaxBodyBytes); hash != "" {
+					return "fd:" + hash, rt.Binds
+				}
+				return "", false
+			}, h)
+		}
 		if rt.Open {
-			open(rt.Pattern, frontDoorRoute(rt.Handler))
+			open(rt.Pattern, frontDoorRoute(h))
 		} else {
-			api(rt.Pattern, frontDoorRoute(rt.Handler))
+			api(rt.Pattern, frontDoorRoute(h))
 		}
 	}
+	if o != nil {
+		open("GET "+peerUploadPath+"{id}", o.handlePeerUpload(fd))
+	}
 	g.metrics.register(&frontDoorCollector{fd: fd})
+}
+
+// owners is the cluster's owner records and forwarding, nil outside a
+// cluster.
+func (g *Gateway) owners() *owners {
+	if g.member == nil {
+		return nil
+	}
+	return g.member.owners
+}
+
+// uploadHome names this gateway in the ids of its front door's uploads,
+// in a cluster (frontdoor.Config.UploadHome).
+func (g *Gateway) uploadHome() string {
+	if o := g.owners(); o != nil {
+		return o.id
+	}
+	return ""
+}
+
+// fetchUpload fetches uploads other gateways of the cluster keep
+// (frontdoor.Config.FetchUpload).
+func (g *Gateway) fetchUpload() func(ctx context.Context, home, id string) (io.ReadCloser, error) {
+	if o := g.owners(); o != nil {
+		return o.heldUpload
+	}
+	return nil
 }
 
 // frontDoorRoute labels the pool's events of h's calls (failovers) with

@@ -191,6 +191,8 @@ var settings = []setting{
 	// by every local user) and GRADIOPOOL_REDIS_URL, a secret, wins over it.
 	{key: "cluster.redis_url", help: "redis:// or rediss:// URL without a password: several gateways as one (GRADIOPOOL_REDIS_URL wins)",
 		defNote: "no cluster", field: func(c *Config) any { return &c.Cluster.RedisURL }, public: publicRedisURL},
+	{key: "cluster.advertise_url", env: "GRADIOPOOL_CLUSTER_ADVERTISE_URL", flag: "cluster-advertise-url", help: "the URL the other gateways reach this one at (requests of the sessions it owns are forwarded there); in Kubernetes the pod's address",
+		defNote: "http:// and the listen address, or this host's first non-loopback address when it listens on all", field: func(c *Config) any { return &c.Cluster.AdvertiseURL }},
 	{key: "cluster.lease_ttl", env: "GRADIOPOOL_CLUSTER_LEASE_TTL", flag: "cluster-lease-ttl", help: "a dead gateway's leases (its share of the limits) are free again within",
 		def: defaultClusterLeaseTTL, field: func(c *Config) any { return &c.Cluster.LeaseTTL }},
 	{key: "cluster.name", env: "GRADIOPOOL_CLUSTER_NAME", flag: "cluster-name", help: "Redis key prefix, so that deployments can share one Redis",

@@ -289,12 +289,14 @@ func newEnv(t testing.TB, ec envConfig) *env {
 		if ec.gateway != nil {
 			ec.gateway(i, &cfg)
 		}
-		gw, err := gateway.Open(ctx, cfg, logger, gradio.WithHeaderTimeout(3*time.Second), gradio.WithCancelTimeout(2*time.Second))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		cfg.Cluster.AdvertiseURL = "http://" + ln.Addr().String()
+		gw, err := gateway.Open(ctx, cfg, logger, gradio.WithHeaderTimeout(3*time.Second), gradio.WithCancelTimeout(2*time.Second))
 		if err != nil {
+			ln.Close()
 			t.Fatal(err)
 		}
 		sctx, stop := context.WithCancel(ctx)

@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -60,18 +61,14 @@ type Config struct {
 	// open the session's queue/data stream: past it, with no stream open,
 	// the call is cancelled at the replica and its slot freed (a join
 	// nobody reads would hold a slot for ever). Zero means
-	// DefaultReadGrace; negative: never. With OnForeignEnd set (a
-	// cluster), where the stream may be open at another gateway, it is
-	// applied only when Readers is set too.
+	// DefaultReadGrace; negative: never.
 	ReadGrace time.Duration
 	// QueueUpdateInterval bounds how often a join waiting in the
 	// gateway's queue (every replica busy) gets an estimation message
 	// (its rank, the queue's size, an ETA) on its caller's stream: at
 	// most one per interval per call, only when its place changed. Zero
 	// means DefaultQueueUpdateInterval; negative: the join waits for its
-	// slot before it is answered, and the caller sees no place. Not with
-	// OnForeignEnd set (a cluster) but not QueueNotes, whose joins always
-	// wait so.
+	// slot before it is answered, and the caller sees no place.
 	QueueUpdateInterval time.Duration
 	// MaxSessions bounds the caller sessions this front door keeps; a new
 	// one past it is answered 503. Zero means DefaultMaxSessions;
@@ -104,6 +101,16 @@ type Config struct {
 	// UploadDir holds uploads until their join. Empty means a fresh
 	// temporary directory, removed by Close.
 	UploadDir string
+	// UploadHome names this front door among a cluster's: it starts the
+	// id of every upload kept here, so that a join forwarded to another
+	// gateway (the owner of its session) can fetch the file here with
+	// FetchUpload. Empty: uploads are local.
+	UploadHome string
+	// FetchUpload, if set, returns the content of upload id kept by the
+	// front door named home (see UploadHome; [FrontDoor.OpenUpload] there):
+	// a join names an upload another gateway of the cluster took. An
+	// error wrapping ErrUploadNotFound tells the caller to upload again.
+	FetchUpload func(ctx context.Context, home, id string) (io.ReadCloser, error)
 	// TrustForwarded makes the announced root honour X-Forwarded-Proto and
 	// X-Forwarded-Host (set it only behind a proxy that sets them).
 	TrustForwarded bool
@@ -160,28 +167,6 @@ type Config struct {
 	// Store keeps the caller-session mapping. Nil means a new
 	// [MemoryStore].
 	Store Store
-	// OnForeignEnd, if set, is told about calls that ended on a stream this
-	// instance relayed while another instance holds their slots (the
-	// caller's join reached another gateway of a cluster sharing Store):
-	// eventID is the call, or "" when every call of the session ended (the
-	// stream closed); code is how (CallEnd.Code). The other instance must
-	// then call [FrontDoor.Ended]. Nil: calls are assumed joined here.
-	OnForeignEnd func(front, eventID, code string)
-	// Readers, if set, shares between the gateways of a cluster which
-	// caller sessions have a data stream open, so that ReadGrace holds
-	// there too: the instance serving a stream marks its session while
-	// the stream is open, and the instance holding a call whose grace
-	// passed with no stream open here cancels it only when no mark is
-	// found. Nil with OnForeignEnd: ReadGrace is not applied.
-	Readers ReaderMarks
-	// QueueNotes, if set with OnForeignEnd, shares the state of the calls
-	// waiting in this gateway's queue with the other gateways of the
-	// cluster, so that a join that must wait is answered at once there
-	// too, and the gateway serving the caller's stream shows its place,
-	// its replica's messages under the gateway's event id and its end
-	// (queuenotes.go). Nil with OnForeignEnd: such joins wait for their
-	// slot before they are answered.
-	QueueNotes QueueNotes
 	// OnCall, if set, is told about every front-door call that ended:
 	// accepted calls when their process_completed passes (or they are
 	// lost), joins that no replica took. It must be quick (metrics).
@@ -221,16 +206,3 @@ const (
 	CodeShutdown     = "shutdown"      // the front door closed with the call in flight
 	CodeNotRead      = "not_read"      // no data stream was opened within ReadGrace: cancelled
 )
-
-// ReaderMarks records, for a time, that a caller session has a data
-// stream open at some gateway of a cluster (Config.Readers).
-// Implementations must be safe for concurrent use.
-type ReaderMarks interface {
-	// Mark records that a data stream of caller session front is open,
-	// for ttl (it is marked again before that while it stays open).
-	Mark(ctx context.Context, front string, ttl time.Duration) error
-	// Marked reports whether front is marked. An error leaves the call
-	// running: an unread call holds its slot as before, but a read one is
-	// never cancelled for a store that did not answer.
-	Marked(ctx context.Context, front string) (bool, error)
-}

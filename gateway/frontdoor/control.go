@@ -72,9 +72,6 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 	// id (bridgeSubmit), and the bridge ends it. In this order, a join
 	// that had not been registered with the bridge yet finds its wait
 	// ended and is never sent.
-	// A call another gateway of the cluster holds, unknown here: its
-	// notes say where it runs, or that it still waits there.
-	defer s.learnCall(r.Context(), str(m["event_id"]))()
 	waited := s.cancelQueuedCall(str(m["event_id"]))
 	// The call's own replica and backend session: a spread call may run
 	// elsewhere than the session's replica; the replica knows a call

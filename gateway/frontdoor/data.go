@@ -54,12 +54,6 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	var s *callerSession
 	if validHash(front) {
 		s = f.session(ctx, front, f.owner(r), false)
-		if s == nil {
-			s = f.sessionFromNotes(r, front, f.owner(r))
-		}
-	}
-	if s != nil {
-		defer s.watchQueueNotes(ctx)() // calls waiting at another gateway
 	}
 	if s == nil || (s.binding().Replica == "" && !s.waitingQueued()) {
 		rc := startSSE(w)
@@ -134,7 +128,6 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.releaseStream(CodeClientClosed)
-		f.foreignEnd(s.front, "", CodeClientClosed)
 	}
 	// notes writes the gateway's own messages: estimations of the calls
 	// in its queue, the end of those that got no replica, and the
@@ -174,7 +167,6 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	// heartbeat keeps proxies from closing it during a long wait.
 	hb := time.NewTicker(f.cfg.HeartbeatInterval)
 	defer hb.Stop()
-	failed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -218,7 +210,6 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				e.cause = fmt.Errorf("queue/data %d %s", e.answer.status, excerpt(e.answer.body))
 			}
 			if e.cause != nil {
-				failed = true
 				f.failLane(out, s, e.replica, e.cause)
 			}
 			startBusy()
@@ -228,9 +219,6 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			}
 			if len(active) == 0 && s.streamDrained() {
 				_ = out.data(closeStream)
-				if failed {
-					f.foreignEnd(s.front, "", CodeReplicaLost)
-				}
 				return
 			}
 		}
@@ -467,13 +455,8 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			if msg.Success != nil && !*msg.Success {
 				code = CodeAppError
 			}
-			if !s.complete(*msg.EventID, code) {
-				f.foreignEnd(s.front, *msg.EventID, code)
-			}
-			// In a cluster another gateway may have taken joins of the
-			// session that this one does not know: only the replica's
-			// close_stream says the session drained there.
-			if f.cfg.OnForeignEnd == nil && s.holdsLastCompletion() && s.streamDrained() {
+			s.complete(*msg.EventID, code)
+			if s.holdsLastCompletion() && s.streamDrained() {
 				held = bytes.Clone(rw.rewrite(data)) // the reader reuses its buffer
 				continue
 			}

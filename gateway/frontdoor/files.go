@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -107,6 +108,49 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 	relay(w, http.StatusOK, "application/json", b)
 }
 
+// ErrUploadNotFound is an upload no front door of the cluster keeps (never
+// made, expired, or its gateway gone).
+var ErrUploadNotFound = errors.New("frontdoor: upload not found")
+
+// OpenUpload opens upload id kept here, for another gateway of the
+// cluster whose join names it (Config.FetchUpload there).
+func (f *FrontDoor) OpenUpload(id string) (io.ReadCloser, error) {
+	h := f.ups.get(id)
+	if h == nil {
+		return nil, ErrUploadNotFound
+	}
+	file, err := os.Open(h.file)
+	if err != nil {
+		return nil, ErrUploadNotFound // swept meanwhile
+	}
+	return file, nil
+}
+
+// fetchedUpload sends upload id (path p), kept by another gateway of the
+// cluster, to app: the upload reached another gateway than the join.
+func (f *FrontDoor) fetchedUpload(ctx context.Context, app *gradio.Client, p, id string) (string, bool, error) {
+	unknown := &badFileError{msg: "gradiopool: the upload " + p + " is unknown or expired; upload it again"}
+	home, _, ok := strings.Cut(id, ".")
+	if !ok || f.cfg.FetchUpload == nil || home == f.cfg.UploadHome {
+		return "", false, unknown
+	}
+	rc, err := f.cfg.FetchUpload(ctx, home, id)
+	if errors.Is(err, ErrUploadNotFound) {
+		return "", false, unknown
+	}
+	if err != nil {
+		f.log.Warn("front door: an upload kept by another gateway could not be fetched", slog.Any("error", err))
+		return "", false, unknown
+	}
+	defer rc.Close()
+	name := path.Base(p)
+	fd, err := app.Upload(ctx, name, rc)
+	if err != nil {
+		return "", false, err
+	}
+	return fd.Path, true, nil
+}
+
 // badFileError is a file reference the caller may not use.
 type badFileError struct{ msg string }
 
@@ -161,7 +205,7 @@ func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, 
 		id, _, _ := strings.Cut(rest, "/")
 		h := f.ups.get(id)
 		if h == nil {
-			return "", false, &badFileError{msg: "gradiopool: the upload " + p + " is unknown or expired; upload it again"}
+			return f.fetchedUpload(ctx, app, p, id)
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -1,10 +1,13 @@
 package frontdoor
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -28,7 +31,7 @@ func (f *FrontDoor) reportCall(m callMeta, code string) {
 	if m.release != nil {
 		m.release()
 	}
-	if f.cfg.OnCall == nil || m.foreign {
+	if f.cfg.OnCall == nil {
 		return
 	}
 	f.cfg.OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
@@ -41,6 +44,56 @@ type Route struct {
 	Pattern string
 	Handler http.HandlerFunc
 	Open    bool
+	// Session is where the route's requests name their caller session
+	// ([SessionHash] reads it): in a cluster they are served by the
+	// gateway that owns the session. Binds: a request that binds an
+	// unowned session (its first queue/join).
+	Session SessionPlace
+	Binds   bool
+}
+
+// SessionPlace is where a request names its caller session.
+type SessionPlace int
+
+const (
+	NoSession      SessionPlace = iota
+	SessionInBody               // the JSON body's session_hash (join, cancel, reset)
+	SessionInQuery              // ?session_hash= (queue/data)
+	SessionInPath               // /heartbeat/{session_hash}
+)
+
+// SessionHash returns the caller session r names at place ("" none or
+// malformed). A body is read (at most maxBody bytes) and put back for the
+// handler.
+func SessionHash(r *http.Request, place SessionPlace, maxBody int64) string {
+	var h string
+	switch place {
+	case SessionInQuery:
+		h = r.URL.Query().Get("session_hash")
+	case SessionInPath:
+		h = r.PathValue("session_hash")
+	case SessionInBody:
+		if maxBody <= 0 {
+			maxBody = DefaultMaxBodyBytes
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), r.Body))
+		if err != nil || int64(len(b)) > maxBody {
+			return "" // the handler answers it
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		var m struct {
+			SessionHash string `json:"session_hash"`
+		}
+		_ = json.Unmarshal(b, &m)
+		h = m.SessionHash
+	}
+	if !validHash(h) {
+		return ""
+	}
+	return h
 }
 
 // FrontDoor serves the Gradio protocol over a pool. It is safe for
@@ -56,7 +109,6 @@ type FrontDoor struct {
 	fileMu  sync.Mutex
 	fileIDs []string
 	appID   uint64
-	id      string // this front door among a cluster's (QueueNote.From)
 	ups     *uploads
 
 	mu        sync.Mutex // guards sessions and perClient; nothing slow runs under it
@@ -127,7 +179,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.HashUser == nil {
 		cfg.HashUser = func(string) string { return "" } // no pool: no call is served, no user logged
 	}
-	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}, id: newEventID()}
+	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -143,7 +195,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 		_, _ = rand.Read(b[:])
 		f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
 	}
-	f.ups = newUploads(cfg.UploadDir, cfg.Now, cfg.MaxUploadBytesPerClient, cfg.MaxUploadBytes)
+	f.ups = newUploads(cfg.UploadDir, cfg.UploadHome, cfg.Now, cfg.MaxUploadBytesPerClient, cfg.MaxUploadBytes)
 	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.drain = make(chan struct{})
@@ -234,11 +286,11 @@ func (f *FrontDoor) Routes() []Route {
 		rs = append(rs,
 			Route{Pattern: "GET " + p + "/info", Handler: f.handleInfo},
 			Route{Pattern: "GET " + p + "/app_id", Handler: f.handleAppID, Open: true},
-			Route{Pattern: "POST " + p + "/queue/join", Handler: f.handleJoin},
-			Route{Pattern: "GET " + p + "/queue/data", Handler: f.handleData},
-			Route{Pattern: "GET " + p + "/heartbeat/{session_hash}", Handler: f.handleHeartbeat},
-			Route{Pattern: "POST " + p + "/cancel", Handler: f.handleCancel},
-			Route{Pattern: "POST " + p + "/reset", Handler: f.handleReset},
+			Route{Pattern: "POST " + p + "/queue/join", Handler: f.handleJoin, Session: SessionInBody, Binds: true},
+			Route{Pattern: "GET " + p + "/queue/data", Handler: f.handleData, Session: SessionInQuery},
+			Route{Pattern: "GET " + p + "/heartbeat/{session_hash}", Handler: f.handleHeartbeat, Session: SessionInPath},
+			Route{Pattern: "POST " + p + "/cancel", Handler: f.handleCancel, Session: SessionInBody},
+			Route{Pattern: "POST " + p + "/reset", Handler: f.handleReset, Session: SessionInBody},
 			Route{Pattern: "POST " + p + "/upload", Handler: f.handleUpload},
 			// Downloads are capability URLs (signed): no API key, like
 			// Gradio's file routes reached from an <img> tag.
@@ -327,35 +379,4 @@ func (f *FrontDoor) replicaAt(idx int) (string, bool) {
 		return "", false
 	}
 	return f.fileIDs[idx], true
-}
-
-// foreignEnd reports a call (or, eventID "", every call) of front that
-// ended on this instance's stream, and how (CallEnd.Code), to the
-// instance that holds its slot.
-func (f *FrontDoor) foreignEnd(front, eventID, code string) {
-	if f.cfg.OnForeignEnd != nil {
-		f.cfg.OnForeignEnd(front, eventID, code)
-	}
-}
-
-// Ended releases the slot of a call of caller session front that ended on
-// another instance's stream (see Config.OnForeignEnd); eventID "" releases
-// every call of the session. code is how it ended (CallEnd.Code: ""
-// completed), which this instance reports (Config.OnCall): it holds what
-// else the report says. Unknown sessions and calls are ignored.
-func (f *FrontDoor) Ended(front, eventID, code string) {
-	f.mu.Lock()
-	s := f.sessions[front]
-	f.mu.Unlock()
-	if s == nil {
-		return
-	}
-	if eventID == "" {
-		s.releaseAll(code)
-		return
-	}
-	if s.cancelQueuedCall(eventID) {
-		return // cancelled at the gateway serving its stream while it waited here
-	}
-	s.complete(eventID, code)
 }

@@ -287,20 +287,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		s.setBinding(ctx, nb)
 		return l, nb, nil
 	}
-	if won := s.bindFirst(ctx, nb); won != nb {
-		// Another gateway of the cluster bound the session first: its
-		// binding holds, and the call goes there.
-		l.Release()
-		l, err = f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: won.Replica, Endpoint: endpoint, Watch: watch.poolWatch()})
-		if err != nil {
-			return nil, won, err
-		}
-		if cerr := f.checkApp(won.Replica, l.App().Config()); cerr != nil {
-			l.Release()
-			return nil, won, cerr
-		}
-		return l, won, nil
-	}
+	s.setBinding(ctx, nb)
 	f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
 		slog.String("session", shortHash(s.front)), slog.String("user", f.cfg.HashUser(u)))
 	return l, nb, nil
@@ -366,7 +353,6 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	}
 	out, _ := json.Marshal(body)
 	if meta.qc.aliased() {
-		s.shareQueued(meta.qc, func(n *QueueNote) { n.Joining = true })
 		// The replica may run the call and stream its messages before
 		// its answer is read here: the caller's stream holds them until
 		// the replica's event id is mapped to the gateway's (frontIDs).

@@ -38,15 +38,6 @@ type queuedCall struct {
 	final []byte
 	// replica is the replica's event id once the replica accepted.
 	replica string
-	// foreign: another gateway of the cluster holds the call and shares
-	// its state (queuenotes.go); joining: its join is on its way to a
-	// replica there. seq is the last note sent (held here) or applied
-	// (foreign).
-	foreign, joining bool
-	seq              int64
-	// shareMu orders the notes of a call held here: each is stored
-	// before the next is numbered, so the store keeps the latest.
-	shareMu sync.Mutex
 
 	// mu decides, once, whether the caller is answered with the
 	// gateway's event id (shown: the call waited) or with the replica's
@@ -98,13 +89,8 @@ func (qc *queuedCall) aliased() bool {
 }
 
 // queueShown reports whether joins that must wait are answered at once
-// and shown the gateway's queue. Not when the stream of a session may be
-// served by another gateway instance (Config.OnForeignEnd) that would
-// not know the gateway's event id: unless the gateways share their
-// queues' state (Config.QueueNotes, queuenotes.go).
-func (f *FrontDoor) queueShown() bool {
-	return f.cfg.QueueUpdateInterval >= 0 && (f.cfg.OnForeignEnd == nil || f.sharesQueue())
-}
+// and shown the gateway's queue.
+func (f *FrontDoor) queueShown() bool { return f.cfg.QueueUpdateInterval >= 0 }
 
 // knownFn reports whether the app (the reference, as a connected replica
 // serving it shows it) has fnIndex. A join of an unknown function waits
@@ -193,9 +179,6 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	}
 	s.addQueued(qc)
 	f.stats.queued.Add(1)
-	// Before the caller hears of the call: its stream may open at
-	// another gateway, which must find the call (and the session).
-	s.shareQueued(qc, func(*QueueNote) {})
 	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
 	f.qwg.Add(1)
 	go func() {
@@ -328,7 +311,6 @@ func (s *callerSession) noteQueued(qc *queuedCall, est []byte) {
 	qc.est = est
 	s.mu.Unlock()
 	s.poke()
-	s.shareQueued(qc, func(n *QueueNote) { n.Estimation = est })
 }
 
 // finishQueued sets qc's last message.
@@ -341,7 +323,6 @@ func (s *callerSession) finishQueued(qc *queuedCall, final []byte) {
 	qc.est, qc.final = nil, final
 	s.mu.Unlock()
 	s.poke()
-	s.shareQueued(qc, func(n *QueueNote) { n.Final = final })
 }
 
 // takeQueuedNotes returns the gateway's messages to write to the
@@ -358,9 +339,6 @@ func (s *callerSession) takeQueuedNotes() [][]byte {
 		if qc.final != nil {
 			out = append(out, qc.final)
 			delete(s.queued, id)
-			if qc.foreign {
-				s.noteDoneLocked(id)
-			}
 		}
 	}
 	return out
@@ -459,20 +437,6 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 		//lint:ignore SA2001 an empty critical section: it waits for the queued joins in flight
 		s.aliasMu.RUnlock()
 		gid, _ = look()
-	}
-	if ch := s.foreignJoining(); gid == "" && !known && ch != nil {
-		// A call held by another gateway may be the one being joined
-		// (queuenotes.go): wait, boundedly, for its event id.
-		deadline := time.NewTimer(foreignJoinWait)
-		defer deadline.Stop()
-		for ; ch != nil && gid == ""; ch = s.foreignJoining() {
-			select {
-			case <-ch:
-			case <-deadline.C:
-				return data
-			}
-			gid, _ = look()
-		}
 	}
 	if gid == "" {
 		return data

@@ -71,12 +71,6 @@ type callerSession struct {
 	// know yet waits for them (frontIDs).
 	aliasMu sync.RWMutex
 	joining atomic.Int32
-	// noteStreams counts the data streams here that take the notes of
-	// calls other gateways hold (queuenotes.go); noted is closed at the
-	// next such note; doneForeign holds those whose end was written.
-	noteStreams int
-	noted       chan struct{}
-	doneForeign map[string]bool
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
 	handling atomic.Int32
@@ -115,9 +109,6 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 	f.mu.Lock()
 	s := f.sessions[front]
 	f.mu.Unlock()
-	if s != nil {
-		s.adoptShared(ctx)
-	}
 	if s == nil {
 		b, ok, err := f.store.Get(ctx, front)
 		if err != nil || !ok {
@@ -183,29 +174,6 @@ func sessionRefused(w http.ResponseWriter, err error) {
 	detail(w, status, le.Error())
 }
 
-// adoptShared takes, in a cluster (a Store the gateways share), the
-// binding another gateway gave s while s is unbound here: a session made
-// here by its heartbeat (the official JS client opens it at connect)
-// whose first join reached another gateway would otherwise stay unbound
-// here for good, its streams answered "session not found", its cancels
-// dropped and its next join bound anew, away from its gr.State. A bound
-// session keeps its binding (a move made elsewhere is not seen).
-func (s *callerSession) adoptShared(ctx context.Context) {
-	if s.f.cfg.OnForeignEnd == nil || s.binding().Replica != "" {
-		return
-	}
-	b, ok, err := s.f.store.Get(ctx, s.front)
-	if err != nil || !ok || b.Replica == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.bind.Replica != "" || b.Owner != s.bind.Owner {
-		return
-	}
-	s.bindLocked(b)
-}
-
 // binding returns the current binding.
 func (s *callerSession) binding() Binding {
 	s.mu.Lock()
@@ -231,26 +199,6 @@ func (s *callerSession) bindLocked(b Binding) {
 	s.lanes[b.Replica] = b.Backend
 }
 
-// bindFirst records the session's first binding, b, unless another
-// gateway sharing the store bound it first (BindingClaimer): it returns
-// the binding in force, which the session takes.
-func (s *callerSession) bindFirst(ctx context.Context, b Binding) Binding {
-	c, ok := s.f.store.(BindingClaimer)
-	if !ok {
-		s.setBinding(ctx, b)
-		return b
-	}
-	won, err := c.ClaimBinding(ctx, s.front, b, s.f.cfg.SessionTTL)
-	if err != nil || won.Replica == "" || won.Owner != b.Owner {
-		s.setBinding(ctx, b)
-		return b
-	}
-	s.mu.Lock()
-	s.bindLocked(won)
-	s.mu.Unlock()
-	return won
-}
-
 // maxEarly bounds the early completions a session remembers.
 const maxEarly = 256
 
@@ -274,11 +222,6 @@ type callMeta struct {
 	// when it was not run so; its caller knows it by the gateway's
 	// event id when it waited (qc.aliased).
 	qc *queuedCall
-	// foreign: a call another gateway holds (its slot too), relayed
-	// here (queuenotes.go); it is reported there. noteID is the call's
-	// id among the cluster's notes, "" when not shared.
-	foreign bool
-	noteID  string
 }
 
 // addPending records an accepted call holding l (or frees l at once when
@@ -302,27 +245,12 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	if meta.kept != nil {
 		meta.kept.Store(true)
 	}
-	// Where it runs, for a stream of the session at another gateway
-	// (queuenotes.go).
-	replica, backend := meta.replica, meta.backend
-	if backend == "" {
-		replica, backend = s.bind.Replica, s.bind.Backend
-	}
 	if meta.qc != nil && meta.qc.isShown() {
 		if s.alias == nil {
 			s.alias = map[string]string{}
 		}
 		s.alias[eventID] = meta.qc.id
 		meta.qc.replica, meta.qc.est = eventID, nil
-		if !meta.bridged { // a bridged call's messages come from this gateway only
-			meta.noteID = meta.qc.id
-			defer s.shareQueued(meta.qc, func(n *QueueNote) {
-				n.EventID, n.Replica, n.Backend = eventID, replica, backend
-			})
-		}
-	} else if s.f.sharesQueue() && !meta.bridged {
-		meta.noteID = eventID
-		defer s.shareCall(eventID, replica, backend)
 	}
 	s.pending[eventID] = l
 	if len(s.pending) > 1 {
@@ -332,7 +260,7 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 		s.calls = map[string]callMeta{}
 	}
 	s.calls[eventID] = meta
-	if g := s.f.cfg.ReadGrace; g > 0 && (s.f.cfg.OnForeignEnd == nil || s.f.cfg.Readers != nil) {
+	if g := s.f.cfg.ReadGrace; g > 0 {
 		if s.graces == nil {
 			s.graces = map[string]*time.Timer{}
 		}
@@ -356,7 +284,7 @@ func (s *callerSession) graceOver(eventID string) {
 		b.Replica, b.Backend = meta.replica, meta.backend
 	}
 	s.mu.Unlock()
-	if !unread || s.f.ctx.Err() != nil || s.readElsewhere() {
+	if !unread || s.f.ctx.Err() != nil {
 		return
 	}
 	if !s.complete(eventID, CodeNotRead) {
@@ -375,16 +303,12 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
 }
 
-// reading counts an open data stream until the returned func runs; in a
-// cluster (Config.Readers) it also marks the session as read for the
-// other gateways meanwhile.
+// reading counts an open data stream until the returned func runs.
 func (s *callerSession) reading() func() {
 	s.mu.Lock()
 	s.readers++
 	s.mu.Unlock()
-	stopMark := s.markReading()
 	return func() {
-		stopMark()
 		s.mu.Lock()
 		s.readers--
 		s.mu.Unlock()
@@ -421,9 +345,6 @@ func (s *callerSession) complete(eventID, code string) bool {
 	if gid, ok := s.alias[eventID]; ok {
 		delete(s.alias, eventID)
 		delete(s.queued, gid)
-	}
-	if meta.noteID != "" {
-		s.noteDoneLocked(meta.noteID)
 	}
 	s.stopGrace(eventID)
 	if !ok {

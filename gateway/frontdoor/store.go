@@ -22,20 +22,7 @@ type Store interface {
 type kv interface {
 	Get(ctx context.Context, key string) (string, bool, error)
 	Set(ctx context.Context, key, val string, ttl time.Duration) error
-	Claim(ctx context.Context, key, val string, ttl time.Duration) (string, error)
 	Delete(ctx context.Context, key string) error
-}
-
-// BindingClaimer is a [Store] that settles a session's first binding
-// among the gateway instances sharing it: two joins of a new session
-// reaching two gateways at once must not bind it to two replicas (or two
-// backend sessions), which would split its gr.State and leave calls on
-// the other one unread by its stream.
-type BindingClaimer interface {
-	// ClaimBinding stores b for front unless front has a binding, and
-	// returns the binding in force: b when the claim won, else the
-	// earlier one.
-	ClaimBinding(ctx context.Context, front string, b Binding, ttl time.Duration) (Binding, error)
 }
 
 // bindings stores Bindings as JSON values of a kv.
@@ -62,19 +49,6 @@ func (s bindings) Set(ctx context.Context, front string, b Binding, ttl time.Dur
 		return fmt.Errorf("frontdoor: %w", err)
 	}
 	return nil
-}
-
-func (s bindings) ClaimBinding(ctx context.Context, front string, b Binding, ttl time.Duration) (Binding, error) {
-	v, _ := json.Marshal(b) // three strings: cannot fail
-	got, err := s.kv.Claim(ctx, front, string(v), ttl)
-	if err != nil {
-		return Binding{}, fmt.Errorf("frontdoor: %w", err)
-	}
-	var won Binding
-	if err := json.Unmarshal([]byte(got), &won); err != nil {
-		return Binding{}, fmt.Errorf("frontdoor: store claim: bad binding: %w", err)
-	}
-	return won, nil
 }
 
 func (s bindings) Delete(ctx context.Context, front string) error {

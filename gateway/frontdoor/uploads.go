@@ -15,6 +15,7 @@ import (
 // uploads keeps uploaded files until the joins that use them.
 type uploads struct {
 	cfgDir string // configured directory; "" means a temporary one
+	home   string // Config.UploadHome: starts every id, "home."
 	now    func() time.Time
 
 	dirOnce sync.Once // creates dir on the first upload
@@ -41,8 +42,11 @@ type held struct {
 	sent           map[string]string // replica -> its path of the file
 }
 
-func newUploads(dir string, now func() time.Time, maxClient, maxTotal int64) *uploads {
-	return &uploads{cfgDir: dir, now: now, maxClient: maxClient, maxTotal: maxTotal, m: map[string]*held{}, used: map[string]int64{}}
+func newUploads(dir, home string, now func() time.Time, maxClient, maxTotal int64) *uploads {
+	if home != "" {
+		home += "."
+	}
+	return &uploads{cfgDir: dir, home: home, now: now, maxClient: maxClient, maxTotal: maxTotal, m: map[string]*held{}, used: map[string]int64{}}
 }
 
 // Upload quota errors: the client's own bytes on disk, or everyone's.
@@ -150,7 +154,7 @@ func (u *uploads) get(id string) *held {
 func (u *uploads) put(client, name string, r io.Reader, limit int64) (string, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := u.home + hex.EncodeToString(b[:])
 	dir, err := u.ensureDir()
 	if err != nil {
 		return "", err
