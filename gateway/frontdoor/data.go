@@ -90,7 +90,8 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	defer wg.Wait()
 	defer stop()
 
-	out := &muxWriter{w: w}
+	out := &muxWriter{w: w, closing: s.closing}
+	defer s.closed(ctx, out)
 	if pre {
 		out.start() // streamUntilReference started it
 	}
@@ -229,9 +230,12 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 // a replica's stream did (or at the first message).
 type muxWriter struct {
 	w      http.ResponseWriter
-	mu     sync.Mutex // guards rc, closed and the writes
+	mu     sync.Mutex // guards rc, closed, wroteClose and the writes
 	rc     *sse.Writer
 	closed bool // finish wrote close_stream: nothing more is written
+	// closing runs before close_stream is written (callerSession.closing).
+	closing    func()
+	wroteClose bool
 }
 
 // errStreamFinished is data's answer once finish has closed the stream.
@@ -246,7 +250,26 @@ func (m *muxWriter) data(b []byte) error {
 		return errStreamFinished
 	}
 	m.startLocked()
+	if bytes.Equal(b, closeStream) {
+		m.closingLocked()
+	}
 	return m.rc.Data(b)
+}
+
+// closingLocked marks the session's stream as closing before
+// close_stream is written; m.mu is held.
+func (m *muxWriter) closingLocked() {
+	if !m.wroteClose && m.closing != nil {
+		m.closing()
+	}
+	m.wroteClose = true
+}
+
+// wroteCloseStream reports whether close_stream was written.
+func (m *muxWriter) wroteCloseStream() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.wroteClose
 }
 
 // finish writes last and close_stream in one write, as Gradio ends a
@@ -265,6 +288,7 @@ func (m *muxWriter) finish(last []byte) error {
 	}
 	m.startLocked()
 	m.closed = true
+	m.closingLocked()
 	return m.rc.DataAll(last, closeStream)
 }
 

@@ -70,6 +70,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.handlingJoin()()
+	w = &answerAfterClose{ResponseWriter: w, wait: func() { s.awaitClosed(r.Context()) }}
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
 	meta := callMeta{endpoint: endpoint, start: f.cfg.Now(), kept: new(atomic.Bool)}
@@ -117,6 +118,32 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	route(w, r, meta)
 }
+
+// answerAfterClose holds a join's answer while a stream of its session is
+// closing (callerSession.awaitClosed): the caller must have let go of that
+// stream before it hears of the call.
+type answerAfterClose struct {
+	http.ResponseWriter
+	wait   func()
+	waited bool
+}
+
+func (a *answerAfterClose) WriteHeader(status int) {
+	if !a.waited {
+		a.waited = true
+		a.wait()
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *answerAfterClose) Write(b []byte) (int, error) {
+	if !a.waited {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+func (a *answerAfterClose) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // routeJoin places the join; whether it is relayed or bridged is decided
 // by the replica it gets (joinAt, mixed.go).

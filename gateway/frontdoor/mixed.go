@@ -28,11 +28,13 @@ package frontdoor
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/pool"
@@ -148,6 +150,68 @@ func (s *callerSession) streamDrained() bool {
 		return len(br.jobs) == 0 && len(br.out) == 0
 	}
 	return true
+}
+
+// closeAckWait bounds how long a caller's stream stays open after its
+// close_stream for its caller to let go of it (the official clients close
+// it as soon as they read close_stream), and so how long a join of the
+// session waits for that before it is answered.
+const closeAckWait = time.Second
+
+// closing marks s's stream as closing: it is about to write close_stream.
+// Until its caller lets go of it (closed), a join of s is not answered
+// (awaitClosed).
+//
+// Why: the official JS client puts a joined call on its open stream and
+// opens none while it has one; it closes its stream when it reads
+// close_stream, whatever calls it waits for. A join answered after
+// close_stream was written but before the client read it would put the
+// call on the closing stream: its messages are never read (the client's
+// close race, PROTOCOL.md 4.8). Answered after the client let go of the
+// stream, the call opens a new one.
+func (s *callerSession) closing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closingStream == nil {
+		s.closingStream = make(chan struct{})
+	}
+}
+
+// closed ends out's closing, once its caller let go of the stream (ctx
+// ended) or closeAckWait passed; for a stream that wrote close_stream.
+func (s *callerSession) closed(ctx context.Context, out *muxWriter) {
+	if !out.wroteCloseStream() {
+		return
+	}
+	t := time.NewTimer(closeAckWait)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-s.f.ctx.Done():
+	}
+	t.Stop()
+	s.mu.Lock()
+	ch := s.closingStream
+	s.closingStream = nil
+	s.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// awaitClosed waits while a stream of s is closing (see closing): a
+// join's answer goes after it.
+func (s *callerSession) awaitClosed(ctx context.Context) {
+	s.mu.Lock()
+	ch := s.closingStream
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 // handlingJoin counts a join of s being handled until the returned func

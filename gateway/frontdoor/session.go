@@ -71,6 +71,9 @@ type callerSession struct {
 	// know yet waits for them (frontIDs).
 	aliasMu sync.RWMutex
 	joining atomic.Int32
+	// closingStream is open while a stream of s wrote close_stream and
+	// its caller has not let go of it yet (closing, awaitClosed).
+	closingStream chan struct{}
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
 	handling atomic.Int32

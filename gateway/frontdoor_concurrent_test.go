@@ -1,0 +1,56 @@
+package gateway_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+// concurrentRounds is how many rounds each case of
+// TestFrontDoorConcurrentCallsNeverHang runs in a row.
+const concurrentRounds = 50
+
+// TestFrontDoorConcurrentCallsNeverHang: one official JS client's calls at
+// once, 50 rounds in a row, on one gateway and behind a round-robin
+// balancer over two and three gateways of a cluster: four calls beside a
+// long one (the conformance suite's submit/multiplexed_one_client), and
+// twelve calls at once with nothing else running, whose joins are
+// answered around the stream's close_stream (the client's close race).
+// Every round must get every answer; a hang fails the round at the
+// script's hang guard.
+func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
+	nodeOrSkip(t)
+	for _, mode := range []string{"multiplexed", "many"} {
+		for _, gateways := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/%d", mode, gateways), func(t *testing.T) {
+				sim := gradiotest.NewUnstartedServer(nil)
+				// Calls at once really run at once: the session's last
+				// call may end (and its stream close) while other joins
+				// of the client are on their way.
+				sim.DefaultConcurrencyLimit = -1
+				sim.Start()
+				t.Cleanup(sim.Close)
+				var base string
+				if gateways == 1 {
+					srv, _, _ := frontGatewayOver(t, []string{sim.URL}, nil)
+					base = srv.URL
+				} else {
+					urls, _ := openGateways(t, clusterConfig(t, "fdconc", []string{sim.URL}, 16, 10*time.Second), gateways)
+					base = roundRobin(t, urls)
+				}
+				checks := runNode(t, "concurrent_calls.mjs", base+"/", mode, strconv.Itoa(concurrentRounds), "--timeout-ms", "20000")
+				for _, c := range checks {
+					if !c.OK {
+						t.Fatalf("%s: %s", c.Name, c.Detail)
+					}
+				}
+				if len(checks) != concurrentRounds {
+					t.Fatalf("%d rounds ran, want %d", len(checks), concurrentRounds)
+				}
+			})
+		}
+	}
+}
