@@ -135,3 +135,32 @@ func waitMsg(t *testing.T, ch <-chan map[string]any, want string) map[string]any
 		}
 	}
 }
+
+// TestStickyUserAcrossGateways: with sticky sessions, a signed-in user's
+// /v1 calls reaching any gateway of a cluster run on one Gradio session
+// (its owner gateway's), so gr.State counts every call in order; before,
+// each gateway kept a session of its own for the user on the same replica
+// and the state split ("1 items: g1", then "1 items: g2").
+func TestStickyUserAcrossGateways(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	cfg := clusterConfig(t, "sticky", []string{sim.URL}, 4, 5*time.Second)
+	cfg.Pool.StickySessions = true
+	urls, _ := openGateways(t, cfg, 3)
+	items := ""
+	for i := range 6 {
+		item := "g" + strconv.Itoa(i)
+		if items != "" {
+			items += ", "
+		}
+		items += item
+		a := do(t, "POST", urls[i%3]+"/v1/predict/counter", `{"data":["`+item+`"]}`, gateway.UserHeader, "alice@example.com")
+		if want := `"` + strconv.Itoa(i+1) + ` items: ` + items + `"`; a.status != 200 || !strings.Contains(a.body, want) {
+			t.Fatalf("call %d at gateway %d: %d %s, want %s", i, i%3, a.status, a.body, want)
+		}
+	}
+	// Another user starts empty, wherever it lands.
+	if a := do(t, "POST", urls[1]+"/v1/predict/counter", `{"data":["b0"]}`, gateway.UserHeader, "bob@example.com"); !strings.Contains(a.body, `"1 items: b0"`) {
+		t.Fatalf("another user: %d %s", a.status, a.body)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // Headers between gateways. A caller's request that carries peerHeader
@@ -227,6 +228,23 @@ func (o *owners) fromPeer(r *http.Request) (peer, forged bool) {
 	}
 	ok := subtle.ConstantTimeCompare([]byte(v), []byte(o.token)) == 1
 	return ok, !ok
+}
+
+// userOwned serves h at the gateway that owns the request's signed-in
+// user when sessions are sticky (pool.sticky_sessions) in a cluster: the
+// user's Gradio session, and its gr.State, lives in one gateway only.
+func (g *Gateway) userOwned(h http.HandlerFunc) http.HandlerFunc {
+	o := g.owners()
+	if o == nil || !g.cfg.Pool.StickySessions {
+		return h
+	}
+	return o.route(func(r *http.Request) (string, bool) {
+		u, err := pool.ParseUser(r.Header.Get(UserHeader))
+		if err != nil || u == "" {
+			return "", false // anonymous, or a bad header the handler answers
+		}
+		return "user:" + g.backend.UserTag(u), true
+	}, h)
 }
 
 // ownedKey finds the key a request belongs to.

@@ -122,10 +122,10 @@ func (g *Gateway) routes() {
 	admin := func(pattern string, h http.HandlerFunc) { m.Handle(pattern, g.wrap(pattern, authAdmin, h)) }
 	open := func(pattern string, h http.HandlerFunc) { m.Handle(pattern, g.wrap(pattern, authNone, h)) }
 
-	api("POST /v1/predict/{api_name}", g.handlePredict)
-	api("POST /v1/submit/{api_name}", g.handleSubmit)
+	api("POST /v1/predict/{api_name}", g.userOwned(g.handlePredict))
+	api("POST /v1/submit/{api_name}", g.userOwned(g.handleSubmit))
 	for _, rt := range g.calls.Routes() { // Gradio's REST shape, whatever the backend
-		api(rt.Pattern, rt.Handler)
+		api(rt.Pattern, g.userOwned(rt.Handler))
 	}
 	admin("GET /api/admin/pool-stats", g.handleStats)
 	admin("POST /api/admin/reload", g.handleReload)
