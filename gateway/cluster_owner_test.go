@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -162,5 +164,62 @@ func TestStickyUserAcrossGateways(t *testing.T) {
 	// Another user starts empty, wherever it lands.
 	if a := do(t, "POST", urls[1]+"/v1/predict/counter", `{"data":["b0"]}`, gateway.UserHeader, "bob@example.com"); !strings.Contains(a.body, `"1 items: b0"`) {
 		t.Fatalf("another user: %d %s", a.status, a.body)
+	}
+}
+
+// TestFrontDoorLostCallersLeakNothingInCluster: callers behind a
+// round-robin balancer over two gateways that lose interest in their calls
+// (a join whose stream is never opened, a stream closed while its call
+// runs, a stream never read and then dropped) leave no slot, lease or
+// session in use behind, at the default read_grace: each call's slot and
+// lease go back when its replica call ends or is cancelled.
+func TestFrontDoorLostCallersLeakNothingInCluster(t *testing.T) {
+	sim := gradiotest.NewUnstartedServer(nil)
+	sim.DefaultConcurrencyLimit = -1
+	sim.Start()
+	t.Cleanup(sim.Close)
+	cfg := clusterConfig(t, "fdlostcallers", []string{sim.URL}, 8, 5*time.Second)
+	urls, gws := openGateways(t, cfg, 2)
+	lb := roundRobin(t, urls)
+	slow := fnIndexOf(t, lb, "slow")
+	for i := range 4 {
+		// Joined, stream never opened: cancelled at read_grace.
+		joinAt(t, lb, "nostream"+strconv.Itoa(i), `"data":[3],"fn_index":`+strconv.Itoa(slow))
+		// Stream opened at the other gateway, closed while the call runs.
+		hash := "closed" + strconv.Itoa(i)
+		joinAt(t, lb, hash, `"data":[3],"fn_index":`+strconv.Itoa(slow))
+		ctx, cancel := context.WithCancel(context.Background())
+		msgs := fdMessagesCtx(t, ctx, lb, hash)
+		waitMsg(t, msgs, "process_starts")
+		cancel()
+		// Stream opened and never read, then dropped.
+		hash = "unread" + strconv.Itoa(i)
+		joinAt(t, lb, hash, `"data":[1],"fn_index":`+strconv.Itoa(slow))
+		req, _ := http.NewRequest(http.MethodGet, lb+"/gradio_api/queue/data?session_hash="+hash, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		time.AfterFunc(2*time.Second, func() { resp.Body.Close() })
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st struct {
+			TotalLeases int `json:"totalLeases"`
+			TotalInUse  int `json:"totalInUse"`
+		}
+		a := do(t, "GET", urls[0]+"/api/admin/pool-stats?scope=cluster", "")
+		if err := json.Unmarshal([]byte(a.body), &st); err != nil {
+			t.Fatalf("cluster stats: %d %s", a.status, a.body)
+		}
+		inFlight := gws[0].FrontDoor().Stats().InFlight + gws[1].FrontDoor().Stats().InFlight
+		if st.TotalLeases == 0 && st.TotalInUse == 0 && inFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d leases in Redis, %d sessions in use, %d front-door calls in flight", st.TotalLeases, st.TotalInUse, inFlight)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -38,6 +38,12 @@ func fdMessages(t *testing.T, base, session string) <-chan map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	return fdMessagesCtx(t, ctx, base, session)
+}
+
+// fdMessagesCtx is fdMessages whose stream ends with ctx.
+func fdMessagesCtx(t *testing.T, ctx context.Context, base, session string) <-chan map[string]any {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash="+session, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
