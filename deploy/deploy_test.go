@@ -140,7 +140,15 @@ func TestKubernetes(t *testing.T) {
 	}
 	env := map[string]string{}
 	for _, e := range get[[]any](t, c, "env") {
-		env[get[string](t, e, "name")] = get[string](t, e, "value")
+		name := get[string](t, e, "name")
+		if _, ok := e.(map[string]any)["valueFrom"]; ok {
+			env[name] = "" // from the pod (POD_IP)
+			continue
+		}
+		env[name] = get[string](t, e, "value")
+	}
+	if env["GRADIOPOOL_CLUSTER_ADVERTISE_URL"] != "http://$(POD_IP):8080" {
+		t.Errorf("GRADIOPOOL_CLUSTER_ADVERTISE_URL %q: the other gateways must reach each pod at its address", env["GRADIOPOOL_CLUSTER_ADVERTISE_URL"])
 	}
 	drain := gateway.DefaultDrainTimeout
 	if v, ok := env["GRADIOPOOL_DRAIN_TIMEOUT"]; ok {

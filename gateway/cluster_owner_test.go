@@ -223,3 +223,23 @@ func TestFrontDoorLostCallersLeakNothingInCluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestPeerHeaderFromCaller: the header gateways of a cluster forward with
+// is refused from a caller that does not hold the cluster's token (403),
+// so that nobody can pose as a peer (whose requests are served where they
+// land, never forwarded, and whose client address is trusted).
+func TestPeerHeaderFromCaller(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	urls, _ := openGateways(t, clusterConfig(t, "peerhdr", []string{sim.URL}, 4, 5*time.Second), 2)
+	a := do(t, "POST", urls[0]+"/gradio_api/queue/join", `{"data":["x"],"fn_index":0,"session_hash":"forged1"}`, "X-Gradiopool-Peer", "guess")
+	if a.status != http.StatusForbidden {
+		t.Fatalf("a join with a forged peer header: %d %s, want 403", a.status, a.body)
+	}
+	if a := do(t, "GET", urls[1]+"/_gradiopool/peer/upload/gw-x.00", "", "X-Gradiopool-Peer", "guess"); a.status != http.StatusForbidden {
+		t.Fatalf("the peers' upload route with a forged token: %d %s, want 403", a.status, a.body)
+	}
+	if a := do(t, "GET", urls[1]+"/_gradiopool/peer/upload/gw-x.00", ""); a.status != http.StatusForbidden {
+		t.Fatalf("the peers' upload route without a token: %d %s, want 403", a.status, a.body)
+	}
+}

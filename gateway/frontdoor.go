@@ -65,8 +65,7 @@ type FrontDoorConfig struct {
 	// PinSessions runs every call of a front-door caller session on the
 	// session's replica. Default false: a call to an endpoint without
 	// gr.State runs on the replica the pool's rule picks for it
-	// (frontdoor.Config.PinSessions). A cluster always pins: the other
-	// gateways relay a session's stream from its replica only.
+	// (frontdoor.Config.PinSessions).
 	PinSessions bool
 	// PinnedEndpoints names endpoints (api names, or "#N" for fn_index N)
 	// whose calls always run on the session's replica.

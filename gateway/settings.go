@@ -182,7 +182,7 @@ var settings = []setting{
 		def: frontdoor.DefaultUploadTTL, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.UploadTTL }},
 	{key: "frontdoor.file_url_ttl", env: "GRADIOPOOL_FRONTDOOR_FILE_URL_TTL", flag: "frontdoor-file-url-ttl", help: "how long a signed file URL (an output file) can be used; negative for ever",
 		def: frontdoor.DefaultFileURLTTL, owner: "frontdoor", field: func(c *Config) any { return &c.FrontDoor.FileURLTTL }},
-	{key: "frontdoor.pin_sessions", env: "GRADIOPOOL_FRONTDOOR_PIN_SESSIONS", flag: "frontdoor-pin-sessions", help: "run every call of a front-door session on its replica (off: calls to endpoints without gr.State go to the least loaded replica each; always on in a cluster)",
+	{key: "frontdoor.pin_sessions", env: "GRADIOPOOL_FRONTDOOR_PIN_SESSIONS", flag: "frontdoor-pin-sessions", help: "run every call of a front-door session on its replica (off: calls to endpoints without gr.State go to the least loaded replica each)",
 		def: false, field: func(c *Config) any { return &c.FrontDoor.PinSessions }},
 	{key: "frontdoor.pinned_endpoints", env: "GRADIOPOOL_FRONTDOOR_PINNED_ENDPOINTS", flag: "frontdoor-pinned-endpoints", help: "comma-separated api names (or #fn_index) whose front-door calls always run on the session's replica (apps keeping state by session hash outside gr.State)",
 		example: "[/chat, \"#3\"]", field: func(c *Config) any { return &c.FrontDoor.PinnedEndpoints }},

@@ -42,7 +42,7 @@ const checkWaitTimeout = 2 * time.Second
 
 const aclCommands = "+ping +hello +select +cluster|slots +cluster|shards +readonly " +
 	"+evalsha +eval +subscribe +unsubscribe +publish +multi +exec " +
-	"+get +set +del +mget +incr +pexpire +time +hset +hgetall +hdel " +
+	"+get +set +del +mget +incr +pexpire +time " +
 	"+zadd +zrem +zcard +zcount +zscore +zrange +zrangebyscore +zremrangebyscore"
 
 // ACLRule is the least a Redis 6+ ACL user needs for the cluster named
@@ -182,16 +182,6 @@ func (c *Coordinator) probe(ctx context.Context) error {
 			if errors.Is(err, redis.Nil) {
 				err = nil // SET NX GET of a new key answers nil
 			}
-			return err
-		}},
-		{"a hash (the front door's queued calls)", func() error {
-			_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				p.HSet(ctx, base+"h", "x", "1")
-				p.PExpire(ctx, base+"h", 10*time.Second)
-				p.HGetAll(ctx, base+"h")
-				p.HDel(ctx, base+"h", "x")
-				return nil
-			})
 			return err
 		}},
 	}
