@@ -47,7 +47,7 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 
 // openGateways opens n gateways of cfg (sharing its Redis), each served on
 // 127.0.0.1, closed at the end of the test.
-func openGateways(t *testing.T, cfg gateway.Config, n int) (urls []string, gws []*gateway.Gateway) {
+func openGateways(t testing.TB, cfg gateway.Config, n int) (urls []string, gws []*gateway.Gateway) {
 	t.Helper()
 	for range n {
 		// Each gateway advertises its own address: the others forward the
@@ -112,7 +112,7 @@ func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
 // clusterConfig is a gateway configuration whose gateways are one cluster
 // (name) through a redis-server of the test's own, over replicas with
 // maxConns slots each (for the whole cluster) and queueTimeout.
-func clusterConfig(t *testing.T, name string, replicas []string, maxConns int, queueTimeout time.Duration) gateway.Config {
+func clusterConfig(t testing.TB, name string, replicas []string, maxConns int, queueTimeout time.Duration) gateway.Config {
 	t.Helper()
 	rs := redistest.StartServer(t)
 	cfg := gateway.Config{Pool: pool.Config{Replicas: replicas, MinConnections: 1, MaxConnections: maxConns, QueueTimeout: queueTimeout},

@@ -64,7 +64,7 @@ func replicaName(s *gradiotest.Server) string { return strings.TrimPrefix(s.URL,
 
 // fnIndexOf reads the front door's /config and returns the fn_index of
 // api_name.
-func fnIndexOf(t *testing.T, base, apiName string) int {
+func fnIndexOf(t testing.TB, base, apiName string) int {
 	t.Helper()
 	resp, err := http.Get(base + "/config")
 	if err != nil {
