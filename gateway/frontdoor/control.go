@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -131,6 +133,53 @@ func (f *FrontDoor) handleReset(w http.ResponseWriter, r *http.Request) {
 // cancelAtReplica asks b's replica to cancel call eventID of the backend
 // session (Gradio's POST cancel), best effort: the slot is already free,
 // and a replica that does not answer loses nothing but the call's work.
+// dropAtReplica opens the replica's stream of backend session b and drops
+// it at once: Gradio then removes the session's queued calls and ends its
+// running ones (clean_events, on every release that queues: PROTOCOL.md
+// 4.8). For a session nobody reads. The replica notices the drop on its
+// own time: dropAtReplica returns once a new stream of the session is
+// answered "not found" (the session's queue is gone), or after a few
+// tries, so that a cancel sent next cannot complete the queued call
+// first (a session whose last call completed closes its stream cleanly,
+// dropping nothing).
+func (f *FrontDoor) dropAtReplica(b Binding) {
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	app, err := f.appFor(ctx, b.Replica)
+	if err != nil {
+		return
+	}
+	u := app.URL("queue/data") + "?session_hash=" + url.QueryEscape(b.Backend)
+	for try := range 4 {
+		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second) // its first message, or a heartbeat's wait
+		req, err := app.NewRequest(tctx, http.MethodGet, u, nil)
+		if err != nil {
+			tcancel()
+			return
+		}
+		resp, err := app.Do(req, true)
+		if err != nil {
+			tcancel()
+			f.log.Debug("front door: dropping a session's stream at the replica failed", slog.String("replica", b.Replica), slog.Any("error", err))
+			return
+		}
+		var first [512]byte
+		n, _ := io.ReadAtLeast(resp.Body, first[:], 1)
+		resp.Body.Close() // the drop: the connection goes with it
+		tcancel()
+		if resp.StatusCode == http.StatusNotFound || bytes.Contains(first[:n], []byte("session_not_found")) {
+			return // dropped
+		}
+		if try > 0 {
+			select { // the replica has not noticed the drop yet
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
 func (f *FrontDoor) cancelAtReplica(b Binding, eventID, fnIndex string) {
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()

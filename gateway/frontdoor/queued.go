@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/logattr"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -38,6 +39,10 @@ type queuedCall struct {
 	final []byte
 	// replica is the replica's event id once the replica accepted.
 	replica string
+	// answered is when the caller was told the call's event id: its
+	// read grace counts from then, not from the replica's accept.
+	// Guarded by the session's mu.
+	answered time.Time
 
 	// mu decides, once, whether the caller is answered with the
 	// gateway's event id (shown: the call waited) or with the replica's
@@ -179,11 +184,29 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	}
 	s.addQueued(qc)
 	f.stats.queued.Add(1)
+	s.mu.Lock()
+	qc.answered = f.cfg.Now() // the caller hears of the call now
+	s.mu.Unlock()
 	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
+	// A wait nobody reads must not keep its place (and take the slot it
+	// waits for, for nobody): the same grace as a call in flight.
+	var grace *time.Timer
+	if g := f.cfg.ReadGrace; g > 0 {
+		grace = time.AfterFunc(g, func() {
+			if s.unread() && s.cancelQueuedCall(qc.id) {
+				f.stats.notRead.Add(1)
+				f.log.Info("front door: a call waiting in the gateway's queue was cancelled: its caller opened no data stream within the grace",
+					slog.String("session", shortHash(s.front)), slog.String("endpoint", meta.endpoint), logattr.Ms("grace", g))
+			}
+		})
+	}
 	f.qwg.Add(1)
 	go func() {
 		defer f.qwg.Done()
 		defer end()
+		if grace != nil {
+			defer grace.Stop()
+		}
 		f.showQueue(s, qc, jw, done)
 		if meta.release != nil && !meta.kept.Load() {
 			meta.release()
@@ -397,8 +420,9 @@ func (s *callerSession) cancelQueued() {
 func (s *callerSession) cancelQueuedCall(id string) bool {
 	s.mu.Lock()
 	qc := s.queued[id]
+	taken := qc != nil && qc.replica != ""
 	s.mu.Unlock()
-	if qc == nil || qc.replica != "" {
+	if qc == nil || taken {
 		return false
 	}
 	qc.cancel()

@@ -264,6 +264,9 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	}
 	s.calls[eventID] = meta
 	if g := s.f.cfg.ReadGrace; g > 0 {
+		if meta.qc != nil && !meta.qc.answered.IsZero() {
+			g = max(g-s.f.cfg.Now().Sub(meta.qc.answered), 0)
+		}
 		if s.graces == nil {
 			s.graces = map[string]*time.Timer{}
 		}
@@ -303,7 +306,21 @@ func (s *callerSession) graceOver(eventID string) {
 		}
 		return
 	}
+	// Gradio 4.x-5.x cancel only running calls: a queued one would run
+	// later for nobody, on a slot the gateway no longer counts. A stream
+	// of its session that opens and drops makes the replica drop the
+	// session's queued calls (clean_events); nobody reads the session.
+	// First: Gradio answers a cancel with the call's completion, after
+	// which the session's stream closes cleanly, dropping nothing.
+	s.f.dropAtReplica(b)
 	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
+}
+
+// unread reports whether no data stream of s is open.
+func (s *callerSession) unread() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readers == 0
 }
 
 // reading counts an open data stream until the returned func runs.

@@ -1,0 +1,70 @@
+package gateway_test
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+)
+
+// TestFrontDoorUnreadJoinsNeverRun: joins whose callers never open their
+// stream, at the default read_grace, behind a call that holds the
+// replica's only running place (Gradio's default concurrency of one) and
+// with two slots: the one that got the second slot queued at the replica,
+// the others wait in the gateway's queue. After the grace none of them
+// holds a slot or a place, the replica's queue is empty, and none ever
+// runs (Gradio 4.x-5.x's cancel leaves a queued call in the queue: the
+// gateway drops the session's stream at the replica, which removes it).
+// A /v1 call then gets the free slot at once.
+func TestFrontDoorUnreadJoinsNeverRun(t *testing.T) {
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	sim := gradiotest.NewServer(spreadApp(gate))
+	t.Cleanup(sim.Close)
+	srv, g, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+		c.Pool.MaxConnections = 2
+		c.Pool.QueueTimeout = time.Minute
+	})
+	hold := strconv.Itoa(fnIndexOf(t, srv.URL, "hold"))
+	occ := joinAt(t, srv.URL, "occupier", `"data":["o"],"fn_index":`+hold)
+	occStream := fdMessages(t, srv.URL, "occupier")
+	waitMsg(t, occStream, "process_starts")
+	for i := range 6 {
+		joinAt(t, srv.URL, "unread"+strconv.Itoa(i), `"data":["u"],"fn_index":`+hold)
+	}
+	for start := time.Now(); sim.Snapshot().Queued != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("the replica queues %d calls, want 1 (the unread join holding the second slot)", sim.Snapshot().Queued)
+		}
+	}
+	deadline := time.Now().Add(frontdoorGrace + 10*time.Second)
+	for {
+		st := g.FrontDoor().Stats()
+		if q := sim.Snapshot().Queued; q == 0 && st.InFlight == 1 && st.NotRead >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the grace: replica queue %d, front door %+v; want an empty queue, 1 call in flight, at least 6 not read", sim.Snapshot().Queued, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The freed slot is free: a call elsewhere gets it at once.
+	if a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["v"]}`); a.status != 200 {
+		t.Fatalf("a /v1 call after the grace: %d %s", a.status, a.body)
+	}
+	open()
+	if done := waitMsg(t, occStream, "process_completed"); done["event_id"] != occ {
+		t.Fatalf("occupier: %v", done)
+	}
+	time.Sleep(500 * time.Millisecond) // a queued call left at the replica would start now
+	if n := sim.Executions("hold"); n != 1 {
+		t.Fatalf("hold ran %d times, want 1 (the occupier): an unread call ran", n)
+	}
+}
+
+// frontdoorGrace is frontdoor.read_grace's default.
+const frontdoorGrace = 5 * time.Second
