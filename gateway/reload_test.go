@@ -192,3 +192,37 @@ func TestReloadWithoutLoader(t *testing.T) {
 		t.Errorf("reload without a loader: %d %s", w.Code, w.Body.String())
 	}
 }
+
+// TestReloadMovesFrontDoorSessions: front-door sessions bound to a
+// replica a reload removes move to another replica at their next call
+// (their gr.State starts empty there, counted in state_lost), never an
+// error; before, every such call failed ("pool: unknown replica").
+func TestReloadMovesFrontDoorSessions(t *testing.T) {
+	simA := gradiotest.NewServer(nil)
+	defer simA.Close()
+	simB := gradiotest.NewServer(nil)
+	defer simB.Close()
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{simA.URL}, MinConnections: 1, MaxConnections: 4}}
+	g, url, logs, set := reloadGateway(t, cfg)
+	counter := fnIndexOf(t, url, "counter")
+	for i := range 3 {
+		if got := fdCall(t, url, fmt.Sprintf("moved%d", i), counter, "a", nil); got != "1 items: a" {
+			t.Fatalf("session %d on A: %q", i, got)
+		}
+	}
+	next := cfg
+	next.Pool.Replicas = []string{simB.URL}
+	set(next, nil)
+	if r := do(t, "POST", url+"/api/admin/reload", ""); r.status != 200 {
+		t.Fatalf("reload: %d %s", r.status, r.body)
+	}
+	for i := range 3 {
+		got, err := fdCallE(url, fmt.Sprintf("moved%d", i), counter, "b", nil)
+		if err != nil || got != "1 items: b" {
+			t.Fatalf("session %d after A was removed: %q %v, want a fresh state on B\n%s", i, got, err, logs.String())
+		}
+	}
+	if st := g.FrontDoor().Stats(); st.Moved != 3 || st.StateLost != 3 {
+		t.Errorf("front door stats %+v: want 3 sessions moved, 3 with state lost", st)
+	}
+}

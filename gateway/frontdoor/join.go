@@ -288,10 +288,11 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		} else {
 			var re *pool.ReplicaError
 			if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
-				!errors.As(err, &re) || len(s.inFlightOn(b.Replica)) > 0 {
+				!(errors.As(err, &re) || errors.Is(err, pool.ErrUnknownReplica)) || len(s.inFlightOn(b.Replica)) > 0 {
 				return nil, b, err
 			}
-			// The replica cannot serve (ejected, unreachable): move.
+			// The replica cannot serve (ejected, unreachable, removed by
+			// a reload): move.
 		}
 		skip = append(skip, b.Replica)
 	}
