@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
@@ -75,7 +76,10 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	m.store = m.coord.Store(shared)
 	pc.Store = m.store
 	pc.Limiter = m.coord
-	metrics.Registry().MustRegister(m.coord.Collector())
+	metrics.Registry().MustRegister(m.coord.Collector(), prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: metricsNamespace + "_cluster_owners_lost_total",
+		Help: "Gateways owning sessions that this gateway took for lost (not dialled, or not answering its probes) while forwarding to them.",
+	}, func() float64 { return float64(m.owners.lost.Load()) }))
 	logger.Info("cluster: limits and user assignments are shared through Redis",
 		slog.String("topology", string(topo)), slog.String("addr", cluster.Describe(rc)), slog.String("gateway", m.coord.ID()))
 	return m, nil

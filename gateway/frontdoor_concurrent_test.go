@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -34,13 +35,22 @@ func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
 				sim.Start()
 				t.Cleanup(sim.Close)
 				var base string
+				var gws []*gateway.Gateway
 				if gateways == 1 {
 					srv, _, _ := frontGatewayOver(t, []string{sim.URL}, nil)
 					base = srv.URL
 				} else {
-					urls, _ := openGateways(t, clusterConfig(t, "fdconc", []string{sim.URL}, 16, 10*time.Second), gateways)
+					var urls []string
+					urls, gws = openGateways(t, clusterConfig(t, "fdconc", []string{sim.URL}, 16, 10*time.Second), gateways)
 					base = roundRobin(t, urls)
 				}
+				defer func() {
+					for i, g := range gws { // a hang must not be a live owner taken for lost
+						if n := metricValue(t, g, "gradiopool_cluster_owners_lost_total"); n != 0 {
+							t.Errorf("gateway %d took %v owners for lost", i, n)
+						}
+					}
+				}()
 				checks := runNode(t, "concurrent_calls.mjs", base+"/", mode, strconv.Itoa(concurrentRounds), "--timeout-ms", "20000")
 				for _, c := range checks {
 					if !c.OK {
@@ -53,4 +63,24 @@ func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
 			})
 		}
 	}
+}
+
+// metricValue is the value of g's metric name (one series, no labels).
+func metricValue(t *testing.T, g *gateway.Gateway, name string) float64 {
+	t.Helper()
+	mfs, err := g.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,12 +47,14 @@ const (
 // Bounds of a lost owner. A forwarded request whose owner cannot be
 // dialled fails at once; one whose owner stops answering is ended when
 // ownerProbeMisses probes in a row (each ownerProbeEvery, bounded by
-// ownerProbeTimeout) get no answer: within about 3 s.
+// ownerProbeTimeout) get no answer: within about 6 s. A busy gateway
+// answers /healthz in milliseconds; the bound leaves room for a loaded
+// machine, where taking a live owner for lost would fail its sessions.
 const (
 	ownerDialTimeout  = 2 * time.Second
 	ownerProbeEvery   = time.Second
-	ownerProbeTimeout = time.Second
-	ownerProbeMisses  = 2
+	ownerProbeTimeout = 2 * time.Second
+	ownerProbeMisses  = 3
 	// ownerLostFor is how long a gateway found lost is taken for lost
 	// without asking again: the sessions it owned are answered at once.
 	ownerLostFor = 5 * time.Second
@@ -80,6 +83,8 @@ type owners struct {
 
 	proxy *httputil.ReverseProxy
 	watch *peerWatch
+	// lost counts the peers taken for lost (gradiopool_cluster_owners_lost_total).
+	lost atomic.Uint64
 	fetch *http.Client // held uploads fetched from their gateway
 
 	ctx    context.Context // ended by close
@@ -117,7 +122,10 @@ func newOwners(rc redis.UniversalClient, name, id, addr, hashKey string, ttl tim
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	o.watch = newPeerWatch(o.ctx, &http.Client{Transport: tr, Timeout: ownerProbeTimeout}, &o.wg)
+	o.watch = newPeerWatch(o.ctx, &http.Client{Transport: tr, Timeout: ownerProbeTimeout}, &o.wg, func(addr string) {
+		o.lost.Add(1)
+		o.log.Warn("cluster: a gateway owning sessions is lost; their streams end with an error and their sessions bind anew", slog.String("peer", addr))
+	})
 	o.fetch = &http.Client{Transport: tr}
 	o.proxy = &httputil.ReverseProxy{
 		Rewrite:        o.rewrite,
@@ -482,6 +490,8 @@ type peerWatch struct {
 
 	mu    sync.Mutex // guards peers; nothing slow runs under it
 	peers map[string]*peerState
+	// onLost runs once each time a peer is taken for lost.
+	onLost func(addr string)
 }
 
 // peerState is one peer gateway while requests are forwarded to it or it
@@ -494,8 +504,8 @@ type peerState struct {
 	lostUntil time.Time
 }
 
-func newPeerWatch(ctx context.Context, c *http.Client, wg *sync.WaitGroup) *peerWatch {
-	return &peerWatch{ctx: ctx, client: c, wg: wg, peers: map[string]*peerState{}}
+func newPeerWatch(ctx context.Context, c *http.Client, wg *sync.WaitGroup, onLost func(addr string)) *peerWatch {
+	return &peerWatch{ctx: ctx, client: c, wg: wg, peers: map[string]*peerState{}, onLost: onLost}
 }
 
 // begin counts a forwarded request to addr until end; lost: addr was
@@ -542,12 +552,16 @@ func (pw *peerWatch) isLost(addr string) bool {
 func (pw *peerWatch) markLost(addr string) {
 	pw.mu.Lock()
 	p := pw.peers[addr]
-	if p != nil && p.lostUntil.IsZero() {
+	first := p != nil && p.lostUntil.IsZero()
+	if first {
 		p.lostUntil = time.Now().Add(ownerLostFor)
 	}
 	pw.mu.Unlock()
 	if p != nil {
 		p.cancel()
+	}
+	if first && pw.onLost != nil {
+		pw.onLost(addr)
 	}
 }
 
