@@ -84,7 +84,7 @@ type owners struct {
 	proxy *httputil.ReverseProxy
 	watch *peerWatch
 	// lost counts the peers taken for lost (gradiopool_cluster_owners_lost_total).
-	lost atomic.Uint64
+	lost  atomic.Uint64
 	fetch *http.Client // held uploads fetched from their gateway
 
 	ctx    context.Context // ended by close
