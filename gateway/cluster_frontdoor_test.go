@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/internal/redistest"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -58,11 +60,18 @@ func openGateways(t testing.TB, cfg gateway.Config, n int) (urls []string, gws [
 		}
 		cfg := cfg
 		cfg.Cluster.AdvertiseURL = "http://" + ln.Addr().String()
-		g, err := gateway.Open(context.Background(), cfg, nil)
+		logs := &logbuf.Buffer{}
+		g, err := gateway.Open(context.Background(), cfg, slog.New(slog.NewJSONHandler(logs, nil)))
 		if err != nil {
 			ln.Close()
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			if t.Failed() { // what the gateway saw, for the failure
+				lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+				t.Logf("gateway at %s logged (last %d of %d lines):\n%s", ln.Addr(), min(len(lines), 60), len(lines), strings.Join(lines[max(0, len(lines)-60):], "\n"))
+			}
+		})
 		srv := httptest.NewUnstartedServer(g)
 		srv.Listener.Close()
 		srv.Listener = ln

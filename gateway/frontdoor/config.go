@@ -22,8 +22,8 @@ const (
 	// stream after the join's answer (the official clients do at once),
 	// short enough that joins nobody reads cannot hold the pool's slots.
 	DefaultReadGrace = 5 * time.Second
-	// DefaultQueueUpdateInterval is Config.QueueUpdateInterval's default.
-	DefaultQueueUpdateInterval = 500 * time.Millisecond
+	// defaultQueueUpdateInterval is Config.QueueUpdateInterval's default.
+	defaultQueueUpdateInterval = 500 * time.Millisecond
 	// DefaultMaxSessions bounds the caller sessions kept (about 1 KiB
 	// each): 20 MiB at most.
 	DefaultMaxSessions = 20000
@@ -67,7 +67,7 @@ type Config struct {
 	// gateway's queue (every replica busy) gets an estimation message
 	// (its rank, the queue's size, an ETA) on its caller's stream: at
 	// most one per interval per call, only when its place changed. Zero
-	// means DefaultQueueUpdateInterval; negative: the join waits for its
+	// means defaultQueueUpdateInterval; negative: the join waits for its
 	// slot before it is answered, and the caller sees no place.
 	QueueUpdateInterval time.Duration
 	// MaxSessions bounds the caller sessions this front door keeps; a new
@@ -164,9 +164,6 @@ type Config struct {
 	// for apps that keep server state keyed on the session hash outside
 	// gr.State.
 	PinnedEndpoints []string
-	// Store keeps the caller-session mapping. Nil means a new
-	// [MemoryStore].
-	Store Store
 	// OnCall, if set, is told about every front-door call that ended:
 	// accepted calls when their process_completed passes (or they are
 	// lost), joins that no replica took. It must be quick (metrics).

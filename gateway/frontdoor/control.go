@@ -142,7 +142,7 @@ func (f *FrontDoor) handleReset(w http.ResponseWriter, r *http.Request) {
 // tries, so that a cancel sent next cannot complete the queued call
 // first (a session whose last call completed closes its stream cleanly,
 // dropping nothing).
-func (f *FrontDoor) dropAtReplica(b Binding) {
+func (f *FrontDoor) dropAtReplica(b binding) {
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
 	app, err := f.appFor(ctx, b.Replica)
@@ -180,7 +180,7 @@ func (f *FrontDoor) dropAtReplica(b Binding) {
 	}
 }
 
-func (f *FrontDoor) cancelAtReplica(b Binding, eventID, fnIndex string) {
+func (f *FrontDoor) cancelAtReplica(b binding, eventID, fnIndex string) {
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
 	app, err := f.appFor(ctx, b.Replica)

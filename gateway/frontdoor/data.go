@@ -351,7 +351,7 @@ func (f *FrontDoor) runLane(ctx context.Context, r *http.Request, s *callerSessi
 		end.cause = err
 		return end
 	}
-	b := Binding{Replica: replica, Backend: backend}
+	b := binding{Replica: replica, Backend: backend}
 	quiet := 0
 	for {
 		resp, err := f.openData(ctx, r, app, b)
@@ -393,7 +393,7 @@ func (f *FrontDoor) runLane(ctx context.Context, r *http.Request, s *callerSessi
 }
 
 // openData opens the backend session's queue/data stream.
-func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.Client, b Binding) (*http.Response, error) {
+func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.Client, b binding) (*http.Response, error) {
 	q := url.Values{"session_hash": {b.Backend}}
 	req, err := app.NewRequest(ctx, http.MethodGet, app.URL("queue/data")+"?"+q.Encode(), nil)
 	if err != nil {
@@ -410,7 +410,7 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 // caller's close_stream is handleData's), reopen when the backend closed
 // while calls are pending there, else the cause of the end (nil: the
 // caller went away).
-func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b Binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
+func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReaderBudget(resp.Body, 0, app.EventBudget()) // the replica's events count toward its pool's total
 	// A replica numbering the app's components otherwise (idmap.go): the

@@ -28,10 +28,11 @@
 // user, else the least loaded) and a fresh backend session hash there; its
 // later calls to endpoints with gr.State, the stream of its calls there,
 // cancel, and the files of those calls go to the same replica and backend
-// session, so gr.State, event ids and uploads stay together. The mapping is
-// kept in a [Store] (in memory by default) and expires when the caller has
-// no stream open (data or heartbeat) and made no request for
-// Config.SessionTTL.
+// session, so gr.State, event ids and uploads stay together. The session
+// lives in the front door that binds it (in a cluster of gateways, the
+// session's owner: the others forward its requests there) and expires when
+// the caller has no stream open (data or heartbeat) and made no request
+// for Config.SessionTTL.
 //
 // A call to an endpoint that keeps no session state ([FrontDoor.Spreadable])
 // goes to the replica the pool picks for it at that moment, under the
@@ -59,7 +60,7 @@
 // The reference app is the one most connected replicas serve at first
 // use (ties: pool order); /config and /info come from the first replica
 // serving it. Every replica's config is compared with it by
-// shape ([ConfigShape]: fn_index order, api_names, input and output
+// shape ([configShape]: fn_index order, api_names, input and output
 // component types in order; not app_id, root, labels, component ids
 // (mapped per replica, idmap.go), nor the Gradio generation: protocol,
 // API prefix, version): a replica that

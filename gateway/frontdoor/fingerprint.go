@@ -20,7 +20,7 @@ import (
 // most of the connected replicas serve (ties: the first in pool order). A
 // replica whose app differs
 // from it (another api_name, other inputs or outputs, another fn_index
-// order; not another Gradio generation, see ConfigShape) would run a caller's fn_index on the wrong
+// order; not another Gradio generation, see configShape) would run a caller's fn_index on the wrong
 // function, so it gets no front-door session while its config differs:
 // the gateway keeps serving with the replicas that match, logs the
 // mismatch per replica at error level and counts it in Stats.Mismatched.
@@ -28,25 +28,25 @@ import (
 // it; when none does (every replica was upgraded), it is chosen again the
 // same way.
 
-// ErrConfigMismatch is returned (wrapped in a *MismatchError) for a
+// errConfigMismatch is returned (wrapped in a *mismatchError) for a
 // replica whose app differs from the reference replica's.
-var ErrConfigMismatch = errors.New("frontdoor: the replica serves a different app")
+var errConfigMismatch = errors.New("frontdoor: the replica serves a different app")
 
-// MismatchError says which replica differs from the reference and how.
-type MismatchError struct {
+// mismatchError says which replica differs from the reference and how.
+type mismatchError struct {
 	Replica, Reference string
 	// Diff lists a few lines of the config shape that differ ("-" only in
 	// the reference, "+" only in this replica).
 	Diff []string
 }
 
-func (e *MismatchError) Error() string {
+func (e *mismatchError) Error() string {
 	return fmt.Sprintf("frontdoor: replica %s serves a different app than replica %s (%s)", e.Replica, e.Reference, strings.Join(e.Diff, "; "))
 }
 
-func (e *MismatchError) Unwrap() error { return ErrConfigMismatch }
+func (e *mismatchError) Unwrap() error { return errConfigMismatch }
 
-// ConfigShape is the part of a Gradio config that callers depend on, one
+// configShape is the part of a Gradio config that callers depend on, one
 // line per feature: whether login is needed, and each dependency's
 // fn_index, api_name, visibility, generator and queue flags and the types
 // of its input and output components, in order. Volatile fields (app_id,
@@ -60,7 +60,7 @@ func (e *MismatchError) Unwrap() error { return ErrConfigMismatch }
 // with the Go client otherwise, see mixed.go) and presents one Gradio 5 app
 // over them, so replicas of one app on different Gradio generations (a
 // rolling upgrade) are one app for it.
-func ConfigShape(c *gradio.Config) []string {
+func configShape(c *gradio.Config) []string {
 	out := []string{
 		"auth_required " + strconv.FormatBool(c.AuthRequired),
 	}
@@ -96,9 +96,9 @@ func ConfigShape(c *gradio.Config) []string {
 	return out
 }
 
-// Fingerprint is a short hash of [ConfigShape].
+// Fingerprint is a short hash of [configShape].
 func Fingerprint(c *gradio.Config) string {
-	h := sha256.Sum256([]byte(strings.Join(ConfigShape(c), "\n")))
+	h := sha256.Sum256([]byte(strings.Join(configShape(c), "\n")))
 	return hex.EncodeToString(h[:8])
 }
 
@@ -116,14 +116,14 @@ type fingerprints struct {
 	ref        *shapeOf   // nil until a reference is chosen
 	refReplica string
 	cache      map[*gradio.Config]*shapeOf        // configs are immutable per connected app
-	bad        map[string]*MismatchError          // replica -> its mismatch, for its current config
+	bad        map[string]*mismatchError          // replica -> its mismatch, for its current config
 	logged     map[*gradio.Config]map[string]bool // mismatches logged: config -> reference fingerprints
 	checkOnce  sync.Once
 }
 
 func (fp *fingerprints) init() {
 	fp.cache = map[*gradio.Config]*shapeOf{}
-	fp.bad = map[string]*MismatchError{}
+	fp.bad = map[string]*mismatchError{}
 	fp.logged = map[*gradio.Config]map[string]bool{}
 }
 
@@ -135,7 +135,7 @@ func (fp *fingerprints) shape(c *gradio.Config) *shapeOf {
 	if len(fp.cache) > 64 { // old apps of reconnected replicas
 		clear(fp.cache)
 	}
-	lines := ConfigShape(c)
+	lines := configShape(c)
 	h := sha256.Sum256([]byte(strings.Join(lines, "\n")))
 	s := &shapeOf{fp: hex.EncodeToString(h[:8]), lines: lines}
 	fp.cache[c] = s
@@ -169,7 +169,7 @@ func (f *FrontDoor) checkApp(replica string, cfg *gradio.Config) error {
 		}
 		return nil
 	}
-	me := &MismatchError{Replica: replica, Reference: refReplica, Diff: shapeDiff(ref.lines, s.lines, 4)}
+	me := &mismatchError{Replica: replica, Reference: refReplica, Diff: shapeDiff(ref.lines, s.lines, 4)}
 	fp.bad[replica] = me
 	first := !fp.logged[cfg][ref.fp]
 	if first {
@@ -254,10 +254,10 @@ func shapeDiff(a, b []string, max int) []string {
 
 // mismatched returns the replicas whose current app differs from the
 // reference.
-func (f *FrontDoor) mismatched() map[string]*MismatchError {
+func (f *FrontDoor) mismatched() map[string]*mismatchError {
 	f.fps.mu.Lock()
 	defer f.fps.mu.Unlock()
-	out := make(map[string]*MismatchError, len(f.fps.bad))
+	out := make(map[string]*mismatchError, len(f.fps.bad))
 	for k, v := range f.fps.bad {
 		out[k] = v
 	}

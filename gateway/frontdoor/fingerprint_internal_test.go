@@ -31,13 +31,13 @@ func TestConfigShapeIgnoresVolatileFields(t *testing.T) {
 	a := testConfig(t, "textbox", 1<<63+1, "http://10.0.0.1:7860", "text")
 	b := testConfig(t, "textbox", 1<<63+99, "https://owner-space.hf.space", "another label")
 	if Fingerprint(a) != Fingerprint(b) {
-		t.Errorf("same app, other app_id/root/labels: fingerprints differ\n%s\n%s", ConfigShape(a), ConfigShape(b))
+		t.Errorf("same app, other app_id/root/labels: fingerprints differ\n%s\n%s", configShape(a), configShape(b))
 	}
 	c := testConfig(t, "number", 1<<63+1, "http://10.0.0.1:7860", "text")
 	if Fingerprint(a) == Fingerprint(c) {
-		t.Errorf("an input of another type has the same fingerprint:\n%s", ConfigShape(c))
+		t.Errorf("an input of another type has the same fingerprint:\n%s", configShape(c))
 	}
-	if d := shapeDiff(ConfigShape(a), ConfigShape(c), 4); len(d) != 4 || !strings.HasPrefix(d[0], "- fn_index 0 /upper in [textbox]") ||
+	if d := shapeDiff(configShape(a), configShape(c), 4); len(d) != 4 || !strings.HasPrefix(d[0], "- fn_index 0 /upper in [textbox]") ||
 		!strings.HasPrefix(d[2], "+ fn_index 0 /upper in [number]") {
 		t.Errorf("diff %q", d)
 	}
@@ -88,7 +88,7 @@ func TestConfigShapeIgnoresTheGeneration(t *testing.T) {
 	} {
 		c := gen("textbox", g.version, g.protocol, g.prefix)
 		if Fingerprint(c) != Fingerprint(base) {
-			t.Errorf("Gradio %s (%q): the same app has another shape:\n%s\n%s", g.version, c.Protocol, ConfigShape(base), ConfigShape(c))
+			t.Errorf("Gradio %s (%q): the same app has another shape:\n%s\n%s", g.version, c.Protocol, configShape(base), configShape(c))
 		}
 		if odd := gen("number", g.version, g.protocol, g.prefix); Fingerprint(odd) == Fingerprint(base) {
 			t.Errorf("Gradio %s: an input of another type has the reference's shape", g.version)
@@ -112,8 +112,8 @@ func TestReferenceIsTheMajorityAndAFixedReplicaComesBack(t *testing.T) {
 		t.Fatalf("mismatched %v, want r0 against r1", mm)
 	}
 	err := f.checkApp("r0", odd)
-	var me *MismatchError
-	if !errors.As(err, &me) || !errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), "replica r0 serves a different app than replica r1") {
+	var me *mismatchError
+	if !errors.As(err, &me) || !errors.Is(err, errConfigMismatch) || !strings.Contains(err.Error(), "replica r0 serves a different app than replica r1") {
 		t.Errorf("checkApp(r0) = %v", err)
 	}
 	if n := strings.Count(logs.String(), `"level":"ERROR"`); n != 1 {

@@ -57,9 +57,9 @@ type SessionPlace int
 
 const (
 	NoSession      SessionPlace = iota
-	SessionInBody               // the JSON body's session_hash (join, cancel, reset)
-	SessionInQuery              // ?session_hash= (queue/data)
-	SessionInPath               // /heartbeat/{session_hash}
+	sessionInBody               // the JSON body's session_hash (join, cancel, reset)
+	sessionInQuery              // ?session_hash= (queue/data)
+	sessionInPath               // /heartbeat/{session_hash}
 )
 
 // SessionHash returns the caller session r names at place ("" none or
@@ -68,11 +68,11 @@ const (
 func SessionHash(r *http.Request, place SessionPlace, maxBody int64) string {
 	var h string
 	switch place {
-	case SessionInQuery:
+	case sessionInQuery:
 		h = r.URL.Query().Get("session_hash")
-	case SessionInPath:
+	case sessionInPath:
 		h = r.PathValue("session_hash")
-	case SessionInBody:
+	case sessionInBody:
 		if maxBody <= 0 {
 			maxBody = DefaultMaxBodyBytes
 		}
@@ -99,10 +99,9 @@ func SessionHash(r *http.Request, place SessionPlace, maxBody int64) string {
 // FrontDoor serves the Gradio protocol over a pool. It is safe for
 // concurrent use.
 type FrontDoor struct {
-	p     *pool.Pool
-	cfg   Config
-	log   *slog.Logger
-	store Store
+	p   *pool.Pool
+	cfg Config
+	log *slog.Logger
 	// fileIDs numbers the replicas in file URLs (the index is signed into
 	// each URL): append-only, so that a URL handed out stays valid when a
 	// reload changes the pool's replicas (see replicaIndex).
@@ -165,7 +164,7 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
 	cfg.MaxSessionsPerClient = cmp.Or(cfg.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
 	cfg.ReadGrace = cmp.Or(cfg.ReadGrace, DefaultReadGrace)
-	cfg.QueueUpdateInterval = cmp.Or(cfg.QueueUpdateInterval, DefaultQueueUpdateInterval)
+	cfg.QueueUpdateInterval = cmp.Or(cfg.QueueUpdateInterval, defaultQueueUpdateInterval)
 	if len(cfg.HashKey) == 0 {
 		cfg.HashKey = make([]byte, 32)
 		_, _ = rand.Read(cfg.HashKey)
@@ -179,12 +178,9 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.HashUser == nil {
 		cfg.HashUser = func(string) string { return "" } // no pool: no call is served, no user logged
 	}
-	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, store: cfg.Store, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
+	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
-	}
-	if f.store == nil {
-		f.store = NewMemoryStore(cfg.Now)
 	}
 	if p != nil {
 		f.fileIDs = p.Replicas()
@@ -286,11 +282,11 @@ func (f *FrontDoor) Routes() []Route {
 		rs = append(rs,
 			Route{Pattern: "GET " + p + "/info", Handler: f.handleInfo},
 			Route{Pattern: "GET " + p + "/app_id", Handler: f.handleAppID, Open: true},
-			Route{Pattern: "POST " + p + "/queue/join", Handler: f.handleJoin, Session: SessionInBody, Binds: true},
-			Route{Pattern: "GET " + p + "/queue/data", Handler: f.handleData, Session: SessionInQuery},
-			Route{Pattern: "GET " + p + "/heartbeat/{session_hash}", Handler: f.handleHeartbeat, Session: SessionInPath},
-			Route{Pattern: "POST " + p + "/cancel", Handler: f.handleCancel, Session: SessionInBody},
-			Route{Pattern: "POST " + p + "/reset", Handler: f.handleReset, Session: SessionInBody},
+			Route{Pattern: "POST " + p + "/queue/join", Handler: f.handleJoin, Session: sessionInBody, Binds: true},
+			Route{Pattern: "GET " + p + "/queue/data", Handler: f.handleData, Session: sessionInQuery},
+			Route{Pattern: "GET " + p + "/heartbeat/{session_hash}", Handler: f.handleHeartbeat, Session: sessionInPath},
+			Route{Pattern: "POST " + p + "/cancel", Handler: f.handleCancel, Session: sessionInBody},
+			Route{Pattern: "POST " + p + "/reset", Handler: f.handleReset, Session: sessionInBody},
 			Route{Pattern: "POST " + p + "/upload", Handler: f.handleUpload},
 			// Downloads are capability URLs (signed): no API key, like
 			// Gradio's file routes reached from an <img> tag.
@@ -336,9 +332,6 @@ func (f *FrontDoor) sweep() {
 	f.mu.Unlock()
 	for _, s := range dead {
 		n := s.releaseAll(CodeExpired)
-		ctx, cancel := context.WithTimeout(f.ctx, 2*time.Second)
-		_ = f.store.Delete(ctx, s.front)
-		cancel()
 		f.stats.expired.Add(1)
 		f.log.Debug("front door: session expired", slog.String("session", shortHash(s.front)), slog.Int("calls_released", n))
 	}

@@ -9,7 +9,7 @@ package frontdoor
 // numbering them otherwise has the two ids a join and its answer carry
 // mapped: the join's trigger_id (the component whose event it is) and a
 // completion's changed_state_ids (the gr.State components it changed).
-// Data are positional and need nothing. The shape check (ConfigShape)
+// Data are positional and need nothing. The shape check (configShape)
 // compares components by place and type, not id, so such replicas are
 // one app.
 

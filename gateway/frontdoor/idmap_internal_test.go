@@ -51,7 +51,7 @@ func TestComponentIDsMappedPerReplica(t *testing.T) {
 	presented := withTargets(t, testConfig(t, "textbox", 1, "http://r0", "text"))
 	replica := shiftedConfig(t)
 	if Fingerprint(presented) != Fingerprint(replica) {
-		t.Fatalf("one app numbered otherwise has another shape:\n%q\n%q", ConfigShape(presented), ConfigShape(replica))
+		t.Fatalf("one app numbered otherwise has another shape:\n%q\n%q", configShape(presented), configShape(replica))
 	}
 	var maps idMaps
 	m := maps.get(presented, replica)

@@ -254,14 +254,14 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // A spread call (spread set) goes to the replica the pool picks, under
 // the session's backend session there; it binds the session only when
 // the session has no replica yet.
-func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, watch *joinWatch, spread bool) (*pool.Slot, Binding, error) {
+func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, watch *joinWatch, spread bool) (*pool.Slot, binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
-		return nil, Binding{}, err
+		return nil, binding{}, err
 	}
 	if spread && s.binding().Replica != "" {
 		l, err := f.pickReplica(ctx, u, slices.Clone(tried), endpoint, watch)
 		if err != nil {
-			return nil, Binding{}, err
+			return nil, binding{}, err
 		}
 		b := s.binding()
 		b.Replica, b.Backend = l.Replica(), s.laneBackend(l.Replica())
@@ -300,7 +300,7 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 	if err != nil {
 		return nil, b, err
 	}
-	nb := Binding{Replica: l.Replica(), Backend: s.laneBackend(l.Replica()), Owner: b.Owner}
+	nb := binding{Replica: l.Replica(), Backend: s.laneBackend(l.Replica()), Owner: b.Owner}
 	if b.Replica != "" {
 		f.stats.moved.Add(1)
 		s.mu.Lock()
@@ -350,14 +350,14 @@ func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, en
 		skip = append(skip, l.Replica())
 		l.Release()
 	}
-	return nil, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", ErrConfigMismatch)
+	return nil, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", errConfigMismatch)
 }
 
 // join forwards one join under slot. done means the caller got its
 // answer (accepted, or an error that moving would not fix) and the slot's
 // outcome is reported; otherwise the replica refused and the caller's join
 // may go elsewhere (the caller reports the refusal).
-func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
 	endpoint := meta.endpoint
 	app := slot.App()
 	body := make(map[string]json.RawMessage, len(m))

@@ -7,7 +7,7 @@ package frontdoor
 // Why per replica and not per app: the generations differ in how a call
 // is carried (sse_v3 relays byte for byte; older protocols need the
 // bridge, see bridge.go), not in what the app is (the shape check,
-// ConfigShape, compares endpoints only). A choice made once for the app
+// configShape, compares endpoints only). A choice made once for the app
 // would have to refuse the replicas of the other generations, or bridge
 // them all and lose the relay where it is exact. So the choice is made
 // for each call, once its replica is known (joinAt): relayed when the
@@ -85,7 +85,7 @@ func (f *FrontDoor) callerPrefix() string {
 // an sse_v3 replica (join), run with the Go client on an older one (the
 // bridge). Same contract as join: done when the caller was answered,
 // else the replica refused and the caller's join may go elsewhere.
-func (f *FrontDoor) joinAt(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b Binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+func (f *FrontDoor) joinAt(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
 	if !needsBridge(slot.App().Config()) {
 		return f.join(w, r, s, slot, b, m, meta)
 	}

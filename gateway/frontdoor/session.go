@@ -15,9 +15,9 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// Binding is what ties a caller's session to a replica: the part of a
+// binding is what ties a caller's session to a replica: the part of a
 // session that several gateway instances would share.
-type Binding struct {
+type binding struct {
 	// Replica is the pool's name of the replica ("" until the first join).
 	Replica string `json:"replica"`
 	// Backend is the session hash the gateway uses at that replica.
@@ -38,7 +38,7 @@ type callerSession struct {
 	bindMu bindLock
 
 	mu      sync.Mutex // guards the fields below; no I/O under it
-	bind    Binding
+	bind    binding
 	pending map[string]*pool.Slot // calls in flight: event id -> slot
 	// early holds the event ids whose process_completed passed before their
 	// join's answer was handled (the replica ran the call at once and its
@@ -90,14 +90,14 @@ func (f *FrontDoor) session(ctx context.Context, front, owner string, create boo
 	return s
 }
 
-// SessionLimitError is a new caller session refused by a limit:
+// sessionLimitError is a new caller session refused by a limit:
 // Config.MaxSessionsPerClient (PerClient) or Config.MaxSessions.
-type SessionLimitError struct {
+type sessionLimitError struct {
 	PerClient bool
 	Max       int
 }
 
-func (e *SessionLimitError) Error() string {
+func (e *sessionLimitError) Error() string {
 	if e.PerClient {
 		return fmt.Sprintf("gradiopool: this client has %d front-door sessions already (frontdoor.max_sessions_per_client); close one or wait for it to expire", e.Max)
 	}
@@ -106,20 +106,17 @@ func (e *SessionLimitError) Error() string {
 
 // sessionFor is session for a caller that client names (Config.ClientID):
 // a new session counts toward the client's and the total limits, and past
-// either the answer is a *SessionLimitError.
+// either the answer is a *sessionLimitError.
 func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string, create bool) (*callerSession, error) {
 	now := f.cfg.Now()
 	f.mu.Lock()
 	s := f.sessions[front]
 	f.mu.Unlock()
 	if s == nil {
-		b, ok, err := f.store.Get(ctx, front)
-		if err != nil || !ok {
-			if !create {
-				return nil, nil
-			}
-			b = Binding{Owner: owner}
+		if !create {
+			return nil, nil
 		}
+		b := binding{Owner: owner}
 		ns := &callerSession{front: front, f: f, client: client, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now, wake: make(chan struct{}, 1)}
 		if b.Replica != "" {
 			ns.lanes = map[string]string{b.Replica: b.Backend}
@@ -131,11 +128,11 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 			case f.cfg.MaxSessions > 0 && len(f.sessions) >= f.cfg.MaxSessions:
 				f.mu.Unlock()
 				f.stats.sessionsRefused.Add(1)
-				return nil, &SessionLimitError{Max: f.cfg.MaxSessions}
+				return nil, &sessionLimitError{Max: f.cfg.MaxSessions}
 			case f.cfg.MaxSessionsPerClient > 0 && f.perClient[client] >= f.cfg.MaxSessionsPerClient:
 				f.mu.Unlock()
 				f.stats.sessionsRefused.Add(1)
-				return nil, &SessionLimitError{PerClient: true, Max: f.cfg.MaxSessionsPerClient}
+				return nil, &sessionLimitError{PerClient: true, Max: f.cfg.MaxSessionsPerClient}
 			}
 			s = ns
 			f.sessions[front] = s
@@ -164,7 +161,7 @@ func (f *FrontDoor) forgetLocked(key string, s *callerSession) {
 // sessionRefused answers a session limit in Gradio's shape: 429 past the
 // client's own limit, 503 past the total, both with Retry-After.
 func sessionRefused(w http.ResponseWriter, err error) {
-	var le *SessionLimitError
+	var le *sessionLimitError
 	if !errors.As(err, &le) {
 		detail(w, http.StatusInternalServerError, "gradiopool: "+err.Error())
 		return
@@ -178,22 +175,21 @@ func sessionRefused(w http.ResponseWriter, err error) {
 }
 
 // binding returns the current binding.
-func (s *callerSession) binding() Binding {
+func (s *callerSession) binding() binding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bind
 }
 
 // setBinding records a new binding (first join or move) in the store.
-func (s *callerSession) setBinding(ctx context.Context, b Binding) {
+func (s *callerSession) setBinding(ctx context.Context, b binding) {
 	s.mu.Lock()
 	s.bindLocked(b)
 	s.mu.Unlock()
-	_ = s.f.store.Set(ctx, s.front, b, s.f.cfg.SessionTTL)
 }
 
 // bindLocked makes b the session's binding here; s.mu is held.
-func (s *callerSession) bindLocked(b Binding) {
+func (s *callerSession) bindLocked(b binding) {
 	s.bind = b
 	s.accepted = 0
 	if s.lanes == nil {
