@@ -93,6 +93,9 @@ func New(cfg Config) (*Pool, error) {
 	if p.cfg.ProbeInterval > 0 {
 		p.goBackground(p.probeLoop)
 	}
+	if p.cfg.LivenessInterval > 0 {
+		p.goBackground(p.livenessLoop)
+	}
 	if cfg.WarmUp {
 		p.Warm()
 	}

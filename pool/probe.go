@@ -13,6 +13,10 @@ import (
 //     transport) is connected again (probe): when it serves again its
 //     ejection ends (half-open), so it takes new calls within one interval
 //     instead of waiting for a caller to find it;
+//   - a replica ejected for refusals whose back-off is over, or half-open,
+//     gets the gateway's own trial (the same probe): when it answers it is
+//     ready on probation (one refused call ejects it again, for twice as
+//     long), without waiting for a user's call to try it;
 //   - a replica whose app is not connected (the start-up check, an app
 //     that changed) is connected;
 //   - a replica with calls in flight, or suspect, is pinged with
@@ -43,10 +47,6 @@ func (p *Pool) probeLoop() {
 func (p *Pool) probeRound(now time.Time) {
 	for _, r := range p.set.Load().list {
 		kind := r.probeDue(now)
-		if kind == probeEndBackoff {
-			r.endBackoff(now)
-			continue
-		}
 		if kind == probeNone || !r.checking.CompareAndSwap(false, true) {
 			continue
 		}
@@ -72,11 +72,10 @@ func (p *Pool) probeRound(now time.Time) {
 type probeKind int
 
 const (
-	probeNone       probeKind = iota
-	probeConnect              // connect (or ping) to end an unreachable ejection
-	probeHang                 // ping with HangTimeout
-	probeEndBackoff           // refusal ejection over: half-open
-	probeApp                  // not ejected, app not connected: connect it (shared with callers)
+	probeNone    probeKind = iota
+	probeConnect           // connect (or ping) to end an unreachable ejection
+	probeHang              // ping with HangTimeout
+	probeApp               // not ejected, app not connected: connect it (shared with callers)
 )
 
 // probeDue says which probe the replica needs now.
@@ -95,9 +94,13 @@ func (r *replica) probeDue(now time.Time) probeKind {
 			return probeConnect
 		}
 		if !r.unreachable && !now.Before(r.ejectUntil) {
-			return probeEndBackoff
+			return probeConnect // the gateway's own trial, not a user's call
 		}
 		return probeNone
+	case r.halfOpen:
+		// Half-open by a caller's admit: the prober's trial closes it
+		// without waiting for another caller (its pinned users moved).
+		return probeConnect
 	case r.app == nil:
 		if r.p.initialized.Load() || r.p.checkStarted.Load() {
 			return probeApp

@@ -84,6 +84,16 @@ type ReplicaStats struct {
 	Endpoints map[string]EndpointLoad `json:"endpoints,omitempty"`
 }
 
+// down reports the states of a replica that takes no normal traffic:
+// ejected (unreachable or refusing), probed, on trial or hung.
+func down(state string) bool {
+	switch state {
+	case StateEjected, stateProbing, stateHalfOpen, stateSuspect, stateClosed:
+		return true
+	}
+	return false
+}
+
 // statsStoreTimeout bounds the Store.Len call of Stats (a shared store does
 // network I/O).
 const statsStoreTimeout = 2 * time.Second
@@ -126,6 +136,12 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			SessionsDestroyed:    uint64(s.Destroyed()),
 		}
 		r.capacityStats(&rs, now, fallback)
+		if down(rs.State) {
+			// Its sessions are no capacity while it is down: none is shown
+			// healthy or available (they stay counted as open).
+			rs.UnhealthyConnections += rs.HealthyConnections
+			rs.HealthyConnections, rs.AvailableConnections = 0, 0
+		}
 		r.mu.Lock()
 		rs.URL = publicSource(r.baseURL)
 		rs.ConsecutiveFailures = r.fails
