@@ -28,6 +28,7 @@ type Pool struct {
 	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
 	users    userHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
+	spread   *userSpread    // signed-in users seen per replica (spread.go)
 
 	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
 
@@ -69,6 +70,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.StickySessions {
 		p.sticky = newStickyTable(p)
 	}
+	p.spread = newUserSpread(p.cfg.UserAssignmentTTL)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	names := uniqueNames(cfg.Replicas)
 	set := &replicaSet{byName: map[string]*replica{}}
@@ -331,6 +333,7 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	err := p.store.Set(sctx, key, r.name, ttl)
 	cancel()
+	p.spread.note(key, r.name, time.Now())
 	if assigned != r || err != nil {
 		e := Event{Kind: eventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
 		if assigned != nil {
@@ -352,8 +355,13 @@ func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 	switch {
 	case assigned != nil:
 		first = p.rebalanced(list, endpoint, assigned)
+		if first == assigned {
+			first = p.moveBack(list, key, assigned)
+		}
 	case key != "":
-		first = p.newUserFirst(list)
+		if first = p.newUserSpread(list); first == nil {
+			first = p.newUserFirst(list)
+		}
 	default:
 		first = p.anonymousFirst(list, endpoint)
 	}

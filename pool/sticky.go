@@ -199,6 +199,16 @@ func (t *stickyTable) dropReplica(r *replica) {
 	}
 }
 
+// has reports whether key holds a session of its own (its gr.State).
+func (t *stickyTable) has(key string) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[key] != nil
+}
+
 // count returns the reservations per replica.
 func (t *stickyTable) count() map[*replica]int {
 	out := map[*replica]int{}
