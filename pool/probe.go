@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
 )
 
 // The background prober: every ProbeInterval, whatever the traffic,
@@ -127,6 +129,9 @@ func (r *replica) hangCheck(ctx context.Context) {
 	cancel()
 	switch {
 	case ctx.Err() != nil:
+	case timedOut && r.streaming(app, d):
+		// Slow to answer (its threads busy: Gradio's max_threads) while
+		// its streams deliver: busy, not hung.
 	case timedOut:
 		r.markSuspect(fmt.Errorf("no answer to a ping within %s: %w", d, errors.Join(err, context.DeadlineExceeded)))
 	case err == nil:
@@ -159,9 +164,22 @@ func (r *replica) watchJoin() (stop func()) {
 		return func() {}
 	}
 	t := time.AfterFunc(d, func() {
+		if app, _ := r.currentApp(); app != nil && r.streaming(app, d) {
+			return // busy, not hung (see hangCheck)
+		}
 		r.markSuspect(fmt.Errorf("queue/join unanswered for %s", d))
 	})
 	return func() { t.Stop() }
+}
+
+// streaming reports whether a data stream of app brought a message (a
+// heartbeat included) within the last 2×hang: the replica makes progress.
+// Twice HangTimeout (20 s by default) spans Gradio's 15 s heartbeat
+// period, so a replica whose calls only send heartbeats still counts; a
+// frozen one is suspect at most that long after its last message.
+func (r *replica) streaming(app *gradio.Client, hang time.Duration) bool {
+	last := app.LastMessage()
+	return !last.IsZero() && time.Since(last) < 2*hang
 }
 
 // CheckReplicas connects every replica's app in the background, without
