@@ -29,6 +29,9 @@ type Pool struct {
 	users    userHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
 	spread   *userSpread    // signed-in users seen per replica (spread.go)
+	// stateLost counts sticky users moved off the replica holding their
+	// own session (EventStateLost).
+	stateLost atomic.Uint64
 
 	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
 

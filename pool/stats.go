@@ -32,6 +32,10 @@ type Stats struct {
 	Errors         uint64   `json:"errors"`
 	AppErrors      uint64   `json:"appErrors"`
 	Failovers      uint64   `json:"failovers"`
+	// StateLost counts sticky users whose own session (gr.State) stayed on
+	// a replica they moved off (removed, drained, failed): their call ran
+	// elsewhere with an empty state.
+	StateLost uint64 `json:"stateLost"`
 }
 
 // ReplicaStats is one replica's entry of Stats.Pools.
@@ -108,6 +112,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		Replicas:    names(list),
 		Initialized: p.initialized.Load(),
 		Ready:       p.Ready(),
+		StateLost:   p.stateLost.Load(),
 	}
 	reserved := p.sticky.count()
 	now := p.now()
