@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestIdleReplicaDeathShown (issue 36 item 1): the only replica dies while
@@ -21,7 +22,9 @@ func TestIdleReplicaDeathShown(t *testing.T) {
 		t.Fatalf("readyz before: %d %s", a.status, a.body)
 	}
 	sims[0].Close()
+	killed := time.Now()
 	waitFor(t, "readyz 503", func() bool { return do(t, "GET", srv.URL+"/readyz", "").status == http.StatusServiceUnavailable })
+	t.Logf("/readyz 503 %v after the idle replica died", time.Since(killed).Round(time.Millisecond))
 	var st struct {
 		Pools map[string]struct {
 			State                string `json:"state"`

@@ -31,8 +31,10 @@ func TestIdleReplicaDeathSeen(t *testing.T) {
 	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].HealthyConnections > 0 })
 	addr := srvs[0].Listener.Addr().String()
 	srvs[0].Close()
+	killed := time.Now()
 	// No call from here on.
 	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].State == pool.StateEjected })
+	seen := time.Since(killed)
 	rs := p.Stats(t.Context()).Pools[name0]
 	if !rs.Unreachable {
 		t.Errorf("the dead replica is ejected but not unreachable: %+v", rs)
@@ -47,7 +49,9 @@ func TestIdleReplicaDeathSeen(t *testing.T) {
 		t.Error("no ejected event for the dead replica")
 	}
 	restartOn(t, addr)
+	restarted := time.Now()
 	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].State == pool.StateReady })
+	t.Logf("dead idle replica ejected %v after the kill; ready %v after it listened again", seen.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 	if rec.count(pool.EventRecovered, name0) == 0 {
 		t.Error("no recovered event")
 	}
@@ -115,7 +119,9 @@ func TestRefusedJoinNotSentIsUnreachable(t *testing.T) {
 		t.Fatalf("after %d joins not sent (connection refused) the replica is %q, unreachable %v; want ejected, unreachable", len(slots), rs.State, rs.Unreachable)
 	}
 	restartOn(t, addr)
+	restarted := time.Now()
 	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].State == pool.StateReady })
+	t.Logf("ready %v after it listened again, with no call", time.Since(restarted).Round(time.Millisecond))
 }
 
 // TestRefusalEjectionClosedByProbe: a replica ejected for refused joins
@@ -143,8 +149,10 @@ func TestRefusalEjectionClosedByProbe(t *testing.T) {
 		t.Fatal("a replica refusing joins with 500 is marked unreachable")
 	}
 	srvs[0].ResetFaults()
+	healed := time.Now()
 	// No call from here on.
 	waitUntil(t, func() bool { return p.Stats(t.Context()).Pools[name0].State == pool.StateReady })
+	t.Logf("ready %v after the joins were healed, with no call", time.Since(healed).Round(time.Millisecond))
 	if rec.count(pool.EventRecovered, name0) == 0 {
 		t.Error("no recovered event")
 	}
