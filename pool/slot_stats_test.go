@@ -52,7 +52,7 @@ func TestSlotCallsFeedEndpointStats(t *testing.T) {
 		a.Done(gradio.JoinAccepted, nil)
 		a.Observe(starts)
 		b.Done(gradio.JoinAccepted, nil)
-		b.Observe(queued) // behind our running call
+		b.Observe(queued)                 // behind our running call
 		time.Sleep(80 * time.Millisecond) // over half the Space's 100 ms run
 		a.Observe(done)
 		a.Release()
