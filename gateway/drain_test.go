@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -132,5 +133,92 @@ func TestDrainKeepsAnsweringProbes(t *testing.T) {
 	if a := <-got; a.status != 200 {
 		t.Errorf("the call in flight: %d %s", a.status, a.body)
 	}
+	<-stopped
+}
+
+// A /gradio_api/call stream cut by the drain time-out ends with an error
+// event naming the drain, not a bare end of stream (issue 36: 2 of 2 such
+// streams ended with no error event).
+func TestDrainTimeoutEndsRESTCallStream(t *testing.T) {
+	f := newFake()
+	g := gateway.New(gateway.Config{DrainTimeout: 100 * time.Millisecond}, f, nil, nil)
+	url, stop := serveFake(t, g)
+	a := do(t, "POST", url+"/gradio_api/call/slow", `{"data":[]}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("POST: %d %s", a.status, a.body)
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(a.body), `{"event_id":"`), `"}`)
+	<-f.started
+	resp, err := http.Get(url + "/gradio_api/call/slow/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// The GET's stream is open (its headers came): drain now.
+	go stop()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		b.WriteString(sc.Text() + "\n")
+	}
+	got := b.String()
+	if !strings.Contains(got, "event: error") || !strings.Contains(got, `"code":"draining"`) {
+		t.Fatalf("the stream cut by the drain: %q, want an error event with code draining", got)
+	}
+}
+
+// A request sent, during a drain, on a kept-alive connection that was idle
+// when the drain began gets an answer (503 draining, and the connection
+// closed with it), not a reset or an EOF: the drain no longer closes idle
+// connections under a caller that may be sending on them (issue 36: 4
+// callers got a reset or an EOF during one SIGTERM drain).
+func TestDrainAnswersOnIdleKeepAlive(t *testing.T) {
+	f := newFake()
+	g := gateway.New(gateway.Config{DrainTimeout: 10 * time.Second}, f, nil, nil)
+	url, stop := serveFake(t, g)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	send := func() (*http.Response, error) {
+		req, _ := http.NewRequest("POST", url+"/v1/predict/upper", strings.NewReader(`{"data":["x"]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if err := req.Write(conn); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(br, req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	if resp, err := send(); err != nil || resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("before the drain: %v %v", resp, err)
+	}
+	// The connection is idle and kept alive. A call in flight holds the
+	// drain open.
+	got := make(chan answer, 1)
+	go func() { got <- do(t, "POST", url+"/v1/predict/slow", `{"data":[]}`) }()
+	<-f.started
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	for range 500 {
+		if do(t, "GET", url+"/readyz", "").status == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := send()
+	if err != nil {
+		t.Fatalf("a request on the idle kept-alive connection during the drain: %v, want an answer", err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close {
+		t.Errorf("during the drain: %d, close %v; want 503 with the connection closed", resp.StatusCode, resp.Close)
+	}
+	close(f.release)
+	<-got
 	<-stopped
 }

@@ -325,7 +325,7 @@ var feedKinds = map[pool.EventKind]bool{
 	pool.EventAppChanged: true, pool.EventSessionCreated: false, pool.EventSessionDestroyed: false,
 	pool.EventQueueTimeout: true, pool.EventQueueFull: true, pool.EventHealthCheck: true,
 	pool.EventEjected: true, pool.EventRecovered: true, pool.EventFailover: true,
-	pool.EventSuspect: true, pool.EventProbePassed: true, pool.EventConcurrencyLimited: true,
+	pool.EventSuspect: true, pool.EventProbePassed: true, pool.EventConcurrencyLimited: true, pool.EventStateLost: false, // one per user: counted
 }
 
 // onPoolEvent counts the pool events of feedKinds and keeps those listed.

@@ -40,6 +40,7 @@ type Metrics struct {
 	errors    *prometheus.CounterVec   // route, replica, endpoint, code
 	calls     *prometheus.CounterVec   // route, replica, result
 	created   *prometheus.CounterVec   // replica
+	stateLost *prometheus.CounterVec   // replica
 	destroyed *prometheus.CounterVec   // replica, reason
 	appErrors *prometheus.CounterVec   // route, replica, endpoint
 	callDur   *prometheus.HistogramVec // route, replica
@@ -122,12 +123,16 @@ func NewMetrics(b Backend) *Metrics {
 			Namespace: metricsNamespace, Name: "sessions_created_total",
 			Help: "Pooled sessions created, by replica.",
 		}, []string{"replica"}),
+		stateLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "state_lost_total",
+			Help: "Sticky /v1 users whose own session (gr.State) was left on a replica that was removed, drained, failed or restarted: their next call ran with an empty state. By the replica the state was on.",
+		}, []string{"replica"}),
 		destroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "sessions_destroyed_total",
 			Help: "Pooled sessions destroyed, by replica and reason (idle, health, broken, lifetime, reset, ...).",
 		}, []string{"replica", "reason"}),
 	}
-	m.register(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed,
+	m.register(m.connect, m.wait, m.use, m.httpDur, m.httpReqs, m.failovers, m.errors, m.calls, m.created, m.destroyed, m.stateLost,
 		buildInfo(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.register(m.appErrors, m.callDur)
 	if b != nil {

@@ -180,5 +180,7 @@ func (m *Metrics) onPoolEvent(e pool.Event) {
 		m.destroyed.WithLabelValues(e.Replica, reason).Inc()
 	case pool.EventFailover:
 		m.observeFailover(e.Route, e.Replica, e.Endpoint)
+	case pool.EventStateLost:
+		m.stateLost.WithLabelValues(e.Previous).Inc()
 	}
 }

@@ -97,8 +97,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 
 	// While calls are in flight the listener stays open, so that probes
 	// see /readyz answer 503 and new calls get a JSON 503 "draining"
-	// instead of a refused connection; answers close their connection.
-	srv.SetKeepAlivesEnabled(false)
+	// instead of a refused connection; answers close their connection
+	// (ServeHTTP). Idle kept-alive connections are not closed now: a
+	// caller may be sending on one this instant (it would get a reset or
+	// an EOF); it gets its answer and the close with it. Shutdown closes
+	// the ones left idle at the end.
 	select {
 	case <-allDone:
 	case <-dctx.Done():

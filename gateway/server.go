@@ -169,6 +169,12 @@ func (g *Gateway) handleNoRoute(w http.ResponseWriter, r *http.Request) {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.draining.Load() {
+		// Each answer during a drain closes its connection: a caller
+		// learns it from the answer, so no request is sent on a kept-alive
+		// connection the gateway is closing (that was a reset or an EOF).
+		w.Header().Set("Connection", "close")
+	}
 	if p := r.URL.Path; p != "" && p != "/" && cleanPath(p) != p {
 		// ServeMux would answer an HTML redirect to the cleaned path that
 		// no access line records: a path such as //api/admin/pool-stats

@@ -117,6 +117,8 @@ var settings = []setting{
 		def: poolDefaults.ProbeInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.ProbeInterval }},
 	{key: "pool.hang_timeout", env: "GRADIOPOOL_POOL_HANG_TIMEOUT", flag: "hang-timeout", help: "a replica leaving a join or a ping unanswered this long is suspect: new calls go elsewhere; negative off",
 		def: poolDefaults.HangTimeout, owner: "pool", field: func(c *Config) any { return &c.Pool.HangTimeout }},
+	{key: "pool.liveness_interval", env: "GRADIOPOOL_POOL_LIVENESS_INTERVAL", flag: "liveness-interval", help: "TCP-connect each connected replica this often (no request: cannot wake a Space) to see one that died while idle; negative off",
+		def: poolDefaults.LivenessInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.LivenessInterval }},
 	{key: "upstream_keep_alive", env: "GRADIOPOOL_UPSTREAM_KEEP_ALIVE", flag: "upstream-keep-alive", help: "close idle connections to a replica after this; below its server's keep-alive (uvicorn 5s); negative no reuse",
 		def: gradio.DefaultKeepAlive, owner: "gradio", field: func(c *Config) any { return &c.UpstreamKeepAlive }},
 	{key: "upstream_event_bytes", env: "GRADIOPOOL_UPSTREAM_EVENT_BYTES", flag: "upstream-event-bytes", help: "bytes of the replicas' events read in part that the gateway holds in total, beyond 64 KiB per stream (one event: at most 64 MiB); past it a stream's calls end as the replica's fault (502); negative: no limit", unit: "bytes",

@@ -65,7 +65,7 @@ func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint s
 		return nil, &ArgumentError{Endpoint: endpoint, Msg: "arguments are not JSON-encodable", Err: err}
 	}
 	route := "call/" + url.PathEscape(dep.APIName)
-	resp, sent, err := a.post(context.WithoutCancel(ctx), route, b, false)
+	resp, sent, err := a.post(context.WithoutCancel(ctx), route, b, false, true)
 	if err != nil {
 		return nil, &ConnectionLostError{MaybeAccepted: sent, Err: fmt.Errorf("%s: %w", route, err)}
 	}

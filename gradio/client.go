@@ -38,6 +38,9 @@ type app struct {
 	// noPreopen is set once the app answered a stream opened ahead of a
 	// join with session_not_found (see submitQueued).
 	noPreopen atomic.Bool
+	// lastMsg is when a data stream of any session last brought a message
+	// (a heartbeat included), Unix nanoseconds; 0: never.
+	lastMsg atomic.Int64
 	// useCall is set once queue/join answered 404/405: calls go through
 	// /call from then on (see callrest.go).
 	useCall atomic.Bool
@@ -177,6 +180,17 @@ func (c *Client) NewSession() *Client {
 
 // SessionHash returns the session hash sent with every call.
 func (c *Client) SessionHash() string { return c.sess.hash }
+
+// LastMessage is when a queue/data stream of any session of this app last
+// brought a message, Gradio's heartbeats included (zero: never). An app
+// slow to answer requests (its threads busy) while its streams still
+// deliver is busy, not hung.
+func (c *Client) LastMessage() time.Time {
+	if n := c.app.lastMsg.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
 
 // BaseURL returns the app's base URL (no trailing slash): the URL given to
 // Connect or the host the Hub returned.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // joinBody is the queue/join payload, shaped like the JS client's.
@@ -138,8 +139,24 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 }
 
 // join POSTs queue/join detached from the caller's cancellation.
+//
+// A join that the app is slow to answer (its threads busy: Gradio's
+// max_threads) may still be accepted: its answer is awaited as long as the
+// caller's deadline allows, not cut at the header time-out, so that a call
+// the app queued late is not reported as failed while it runs. Without a
+// deadline the header time-out bounds the wait (a hung app must not hold
+// the caller for ever).
 func (s *appSession) join(ctx context.Context, body []byte) (string, error) {
-	resp, sent, err := s.app.post(context.WithoutCancel(ctx), "queue/join", body, true)
+	jctx, headerTimeout := context.WithoutCancel(ctx), true
+	if deadline, ok := ctx.Deadline(); ok {
+		if d := s.app.set.headerTimeout; d > 0 && time.Until(deadline) > d {
+			var cancel context.CancelFunc
+			jctx, cancel = context.WithDeadline(jctx, deadline)
+			defer cancel()
+			headerTimeout = false
+		}
+	}
+	resp, sent, err := s.app.post(jctx, "queue/join", body, true, headerTimeout)
 	if err != nil {
 		// Whether the request was written in full decides whether a failure
 		// proves the app never got the call (a pool may then run it
@@ -236,7 +253,7 @@ func (s *appSession) sendCancel(ctx context.Context, j *Job) error {
 }
 
 func (a *app) postJSON(ctx context.Context, p string, body []byte) error {
-	resp, _, err := a.post(ctx, p, body, false)
+	resp, _, err := a.post(ctx, p, body, false, true)
 	if err != nil {
 		return fmt.Errorf("gradio: %s: %w", p, err)
 	}
@@ -255,8 +272,9 @@ func (a *app) postJSON(ctx context.Context, p string, body []byte) error {
 // connection (the other idle ones are likely as stale). So is one that
 // net/http reports the server closed as idle, even written in full. asAPI
 // marks the
-// request as the official clients' API calls do.
-func (a *app) post(ctx context.Context, p string, body []byte, asAPI bool) (resp *http.Response, sent bool, err error) {
+// request as the official clients' API calls do; headerTimeout bounds the
+// wait for the answer's headers by the client's header time-out.
+func (a *app) post(ctx context.Context, p string, body []byte, asAPI, headerTimeout bool) (resp *http.Response, sent bool, err error) {
 	for attempt := 0; ; attempt++ {
 		req, err := a.newRequest(ctx, http.MethodPost, a.api(p), bytes.NewReader(body))
 		if err != nil {
@@ -271,7 +289,7 @@ func (a *app) post(ctx context.Context, p string, body []byte, asAPI bool) (resp
 			GotConn:      func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
 			WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
 		}))
-		resp, err = a.do(req, true)
+		resp, err = a.do(req, headerTimeout)
 		if err == nil {
 			return resp, true, nil
 		}

@@ -121,3 +121,39 @@ func decodeAny(raw json.RawMessage) (any, error) {
 }
 
 var errStreamEnded = errors.New("stream ended")
+
+// LoadEvent decodes one message of a queue/data stream (the JSON of one
+// SSE data line) into the Event a job's EventHook gets for it, for the
+// messages that tell the queue's load: estimation (EventQueued: Rank,
+// QueueSize, ETA), process_starts (EventStarted: ETA) and
+// process_completed (EventCompleted, or EventError when the call failed;
+// no Data). Any other message, or data that is not one, gives false. It is
+// for callers that relay an app's stream themselves (a gateway's front
+// door) and feed what they relay to a pool's bookkeeping
+// (pool.Slot.Observe).
+func LoadEvent(data []byte) (Event, bool) {
+	m, err := decodeMessage(data)
+	if err != nil {
+		return Event{}, false
+	}
+	switch m.Msg {
+	case "estimation":
+		ev := Event{Kind: EventQueued, Rank: -1, QueueSize: -1, ETA: seconds(m.RankETA)}
+		if m.Rank != nil {
+			ev.Rank = *m.Rank
+		}
+		if m.QueueSize != nil {
+			ev.QueueSize = *m.QueueSize
+		}
+		return ev, true
+	case "process_starts":
+		return Event{Kind: EventStarted, ETA: seconds(m.ETA)}, true
+	case "process_completed":
+		out, err := parseOutput(m.Output)
+		if err != nil || out.isError() || (m.Success != nil && !*m.Success) {
+			return Event{Kind: EventError}, true
+		}
+		return Event{Kind: EventCompleted}, true
+	}
+	return Event{}, false
+}

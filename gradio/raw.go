@@ -2,8 +2,12 @@ package gradio
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 )
 
 // URL returns the URL of the app route p under its API prefix:
@@ -26,4 +30,49 @@ func (c *Client) NewRequest(ctx context.Context, method, u string, body io.Reade
 // caller must close the response body.
 func (c *Client) Do(req *http.Request, headerTimeout bool) (*http.Response, error) {
 	return c.app.do(req, headerTimeout)
+}
+
+// Reach opens a TCP connection to the app's host and closes it at once: a
+// liveness check that sends no request, so it can neither wake a sleeping
+// Space nor queue anything, and costs the app nothing. It fails when
+// nothing listens there (a process that died: "connection refused") or the
+// host does not answer the connect; it cannot see a process that accepts
+// connections but is hung (use [Client.Ping] for that). It returns an error
+// wrapping [errors.ErrUnsupported] when it cannot dial the way the app's
+// requests do (an HTTP proxy, a transport given by WithHTTPClient that is
+// not an *http.Transport); a failure to connect is a *ConnectError.
+func (c *Client) Reach(ctx context.Context) error {
+	a := c.app
+	u, err := url.Parse(a.base)
+	if err != nil {
+		return &ConnectError{Src: a.src, Err: err}
+	}
+	dial := (&net.Dialer{Timeout: defaultDialTimeout}).DialContext
+	switch t := a.hc.Transport.(type) {
+	case nil:
+	case *http.Transport:
+		if t.Proxy != nil {
+			if pu, err := t.Proxy(&http.Request{URL: u}); err != nil || pu != nil {
+				return fmt.Errorf("gradio: reach %s: requests go through a proxy: %w", u.Host, errors.ErrUnsupported)
+			}
+		}
+		if t.DialContext != nil {
+			dial = t.DialContext
+		}
+	default:
+		return fmt.Errorf("gradio: reach %s: a transport of type %T: %w", u.Host, t, errors.ErrUnsupported)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
+	}
+	conn, err := dial(ctx, "tcp", host)
+	if err != nil {
+		return &ConnectError{Src: a.src, Err: err}
+	}
+	return conn.Close()
 }

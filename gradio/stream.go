@@ -158,6 +158,7 @@ func (s *appSession) readStream(pre bool) (int, error) {
 		if len(ev.Data) == 0 {
 			continue
 		}
+		a.lastMsg.Store(time.Now().UnixNano()) // heartbeats too: the app streams
 		m, err := decodeMessage(ev.Data)
 		if err != nil {
 			return n, &ProtocolError{Op: "queue/data", Body: excerpt(ev.Data), Err: err}

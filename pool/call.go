@@ -173,6 +173,7 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		if !callerError(err) {
 			r.errs.Add(1)
 		}
+		r.sawTransportFailure(err)
 		retry, broken, replicaFault := classifySubmitError(err)
 		if errors.Is(err, gradio.ErrAppChanged) {
 			r.appChanged(l.client)
@@ -224,6 +225,7 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 		var lost *gradio.ConnectionLostError
 		if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {
 			c.lease.MarkBroken()
+			c.lease.r.sawTransportFailure(err)
 		} else {
 			c.lease.Release()
 		}

@@ -18,7 +18,10 @@ func (p *Pool) claim(ctx context.Context, key string) *replica {
 		return nil
 	}
 	list := p.set.Load().list
-	cand := p.newUserFirst(list)
+	cand := p.newUserSpread(list)
+	if cand == nil {
+		cand = p.newUserFirst(list)
+	}
 	ttl := p.cfg.UserAssignmentTTL
 	if ttl < 0 {
 		ttl = 0

@@ -49,6 +49,10 @@ const (
 	defaultPriorityMaxWait    = sessionpool.DefaultPriorityMaxWait
 	defaultProbeInterval      = 2 * time.Second
 	defaultHangTimeout        = 10 * time.Second
+	defaultLivenessInterval   = 2 * time.Second
+	// livenessTimeout bounds one liveness check's TCP connect: a host
+	// that does not answer the connect that long is taken as down.
+	livenessTimeout = 5 * time.Second
 )
 
 // Config configures [New]. The zero value of every field but Replicas means
@@ -129,6 +133,17 @@ type Config struct {
 	// again once it answers. Zero means 10 s (well
 	// under the 30 s queue time-out); negative: off.
 	HangTimeout time.Duration
+	// LivenessInterval is how often every connected replica in service is
+	// checked cheaply for being alive: a TCP connect to its host, no
+	// request (so it can neither wake a sleeping Space nor queue
+	// anything). A replica found not listening (it died, idle or not) is
+	// ejected as unreachable at once, shown down in Stats, /readyz and the
+	// metrics, and connected again by the prober (ProbeInterval) once it
+	// listens again. It cannot see a process that accepts connections but
+	// is hung (HangTimeout does), nor a Space behind the Hub's proxy (the
+	// proxy answers); the health check (HealthCheckInterval) stays the
+	// deeper check. Zero means 2 s; negative: off.
+	LivenessInterval time.Duration
 	// UserAssignmentTTL is how long a user stays pinned to a replica after
 	// their last call: every call refreshes it, so an active user never
 	// moves unless their replica fails. Zero means
@@ -236,6 +251,7 @@ func (c Config) WithDefaults() Config {
 	c.Routing = cmp.Or(c.Routing, RouteExpectedTime)
 	c.ProbeInterval = cmp.Or(c.ProbeInterval, defaultProbeInterval)
 	c.HangTimeout = cmp.Or(c.HangTimeout, defaultHangTimeout)
+	c.LivenessInterval = cmp.Or(c.LivenessInterval, defaultLivenessInterval)
 	return c
 }
 

@@ -42,6 +42,10 @@ const (
 	// EventSuspect: Replica left a join or a ping unanswered for
 	// Config.HangTimeout (Err): new calls go elsewhere until it answers.
 	EventSuspect
+	// EventStateLost: a sticky user's own session (gr.State) on Previous
+	// was left behind (that replica was removed, drained, failed or
+	// restarted): their call runs on Replica with an empty state.
+	EventStateLost
 )
 
 var kindNames = map[EventKind]string{
@@ -51,7 +55,7 @@ var kindNames = map[EventKind]string{
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
 	EventQueueFull: "queue_full", EventConcurrencyLimited: "concurrency_limited",
-	EventProbePassed: "probe_passed", EventSuspect: "suspect",
+	EventProbePassed: "probe_passed", EventSuspect: "suspect", EventStateLost: "state_lost",
 }
 
 func (k EventKind) String() string {
@@ -120,6 +124,7 @@ func (p *Pool) emit(e Event) {
 	level := slog.LevelInfo
 	switch e.Kind {
 	case EventConnectFailed, EventAppChanged, EventQueueTimeout, EventQueueFull, EventEjected, EventFailover,
+		EventStateLost,          // the user's gr.State starts empty: the app may behave differently
 		EventConcurrencyLimited: // sessions that only wait in the Space: the operator has settings to change
 		level = slog.LevelWarn
 	case EventQueued, EventSessionCreated, EventSessionDestroyed, eventAssigned:

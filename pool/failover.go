@@ -336,7 +336,10 @@ func (r *replica) endProbe() {
 func (r *replica) probePassed() {
 	r.mu.Lock()
 	r.probing = false
-	recovered := r.unreachable && (!r.ejectUntil.IsZero() || r.halfOpen)
+	now := r.p.now()
+	// The probe was the trial of an unreachable replica, of a refusal
+	// ejection whose back-off is over, or of a half-open one.
+	recovered := r.halfOpen || (!r.ejectUntil.IsZero() && (r.unreachable || !now.Before(r.ejectUntil)))
 	released := r.suspect
 	if recovered {
 		r.ejectUntil, r.halfOpen, r.trials, r.probation = time.Time{}, false, 0, true
@@ -350,17 +353,6 @@ func (r *replica) probePassed() {
 	}
 }
 
-// endBackoff turns a refusal ejection whose back-off is over into
-// half-open (the prober does it, so that the state and Ready change
-// without waiting for a call).
-func (r *replica) endBackoff(now time.Time) {
-	r.mu.Lock()
-	if !r.closed && !r.unreachable && !r.ejectUntil.IsZero() && !now.Before(r.ejectUntil) {
-		r.ejectUntil, r.halfOpen, r.trials = time.Time{}, true, 0
-	}
-	r.mu.Unlock()
-}
-
 // fail records a replica-level failure and ejects the replica for a growing
 // back-off (ejectBase doubling up to ejectMax; ejectMax at once for a
 // permanent failure).
@@ -372,6 +364,11 @@ func (r *replica) fail(err error) {
 		// background prober finding it still down, are the same ejection.
 		r.lastErr, r.probing = err, false
 		r.permanent = permanentFailure(err)
+		if unreachableFailure(err) {
+			// Ejected for refusals, and now found not to listen at all:
+			// the prober's connect ends it, not the back-off.
+			r.unreachable = true
+		}
 		r.mu.Unlock()
 		return
 	}
@@ -400,7 +397,8 @@ func unreachableFailure(err error) bool {
 		space *gradio.SpaceError
 		meta  *gradio.MetadataError
 	)
-	return errors.As(err, &conn) || errors.As(err, &lost) || errors.As(err, &space) || errors.As(err, &meta)
+	return errors.As(err, &conn) || errors.As(err, &lost) || errors.As(err, &space) || errors.As(err, &meta) ||
+		transportFailure(err)
 }
 
 // permanentFailure: retrying soon cannot help (no such Space or app, a
@@ -414,6 +412,7 @@ func permanentFailure(err error) bool {
 // a row eject it (never when that is negative). A half-open replica is
 // ejected again by one refused trial.
 func (r *replica) refused(err error) {
+	r.sawTransportFailure(err)
 	limit := r.p.cfg.EjectAfterRefusals
 	r.mu.Lock()
 	r.callFails++

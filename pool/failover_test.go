@@ -1,6 +1,7 @@
 package pool_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -215,7 +216,11 @@ func TestStalledReplica(t *testing.T) {
 	u0, _ := pinnedUsers(t, p, "echo")
 	srvs[0].SetStall(true)
 	defer srvs[0].SetStall(false)
-	res, err := p.Predict(ctxT(t), u0, "echo", "stalled")
+	// The caller's deadline lies past the header time-out: the join is
+	// awaited until then (a slow app may still accept it), then reported.
+	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+	defer cancel()
+	res, err := p.Predict(ctx, u0, "echo", "stalled")
 	rec.mu.Lock()
 	for _, e := range rec.events {
 		if e.Kind == pool.EventFailover {
@@ -226,8 +231,8 @@ func TestStalledReplica(t *testing.T) {
 	// The join was sent in full and never answered: the app may have
 	// queued it, so it is reported, not run on the other replica.
 	var lost *gradio.ConnectionLostError
-	if err == nil || !errors.As(err, &lost) || !lost.MaybeAccepted {
-		t.Fatalf("stalled join: res %+v err %v, want a *gradio.ConnectionLostError with MaybeAccepted", res, err)
+	if err == nil || !errors.Is(err, gradio.ErrMaybeAccepted) && !(errors.As(err, &lost) && lost.MaybeAccepted) {
+		t.Fatalf("stalled join: res %+v err %v, want the may-have-been-accepted outcome", res, err)
 	}
 	if n := echo.runsOf("stalled"); n != 0 {
 		t.Errorf("the call ran %d times", n)

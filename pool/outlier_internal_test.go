@@ -122,14 +122,14 @@ func TestOutlierServedCallResets(t *testing.T) {
 	if p.Ready() {
 		t.Error("Ready once the back-off ran out, before the prober or a call changed the state")
 	}
-	p.probeRound(clk.t)
-	if got := r.state(); got != stateHalfOpen || !p.Ready() {
-		t.Fatalf("after the back-off: state %s ready %v, want half-open and ready", got, p.Ready())
-	}
+	// A caller comes before the prober's trial: it is the first trial.
 	for i := range halfOpenTrials {
 		if ok, _, _ := r.admit(clk.t); !ok {
 			t.Fatalf("trial %d refused", i+1)
 		}
+	}
+	if got := r.state(); got != stateHalfOpen || !p.Ready() {
+		t.Fatalf("after the back-off: state %s ready %v, want half-open and ready", got, p.Ready())
 	}
 	if ok, _, _ := r.admit(clk.t); ok {
 		t.Fatalf("more than %d trial calls at once", halfOpenTrials)
@@ -168,4 +168,48 @@ func TestOutlierUnreachableEndsOnConnect(t *testing.T) {
 	if left != defaultEjectMax {
 		t.Fatalf("one refusal on probation: ejected for %s, want %s", left, defaultEjectMax)
 	}
+}
+
+// TestOutlierProbeTrialCloses: a replica ejected for refusals whose
+// back-off is over gets the prober's own trial (a ping), with no caller:
+// it passes, so the replica is ready on probation (its count kept), and
+// one refused call ejects it again for twice as long. Before, it stayed
+// ejected, then half-open, until a user's call tried it.
+func TestOutlierProbeTrialCloses(t *testing.T) {
+	p, r, clk := outlierPool(t)
+	refusal := &gradio.ProtocolError{Op: "queue/join", StatusCode: http.StatusInternalServerError}
+	for range defaultEjectAfterRefusals {
+		r.refused(refusal)
+	}
+	p.probeRound(clk.t)
+	waitChecked(t, r)
+	if st := r.state(); st != StateEjected {
+		t.Fatalf("probed during its back-off: %s", st)
+	}
+	clk.t = clk.t.Add(defaultEjectBase)
+	p.probeRound(clk.t)
+	waitChecked(t, r)
+	st := p.Stats(t.Context()).Pools[r.name]
+	if st.State != StateReady || st.ConsecutiveFailures != 1 || !p.Ready() {
+		t.Fatalf("after the prober's trial: %+v", st)
+	}
+	r.refused(refusal)
+	r.mu.Lock()
+	left := r.ejectUntil.Sub(clk.t)
+	r.mu.Unlock()
+	if left != 2*defaultEjectBase {
+		t.Fatalf("one refusal on probation: ejected for %s, want %s", left, 2*defaultEjectBase)
+	}
+}
+
+// waitChecked waits for the prober's check of r started by probeRound.
+func waitChecked(t *testing.T, r *replica) {
+	t.Helper()
+	for range 1000 {
+		if !r.checking.Load() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the probe did not end within 5 s")
 }

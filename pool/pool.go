@@ -28,6 +28,10 @@ type Pool struct {
 	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
 	users    userHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
+	spread   *userSpread    // signed-in users seen per replica (spread.go)
+	// stateLost counts sticky users moved off the replica holding their
+	// own session (EventStateLost).
+	stateLost atomic.Uint64
 
 	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
 
@@ -69,6 +73,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.StickySessions {
 		p.sticky = newStickyTable(p)
 	}
+	p.spread = newUserSpread(p.cfg.UserAssignmentTTL)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	names := uniqueNames(cfg.Replicas)
 	set := &replicaSet{byName: map[string]*replica{}}
@@ -92,6 +97,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if p.cfg.ProbeInterval > 0 {
 		p.goBackground(p.probeLoop)
+	}
+	if p.cfg.LivenessInterval > 0 {
+		p.goBackground(p.livenessLoop)
 	}
 	if cfg.WarmUp {
 		p.Warm()
@@ -328,6 +336,7 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	err := p.store.Set(sctx, key, r.name, ttl)
 	cancel()
+	p.spread.note(key, r.name, time.Now())
 	if assigned != r || err != nil {
 		e := Event{Kind: eventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
 		if assigned != nil {
@@ -349,8 +358,13 @@ func (p *Pool) order(endpoint, key string, assigned *replica) []*replica {
 	switch {
 	case assigned != nil:
 		first = p.rebalanced(list, endpoint, assigned)
+		if first == assigned {
+			first = p.moveBack(list, key, assigned)
+		}
 	case key != "":
-		first = p.newUserFirst(list)
+		if first = p.newUserSpread(list); first == nil {
+			first = p.newUserFirst(list)
+		}
 	default:
 		first = p.anonymousFirst(list, endpoint)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
 )
 
 // The background prober: every ProbeInterval, whatever the traffic,
@@ -13,6 +15,10 @@ import (
 //     transport) is connected again (probe): when it serves again its
 //     ejection ends (half-open), so it takes new calls within one interval
 //     instead of waiting for a caller to find it;
+//   - a replica ejected for refusals whose back-off is over, or half-open,
+//     gets the gateway's own trial (the same probe): when it answers it is
+//     ready on probation (one refused call ejects it again, for twice as
+//     long), without waiting for a user's call to try it;
 //   - a replica whose app is not connected (the start-up check, an app
 //     that changed) is connected;
 //   - a replica with calls in flight, or suspect, is pinged with
@@ -43,10 +49,6 @@ func (p *Pool) probeLoop() {
 func (p *Pool) probeRound(now time.Time) {
 	for _, r := range p.set.Load().list {
 		kind := r.probeDue(now)
-		if kind == probeEndBackoff {
-			r.endBackoff(now)
-			continue
-		}
 		if kind == probeNone || !r.checking.CompareAndSwap(false, true) {
 			continue
 		}
@@ -72,11 +74,10 @@ func (p *Pool) probeRound(now time.Time) {
 type probeKind int
 
 const (
-	probeNone       probeKind = iota
-	probeConnect              // connect (or ping) to end an unreachable ejection
-	probeHang                 // ping with HangTimeout
-	probeEndBackoff           // refusal ejection over: half-open
-	probeApp                  // not ejected, app not connected: connect it (shared with callers)
+	probeNone    probeKind = iota
+	probeConnect           // connect (or ping) to end an unreachable ejection
+	probeHang              // ping with HangTimeout
+	probeApp               // not ejected, app not connected: connect it (shared with callers)
 )
 
 // probeDue says which probe the replica needs now.
@@ -95,9 +96,13 @@ func (r *replica) probeDue(now time.Time) probeKind {
 			return probeConnect
 		}
 		if !r.unreachable && !now.Before(r.ejectUntil) {
-			return probeEndBackoff
+			return probeConnect // the gateway's own trial, not a user's call
 		}
 		return probeNone
+	case r.halfOpen:
+		// Half-open by a caller's admit: the prober's trial closes it
+		// without waiting for another caller (its pinned users moved).
+		return probeConnect
 	case r.app == nil:
 		if r.p.initialized.Load() || r.p.checkStarted.Load() {
 			return probeApp
@@ -124,6 +129,9 @@ func (r *replica) hangCheck(ctx context.Context) {
 	cancel()
 	switch {
 	case ctx.Err() != nil:
+	case timedOut && r.streaming(app, d):
+		// Slow to answer (its threads busy: Gradio's max_threads) while
+		// its streams deliver: busy, not hung.
 	case timedOut:
 		r.markSuspect(fmt.Errorf("no answer to a ping within %s: %w", d, errors.Join(err, context.DeadlineExceeded)))
 	case err == nil:
@@ -156,9 +164,22 @@ func (r *replica) watchJoin() (stop func()) {
 		return func() {}
 	}
 	t := time.AfterFunc(d, func() {
+		if app, _ := r.currentApp(); app != nil && r.streaming(app, d) {
+			return // busy, not hung (see hangCheck)
+		}
 		r.markSuspect(fmt.Errorf("queue/join unanswered for %s", d))
 	})
 	return func() { t.Stop() }
+}
+
+// streaming reports whether a data stream of app brought a message (a
+// heartbeat included) within the last 2×hang: the replica makes progress.
+// Twice HangTimeout (20 s by default) spans Gradio's 15 s heartbeat
+// period, so a replica whose calls only send heartbeats still counts; a
+// frozen one is suspect at most that long after its last message.
+func (r *replica) streaming(app *gradio.Client, hang time.Duration) bool {
+	last := app.LastMessage()
+	return !last.IsZero() && time.Since(last) < 2*hang
 }
 
 // CheckReplicas connects every replica's app in the background, without

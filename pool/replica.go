@@ -83,6 +83,9 @@ type replica struct {
 	// checking: a background probe or hang check of this replica is
 	// running (probe.go), so the prober never stacks them.
 	checking atomic.Bool
+	// reachUnsupported: the liveness check cannot dial the replica the
+	// way its requests go (a proxy, a custom transport), so it is skipped.
+	reachUnsupported atomic.Bool
 }
 
 // replicaName derives the stats name of src: the name part of a Space id,
@@ -175,6 +178,7 @@ func (r *replica) check(ctx context.Context, c *gradio.Client) error {
 	if errors.Is(err, gradio.ErrAppChanged) {
 		r.appChanged(c)
 	}
+	r.sawTransportFailure(err)
 	return err
 }
 

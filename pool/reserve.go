@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +48,10 @@ type Slot struct {
 	reported atomic.Bool
 	granted  time.Time   // when the slot was taken
 	accepted atomic.Bool // its join was accepted: its hold time is measured at Release
+	// load follows the accepted call in the replica's per-endpoint
+	// figures (capacity.go), fed by Observe; nil before the join was
+	// accepted and after Release.
+	load atomic.Pointer[callLoad]
 }
 
 // Reserve takes a slot for one call of user ("" anonymous) and refreshes
@@ -130,6 +136,7 @@ func (s *Slot) Done(outcome gradio.JoinOutcome, err error) {
 	l := s.l
 	switch outcome {
 	case gradio.JoinAccepted:
+		s.load.Store(l.r.beginCall(slotEndpoint(l.client, s.endpoint)))
 		s.accepted.Store(true)
 		l.r.calls.Add(1)
 		l.r.served(l.p.now())
@@ -152,7 +159,46 @@ func (s *Slot) Release() {
 	if s.accepted.Swap(false) {
 		s.l.r.slotTime.add(time.Since(s.granted))
 	}
+	if load := s.load.Swap(nil); load != nil {
+		load.end() // ended by its final message already, unless none came
+	}
 	s.l.Release()
+}
+
+// Observe feeds one message of the accepted call's queue/data stream (the
+// JSON of one SSE data line, as relayed) to the replica's per-endpoint
+// figures: its queue, run time, effective concurrency and the
+// concurrency_limited warning, exactly as the pool's own calls feed them
+// (see gradio.LoadEvent for the messages read; the others are ignored).
+// Call it for each message of the call until Release; before the join was
+// accepted, or after Release, it does nothing.
+func (s *Slot) Observe(data []byte) {
+	load := s.load.Load()
+	if load == nil {
+		return
+	}
+	if ev, ok := gradio.LoadEvent(data); ok {
+		load.observe(ev)
+	}
+}
+
+// slotEndpoint names a slot's endpoint as the pool's own calls name theirs
+// (the api_name): the front door names its calls "fn_index=N".
+func slotEndpoint(app *gradio.Client, endpoint string) string {
+	if n, ok := strings.CutPrefix(endpoint, "fn_index="); ok && app != nil {
+		if d, err := app.Config().Endpoint(gradio.FnIndex(atoiOr(n, -1))); err == nil && d.APIName != "" {
+			return d.APIName
+		}
+	}
+	return normEndpoint(endpoint)
+}
+
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
 }
 
 // App returns the connected app of the named replica, connecting it first

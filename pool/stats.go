@@ -32,6 +32,10 @@ type Stats struct {
 	Errors         uint64   `json:"errors"`
 	AppErrors      uint64   `json:"appErrors"`
 	Failovers      uint64   `json:"failovers"`
+	// StateLost counts sticky users whose own session (gr.State) stayed on
+	// a replica they moved off (removed, drained, failed): their call ran
+	// elsewhere with an empty state.
+	StateLost uint64 `json:"stateLost"`
 }
 
 // ReplicaStats is one replica's entry of Stats.Pools.
@@ -84,6 +88,16 @@ type ReplicaStats struct {
 	Endpoints map[string]EndpointLoad `json:"endpoints,omitempty"`
 }
 
+// down reports the states of a replica that takes no normal traffic:
+// ejected (unreachable or refusing), probed, on trial or hung.
+func down(state string) bool {
+	switch state {
+	case StateEjected, stateProbing, stateHalfOpen, stateSuspect, stateClosed:
+		return true
+	}
+	return false
+}
+
 // statsStoreTimeout bounds the Store.Len call of Stats (a shared store does
 // network I/O).
 const statsStoreTimeout = 2 * time.Second
@@ -98,6 +112,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		Replicas:    names(list),
 		Initialized: p.initialized.Load(),
 		Ready:       p.Ready(),
+		StateLost:   p.stateLost.Load(),
 	}
 	reserved := p.sticky.count()
 	now := p.now()
@@ -126,6 +141,12 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			SessionsDestroyed:    uint64(s.Destroyed()),
 		}
 		r.capacityStats(&rs, now, fallback)
+		if down(rs.State) {
+			// Its sessions are no capacity while it is down: none is shown
+			// healthy or available (they stay counted as open).
+			rs.UnhealthyConnections += rs.HealthyConnections
+			rs.HealthyConnections, rs.AvailableConnections = 0, 0
+		}
 		r.mu.Lock()
 		rs.URL = publicSource(r.baseURL)
 		rs.ConsecutiveFailures = r.fails

@@ -17,8 +17,18 @@ import (
 // slot's own session is simply not used meanwhile.
 type stickyTable struct {
 	p  *Pool
-	mu sync.Mutex // guards m and each reservation's lastUsed and dead
+	mu sync.Mutex // guards m, left and each reservation's lastUsed and dead
 	m  map[string]*reservation
+	// left are the users whose reservation was dropped with its replica
+	// (removed, restarted): their next call, elsewhere or on the app
+	// started again, finds their gr.State gone, and is counted then
+	// (EventStateLost). Swept with the reservations.
+	left map[string]leftState
+}
+
+type leftState struct {
+	replica string
+	at      time.Time
 }
 
 type reservation struct {
@@ -41,24 +51,43 @@ type reservation struct {
 }
 
 func newStickyTable(p *Pool) *stickyTable {
-	return &stickyTable{p: p, m: map[string]*reservation{}}
+	return &stickyTable{p: p, m: map[string]*reservation{}, left: map[string]leftState{}}
 }
 
 // get returns key's reservation on r, replacing one on another replica.
 func (t *stickyTable) get(key string, r *replica) *reservation {
+	res, lost := t.getLocking(key, r)
+	if lost != "" {
+		// The user moves (their replica was removed, drained or failed),
+		// or their replica's app restarted: their gr.State is gone. Never
+		// an error: counted and logged.
+		t.p.stateLost.Add(1)
+		t.p.emit(Event{Kind: EventStateLost, Replica: r.name, Previous: lost, User: keyPrefix(key)})
+	}
+	return res
+}
+
+// getLocking is get under t.mu; lost names the replica of the user's
+// state that is gone, if any: a reservation it replaced, or one dropped
+// with its replica.
+func (t *stickyTable) getLocking(key string, r *replica) (_ *reservation, lost string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	res := t.m[key]
 	if res != nil && res.r == r {
-		return res
+		return res, ""
 	}
 	if res != nil {
 		t.dropLocked(res)
+		lost = res.r.name
+	} else if l, ok := t.left[key]; ok {
+		lost = l.replica
 	}
+	delete(t.left, key)
 	res = &reservation{key: key, r: r, token: make(chan struct{}, 1), lastUsed: time.Now()}
 	res.token <- struct{}{}
 	t.m[key] = res
-	return res
+	return res, lost
 }
 
 // dropLocked removes res from the table; its session is closed by whoever
@@ -192,11 +221,23 @@ func (t *stickyTable) dropReplica(r *replica) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	for _, res := range t.m {
 		if res.r == r {
 			t.dropLocked(res)
+			t.left[res.key] = leftState{replica: r.name, at: now}
 		}
 	}
+}
+
+// has reports whether key holds a session of its own (its gr.State).
+func (t *stickyTable) has(key string) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[key] != nil
 }
 
 // count returns the reservations per replica.
@@ -231,6 +272,11 @@ func (t *stickyTable) sweepLoop() {
 			for _, res := range t.m {
 				if now.Sub(res.lastUsed) >= ttl && len(res.token) == 1 {
 					t.dropLocked(res)
+				}
+			}
+			for k, l := range t.left {
+				if now.Sub(l.at) >= ttl {
+					delete(t.left, k) // the state had expired anyway
 				}
 			}
 			t.mu.Unlock()

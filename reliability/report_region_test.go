@@ -17,4 +17,8 @@ func TestKeptRegion(t *testing.T) {
 			t.Errorf("keptRegion(%q) = %q, want %q", tc.old, got, tc.want)
 		}
 	}
+	unit := unitBegin + "\n## Unit tests\n" + unitEnd
+	if got := markedRegion(region+"\n\n"+unit+"\n\n## Not covered\n", unitBegin, unitEnd); got != unit+"\n\n" {
+		t.Errorf("the unit region: %q", got)
+	}
 }

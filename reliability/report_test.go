@@ -17,20 +17,29 @@ const reportPath = "../docs/RELIABILITY.md"
 const (
 	keptBegin = "<!-- abuse:begin -->"
 	keptEnd   = "<!-- abuse:end -->"
+	// The unit-test figures (rows measured by go test in the packages,
+	// e.g. issue 36's kills and restarts at the default settings) are
+	// written by hand and kept the same way.
+	unitBegin = "<!-- unit:begin -->"
+	unitEnd   = "<!-- unit:end -->"
 )
 
-// keptRegion is the marked region of the old report, markers included, or
+// keptRegion is the abuse region of the old report, markers included, or
 // "" without one (or with a begin marker that is never closed).
-func keptRegion(old string) string {
-	i := strings.Index(old, keptBegin)
+func keptRegion(old string) string { return markedRegion(old, keptBegin, keptEnd) }
+
+// markedRegion is the region of old between begin and end, markers
+// included, with a blank line after it; "" without a closed one.
+func markedRegion(old, begin, end string) string {
+	i := strings.Index(old, begin)
 	if i < 0 {
 		return ""
 	}
-	j := strings.Index(old[i:], keptEnd)
+	j := strings.Index(old[i:], end)
 	if j < 0 {
 		return ""
 	}
-	return old[i:i+j+len(keptEnd)] + "\n\n"
+	return old[i:i+j+len(end)] + "\n\n"
 }
 
 // writeReport writes docs/RELIABILITY.md from the rows of this run.
@@ -82,6 +91,7 @@ func writeReport() error {
 		return err
 	}
 	b.WriteString(keptRegion(string(old)))
+	b.WriteString(markedRegion(string(old), unitBegin, unitEnd))
 	b.WriteString(limitsSection)
 	if err := os.WriteFile(reportPath, []byte(b.String()), 0o644); err != nil {
 		return err

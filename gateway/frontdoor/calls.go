@@ -231,6 +231,39 @@ func (c *Calls) handleGet(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-r.Context().Done():
+			if !errors.Is(context.Cause(r.Context()), context.Canceled) {
+				// The host stops (a drain), not the caller: the call is
+				// being stopped too; its last record (an error naming
+				// the drain) ends the stream, not a cut.
+				c.finish(s, pc, next)
+			}
+			return
+		}
+	}
+}
+
+// drainGrace bounds finish's wait for a stopped call's last record.
+const drainGrace = 5 * time.Second
+
+// finish writes pc's records from next until its last one, for at most
+// drainGrace.
+func (c *Calls) finish(s *sse.Writer, pc *pendingCall, next int) {
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	for {
+		recs, done, changed := pc.from(next)
+		for _, rec := range recs {
+			if s.Event(rec.name, rec.data) != nil {
+				return
+			}
+			next++
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-t.C:
 			return
 		}
 	}

@@ -48,15 +48,23 @@ func (s *Server) buildRoutes() *routeTable {
 	t := &routeTable{exact: map[string]http.HandlerFunc{}}
 	both := func(name string, h http.HandlerFunc) { t.exact[name], t.exact[name+"/"] = h, h }
 	both("info", func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleInfo) })
-	both("app_id", func(w http.ResponseWriter, _ *http.Request) {
+	both("app_id", s.syncRoute(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, 200, obj{{"app_id", s.AppIDValue()}})
-	})
+	}))
 	both("upload", onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleUpload) }))
 	t.exact["reset"] = postOr404(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, obj{{"success", true}}) })
 	if s.Mode.major() < 4 {
 		t.exact["queue/join"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleJoinWS) })
 	} else if s.Mode.atLeast(protoV1) {
-		t.exact["queue/join"] = onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleJoin) })
+		t.exact["queue/join"] = onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
+			// The login check (a synchronous dependency) takes a thread.
+			release, ok := s.thread(r.Context())
+			if !ok {
+				return
+			}
+			release()
+			s.protect(w, r, s.handleJoin)
+		})
 		t.exact["queue/data"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleData) })
 	} else { // sse v0: the join is the GET stream, data goes up by POST
 		t.exact["queue/join"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleJoinV0) })

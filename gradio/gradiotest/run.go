@@ -46,6 +46,13 @@ func (s *Server) runEvent(ev *event) {
 	} else {
 		s.emit(ev, msgStarts, nil)
 	}
+	// The function runs on a worker thread (MaxThreads), its Latency
+	// included.
+	release, ok := s.thread(ev.ctx)
+	if !ok {
+		return
+	}
+	defer release()
 	if err := backoff.Sleep(ev.ctx, s.knobsNow().Latency); err != nil {
 		return
 	}

@@ -71,10 +71,19 @@ type Server struct {
 	FirstComponentID int
 	// Logger receives request and fault logs. Nil: no logging.
 	Logger *slog.Logger
+	// MaxThreads is the size of the app's worker thread pool, as Gradio's
+	// max_threads (40 by default in Gradio): a running event's function
+	// holds a thread from its start to its end, and the synchronous
+	// routes (app_id, which is the gateway's ping, and queue/join's login
+	// check) wait for a free one, so an app whose threads are all busy
+	// answers them late while its streams go on. Zero: unlimited (set it
+	// before Start).
+	MaxThreads int
 
 	// Knobs are the start values of the run-time knobs.
 	Knobs
 
+	threads   chan struct{} // MaxThreads tokens; nil: unlimited
 	httpSrv   *http.Server
 	baseCtx   context.Context
 	stop      context.CancelFunc
@@ -149,6 +158,9 @@ func (s *Server) Start() {
 	s.app = s.App
 	if s.app == nil {
 		s.app = DefaultApp()
+	}
+	if s.MaxThreads > 0 {
+		s.threads = make(chan struct{}, s.MaxThreads)
 	}
 	s.uploadDir = s.UploadDir
 	if s.uploadDir == "" {
@@ -404,4 +416,31 @@ func rootURL(r *http.Request) string {
 		scheme = "https"
 	}
 	return scheme + "://" + host
+}
+
+// thread waits for a worker thread (MaxThreads) and returns its release;
+// false when ctx ended first.
+func (s *Server) thread(ctx context.Context) (release func(), ok bool) {
+	if s.threads == nil {
+		return func() {}, true
+	}
+	select {
+	case s.threads <- struct{}{}:
+		return func() { <-s.threads }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// syncRoute runs h on a worker thread, as FastAPI runs Gradio's
+// synchronous routes and dependencies.
+func (s *Server) syncRoute(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		release, ok := s.thread(r.Context())
+		if !ok {
+			return
+		}
+		defer release()
+		h(w, r)
+	}
 }

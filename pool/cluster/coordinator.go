@@ -459,7 +459,9 @@ func (c *Coordinator) failed(err error) {
 	c.fallbacks.Add(1)
 	for _, l := range c.limiters() {
 		l.mu.Lock()
-		l.heldAtLoss = len(l.held) // each registered in Redis (granted there while up)
+		// Each registered in Redis (granted there while up), and the
+		// releases Redis has not acknowledged: it still counts them.
+		l.heldAtLoss = len(l.held) + l.releasing
 		l.mu.Unlock()
 	}
 	c.upMu.Lock()
@@ -675,6 +677,7 @@ func (c *Coordinator) statsKey(gw string) string { return c.prefix + "stats:" + 
 // exceeded, and a gateway that starts waiting says so ("q|"), which makes
 // the next release immediate.
 func (c *Coordinator) queueRelease(l *limiter, now bool, ids ...string) {
+	l.releasingAdd(len(ids))
 	c.relMu.Lock()
 	if c.relOldest.IsZero() {
 		c.relOldest = time.Now()

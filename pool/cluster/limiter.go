@@ -37,8 +37,15 @@ type limiter struct {
 	held    map[string]struct{}  // lease ids of permits not released
 	pumping bool
 	queued  bool // this gateway may have a place in the Redis queue
-	// heldAtLoss is len(held) when Redis was last lost: the leases Redis
-	// still counts for this gateway (see Coordinator.localCap).
+	// releasing counts leases released here whose removal Redis has not
+	// acknowledged yet (queued for the releaser, carried by an acquire, or
+	// in flight): Redis still counts them for this gateway.
+	releasing int
+	// heldAtLoss is len(held) + releasing when Redis was last lost: the
+	// leases Redis still counts for this gateway (see
+	// Coordinator.localCap). Under load most of them are releases on
+	// their way: counting only the calls still running left the gateway
+	// "0" and no call ran for a whole LeaseTTL.
 	heldAtLoss int
 	closed     bool
 }
@@ -287,6 +294,7 @@ func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: acquire script: %w", err)
 	}
+	l.acked(len(rel))
 	l.contended.Store(res[2] > 0)
 	l.c.seen(int(res[3]))
 	return int(res[0]), nil
@@ -353,7 +361,29 @@ func (l *limiter) releaseIDs(ctx context.Context, ids []string) error {
 	if err := releaseScript.Run(ctx, l.c.rdb, l.keys[:2], args...).Err(); err != nil {
 		return fmt.Errorf("cluster: release script: %w", err)
 	}
+	l.acked(len(ids))
 	return nil
+}
+
+// releasingAdd counts n releases on their way to Redis.
+func (l *limiter) releasingAdd(n int) {
+	l.mu.Lock()
+	l.releasing += n
+	l.mu.Unlock()
+}
+
+// acked records that Redis removed n released leases. Acknowledged after
+// Redis was lost, they are no longer counted there either.
+func (l *limiter) acked(n int) {
+	if n == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.releasing = max(0, l.releasing-n)
+	if l.c.mode.Load() != modeUp {
+		l.heldAtLoss = max(0, l.heldAtLoss-n)
+	}
+	l.mu.Unlock()
 }
 
 // leave takes this gateway out of the replica's Redis queue.
@@ -381,11 +411,20 @@ func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error
 	for id := range l.held {
 		args = append(args, id)
 	}
+	releasing := l.releasing
 	l.mu.Unlock()
 	l.c.ops[opSync].Add(1)
 	out, err := syncScript.Run(ctx, l.c.rdb, []string{l.keys[0], l.keys[3], l.c.prefix + "gw", l.keys[1]}, args...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("cluster: sync script: %w", err)
+	}
+	if full {
+		// Redis now holds exactly the leases held here: the releases
+		// counted before the sync are done (a later ack finds the count
+		// at zero).
+		l.mu.Lock()
+		l.releasing = max(0, l.releasing-releasing)
+		l.mu.Unlock()
 	}
 	// The backstop of the "q|" notices (at most once): a gateway waiting
 	// unseen is seen here, every LeaseTTL/3.
