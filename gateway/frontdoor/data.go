@@ -448,6 +448,9 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			Success *bool   `json:"success"` // process_completed: false when the app raised (gr.Error)
 		}
 		_ = json.Unmarshal(ev.Data, &msg)
+		if msg.EventID != nil {
+			s.observe(*msg.EventID, ev.Data) // the endpoint's figures, as for /v1 calls
+		}
 		if msg.Msg == "close_stream" {
 			if held != nil && len(s.relayedOn(b.Replica)) == 0 && s.streamDrained() {
 				_ = out.finish(held)

@@ -379,6 +379,17 @@ func (s *callerSession) complete(eventID, code string) bool {
 	return l != nil
 }
 
+// observe feeds a relayed message of call eventID to its slot's
+// per-endpoint figures (queue, run time, concurrency_limited).
+func (s *callerSession) observe(eventID string, data []byte) {
+	s.mu.Lock()
+	l := s.pending[eventID]
+	s.mu.Unlock()
+	if l != nil {
+		l.Observe(data)
+	}
+}
+
 // inFlight returns the event ids of the calls in flight.
 func (s *callerSession) inFlight() []string {
 	s.mu.Lock()
