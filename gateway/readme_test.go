@@ -71,8 +71,10 @@ const exampleHeader = `# gradiopool serve --config configs/gradiopool.example.ya
 #
 # Generated from the settings table (gateway.Settings) by
 # TestExampleConfig: run it with GRADIOPOOL_UPDATE_README=1 after adding a
-# key. Every key is here, set to its default or commented out when it has
-# none. Flags win over the environment, the environment over this file.
+# key. Every key is here, at its default; a key without one is commented
+# out, with an example value. Copied as it is with only replicas set (the
+# one key required), it runs. Flags win over the environment, the
+# environment over this file.
 # Secrets are never read from a file: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,
 # GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY and
 # GRADIOPOOL_REDIS_URL (several gateways as one; needs GRADIOPOOL_HASH_KEY)
@@ -116,10 +118,16 @@ func exampleConfig() string {
 			fmt.Fprintf(&b, "; %s", strings.Join(where, ", "))
 		}
 		b.WriteString(")\n")
-		if s.Example == "" {
-			fmt.Fprintf(&b, "%s# %s:\n", indent, leaf)
-		} else {
+		switch {
+		case s.Example != "" && s.Example == s.Default:
 			fmt.Fprintf(&b, "%s%s: %s\n", indent, leaf, s.Example)
+		case s.Example != "":
+			// An illustration, not a default: commented out, so that a
+			// copy of the file never announces example.com or pins
+			// endpoints the operator's app does not have.
+			fmt.Fprintf(&b, "%s# %s: %s\n", indent, leaf, s.Example)
+		default:
+			fmt.Fprintf(&b, "%s# %s:\n", indent, leaf)
 		}
 	}
 	return b.String()

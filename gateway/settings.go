@@ -239,13 +239,13 @@ func (s setting) set(c *Config, v string) error {
 	case *int:
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("%q is not an integer", v)
+			return notInteger(v)
 		}
 		*p = n
 	case *int64:
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%q is not an integer", v)
+			return notInteger(v)
 		}
 		*p = n
 	case *float64:
@@ -270,6 +270,18 @@ func (s setting) set(c *Config, v string) error {
 		panic(fmt.Sprintf("gateway: setting %s: field of type %T", s.key, p))
 	}
 	return nil
+}
+
+// notInteger says why v is no integer: a fraction is named as such (it
+// was once truncated without a word), a number out of range too.
+func notInteger(v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f != float64(int64(f)) {
+			return fmt.Errorf("%q is a fraction: want a whole number", v)
+		}
+		return fmt.Errorf("%q: want a whole number written as digits", v)
+	}
+	return fmt.Errorf("%q is not an integer", v)
 }
 
 // applyDefault sets the row's default on a zero field, for the rows whose
@@ -478,7 +490,7 @@ func Flags(fs *flag.FlagSet) func(c *Config) error {
 		if s.flag == "" {
 			continue
 		}
-		usage := s.usageText() + " [env " + s.env + "]"
+		usage := s.usageText() + " [key " + s.key + ", env " + s.env + "]"
 		switch s.field(&Config{}).(type) {
 		case *int:
 			fs.Int(s.flag, 0, usage)
