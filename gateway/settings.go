@@ -19,7 +19,7 @@ import (
 
 // setting is one key of the configuration, declared once: the YAML file,
 // the environment, the flags, the usage text, the logged configuration,
-// the README's table and configs/gradiopool.example.yaml are all derived
+// the table of docs/configuration.md and configs/gradiopool.example.yaml are all derived
 // from [settings].
 type setting struct {
 	// key is the YAML path: "pool.max_connections" is max_connections
@@ -62,7 +62,7 @@ type setting struct {
 // pool (which declares them once) rather than named here again.
 var poolDefaults = pool.Config{}.WithDefaults()
 
-// settings is every key, in the order of the usage text, the README and
+// settings is every key, in the order of the usage text, docs/configuration.md and
 // the example file. Add a key by adding a row (and its field).
 var settings = []setting{
 	{key: "listen", env: "GRADIOPOOL_LISTEN", flag: "listen", help: "TCP address to listen on",
@@ -538,7 +538,7 @@ type Setting struct {
 }
 
 // Settings lists every key, in the order of the usage text: the source of
-// the README's configuration table and of configs/gradiopool.example.yaml
+// docs/configuration.md's table and of configs/gradiopool.example.yaml
 // (tests check that both match it).
 func Settings() []Setting {
 	out := make([]Setting, len(settings))
