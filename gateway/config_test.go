@@ -233,12 +233,12 @@ func TestEveryGRADIOPOOLVariableIsKnown(t *testing.T) {
 				return nil
 			}
 		}
-		if filepath.Base(path) == "config_test.go" { // this file's misspellings on purpose
-			return nil
-		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
+		}
+		if strings.HasSuffix(path, "_test.go") && strings.Contains(string(b), "did you mean") {
+			return nil // a test of the refusal: its misspellings are on purpose
 		}
 		for _, name := range re.FindAllString(string(b), -1) {
 			found[name] = path

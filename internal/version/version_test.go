@@ -14,7 +14,7 @@ func TestGet(t *testing.T) {
 		t.Errorf("GoVersion = %q, want %q", info.GoVersion, runtime.Version())
 	}
 	if info.Version == "" {
-		t.Error("Version is empty, want a version or (devel)")
+		t.Error("Version is empty, want a version")
 	}
 	s := info.String()
 	if !strings.HasPrefix(s, "gradiopool "+info.Version) || !strings.HasSuffix(s, info.GoVersion) {
