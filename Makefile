@@ -32,7 +32,7 @@ build:
 
 # release writes dist/: gradiopool_VERSION_OS_ARCH.tar.gz for linux and
 # darwin on amd64 and arm64 (the binary, LICENSE, README.md, CHANGELOG.md,
-# the example configuration) and SHA256SUMS. It is reproducible
+# docs/*.md, the example configuration) and SHA256SUMS. It is reproducible
 # (scripts/release.sh says how); release-check proves it by building twice
 # from two directories. VERSION is the newest release of CHANGELOG.md
 # unless given (make release VERSION=v0.9.1).

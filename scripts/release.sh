@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# release.sh OUTDIR: the release archives of gradiopool for linux and darwin
+# release.sh OUTDIR: the release archives of gradiopool (the binary, the
+# licence, the README, the changelog, docs/*.md and the example
+# configuration) for linux and darwin
 # on amd64 and arm64, and their SHA256SUMS, built reproducibly: the same
 # source gives the same bytes whatever the directory or the machine's
 # clock (-trimpath, no VCS stamping by the go command, an empty build id,
@@ -39,9 +41,11 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS= "$GO" build -trimpath -buildvcs=false \
     -ldflags "$ldflags" -o "$dir/gradiopool" ./cmd/gradiopool
   cp LICENSE README.md CHANGELOG.md "$dir/"
-  cp configs/gradiopool.example.yaml "$dir/gradiopool.example.yaml"
-  chmod 0755 "$dir/gradiopool"
-  chmod 0644 "$dir/LICENSE" "$dir/README.md" "$dir/CHANGELOG.md" "$dir/gradiopool.example.yaml"
+  mkdir "$dir/configs" "$dir/docs"
+  cp configs/gradiopool.example.yaml "$dir/configs/"
+  cp docs/*.md "$dir/docs/" # the README's links into docs/ work in the archive
+  chmod 0755 "$dir/gradiopool" "$dir/configs" "$dir/docs"
+  chmod 0644 "$dir/LICENSE" "$dir/README.md" "$dir/CHANGELOG.md" "$dir/configs/"* "$dir/docs/"*
   tar --sort=name --format=ustar --mtime="@$epoch" --owner=0 --group=0 --numeric-owner \
     -C "$stage" -cf - "$name" | gzip -9 -n > "$out/$name.tar.gz"
   echo "release: $out/$name.tar.gz"
