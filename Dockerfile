@@ -5,7 +5,7 @@
 # HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN, ...; see `gradiopool serve -h`) or a file
 # mounted at the path in GRADIOPOOL_CONFIG.
 #
-#   docker build -t gradiopool --build-arg VERSION=$(git describe --tags --always --dirty) \
+#   docker build -t gradiopool --build-arg VERSION=$(make -s print-version) \
 #       --build-arg REVISION=$(git rev-parse HEAD) .
 #   docker run -p 8080:8080 -e GRADIOPOOL_REPLICAS=owner/app_1,owner/app_2 -e HF_TOKEN gradiopool
 #
@@ -25,6 +25,16 @@ RUN CGO_ENABLED=0 go build -trimpath \
  && mkdir -m 1777 /out/tmp
 
 FROM scratch
+# OCI labels: what a registry, a scanner or `docker inspect` shows of the
+# build (the same version `gradiopool version` prints).
+ARG VERSION=devel
+ARG REVISION=
+LABEL org.opencontainers.image.title="gradiopool" \
+      org.opencontainers.image.description="Gateway for calling Gradio apps through warm pooled sessions" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/gradiopool/gradiopool" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/tmp /tmp
 COPY --from=build /out/gradiopool /gradiopool

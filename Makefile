@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 JSCLIENT = testdata/jsclient
 
-.PHONY: demo test deps lint unit jsclient bench bench-pool build fuzz reliability abuse test-real
+.PHONY: demo test deps lint unit jsclient bench bench-pool build release release-check print-version fuzz reliability abuse test-real
 
 # demo installs the official JS client (pinned by its lock file) first when
 # Node and npm are there and it is missing, so that a fresh clone runs the
@@ -15,16 +15,36 @@ demo:
 	fi
 	$(GO) run ./cmd/gradiopool demo
 
-# build stamps the version `gradiopool version` prints (git describe; a
-# plain go build gets a pseudo-version from the commit instead) and strips
-# the symbol tables, like the Dockerfile.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# build stamps the version `gradiopool version` prints and strips the symbol
+# tables, like the Dockerfile. The version is the tag of the commit when it
+# has one (v0.9.0), else the newest release of CHANGELOG.md, the commit and
+# "dirty" when the tree is modified (v0.9.0+g0f3946f.dirty): a semantic
+# version either way.
+RELEASE := $(shell sed -n 's/^\#\# \[\([0-9][0-9.]*\)\] - .*/\1/p' CHANGELOG.md | head -1)
+VERSION ?= $(shell git describe --tags --exact-match --dirty 2>/dev/null || \
+	echo "v$(RELEASE)+g$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)")
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS = -s -w -X github.com/gradiopool/gradiopool/internal/version.stamped=$(VERSION) \
 	-X github.com/gradiopool/gradiopool/internal/version.stampedRevision=$(REVISION)
 build:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/gradiopool ./cmd/gradiopool
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/gradiopool-bench ./cmd/gradiopool-bench
+
+# release writes dist/: gradiopool_VERSION_OS_ARCH.tar.gz for linux and
+# darwin on amd64 and arm64 (the binary, LICENSE, README.md, CHANGELOG.md,
+# docs/*.md, the example configuration) and SHA256SUMS. It is reproducible
+# (scripts/release.sh says how); release-check proves it by building twice
+# from two directories. VERSION is the newest release of CHANGELOG.md
+# unless given (make release VERSION=v0.9.1).
+release:
+	scripts/release.sh dist
+
+# print-version prints the version build stamps (for docker build --build-arg).
+print-version:
+	@echo $(VERSION)
+
+release-check:
+	scripts/release-check.sh
 
 # test is what CI runs: it installs what the tests need when missing (deps),
 # then vet, staticcheck, the official JS client for the conformance suite,

@@ -51,6 +51,18 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
+	// The runtime image is labelled with the build's version (OCI
+	// annotations), from the same build arguments the binary is stamped with.
+	_, runtime, _ := strings.Cut(df, "FROM scratch")
+	for _, want := range []string{
+		"ARG VERSION", "ARG REVISION",
+		`org.opencontainers.image.version="${VERSION}"`, `org.opencontainers.image.revision="${REVISION}"`,
+		"org.opencontainers.image.source=", `org.opencontainers.image.licenses="Apache-2.0"`,
+	} {
+		if !strings.Contains(runtime, want) {
+			t.Errorf("the Dockerfile's runtime stage lacks %q", want)
+		}
+	}
 	if n := strings.Count(df, "\nCOPY --from=build"); n != 3 {
 		t.Errorf("the runtime stage copies %d things, want 3 (CA bundle, /tmp, binary): the test's root would differ", n)
 	}

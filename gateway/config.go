@@ -192,27 +192,36 @@ func (c *Config) Validate() error {
 	if len(c.Pool.Replicas) == 0 {
 		bad("replicas: at least one replica (Space id or URL) is required (key replicas, env GRADIOPOOL_REPLICAS, flag --replicas)")
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // replicaIdentity -> index
 	for i, r := range c.Pool.Replicas {
+		id := replicaIdentity(r)
+		first, dup := seen[id]
 		switch {
 		case strings.TrimSpace(r) == "":
 			bad("replicas[%d]: empty", i)
-		case seen[r]:
-			bad("replicas[%d]: %q listed twice", i, r)
+		case spacePage(r) != "":
+			bad("replicas[%d]: %q is the Space's page on the Hub, not its app: give the Space id %s", i, r, spacePage(r))
+		case dup:
+			bad("replicas[%d]: %q is replicas[%d] (%q) again: list each replica once", i, r, first, c.Pool.Replicas[first])
 		case !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") && strings.Count(r, "/") != 1:
 			bad("replicas[%d]: %q is neither a Space id (owner/name) nor an http(s) URL", i, r)
 		}
-		seen[r] = true
+		if !dup {
+			seen[id] = i
+		}
 	}
 	p := c.Pool
 	if p.MaxConnections < 1 {
+		// min_connections is not checked then: its default is derived
+		// from the maximum, and would be blamed for a value never set.
 		bad("pool.max_connections: %d, must be at least 1", p.MaxConnections)
-	}
-	if p.MinConnections < -1 {
-		bad("pool.min_connections: %d, want -1 (none) or more", p.MinConnections)
-	}
-	if p.MinConnections > p.MaxConnections {
-		bad("pool.min_connections (%d) is above pool.max_connections (%d)", p.MinConnections, p.MaxConnections)
+	} else {
+		if p.MinConnections < -1 {
+			bad("pool.min_connections: %d, want -1 (none) or more", p.MinConnections)
+		}
+		if p.MinConnections > p.MaxConnections {
+			bad("pool.min_connections (%d) is above pool.max_connections (%d)", p.MinConnections, p.MaxConnections)
+		}
 	}
 	// Negative pool durations and connect_retries are documented "off"
 	// values, passed to the pool as they are.
@@ -334,15 +343,8 @@ func (c *Config) loadMapping(m *yaml.Node, prefix string, msgs *[]string) {
 		seen[k.Value] = k.Line
 		key := prefix + k.Value
 		if s := settingByKey(key); s != nil {
-			if err := v.Decode(s.field(c)); err != nil {
-				var te *yaml.TypeError
-				if !errors.As(err, &te) {
-					*msgs = append(*msgs, fmt.Sprintf("line %d: %s: %v", v.Line, key, err))
-					continue
-				}
-				for _, e := range te.Errors {
-					*msgs = append(*msgs, clarifyYAML(e))
-				}
+			if err := s.decode(c, v); err != nil {
+				*msgs = append(*msgs, fmt.Sprintf("line %d: %s: %v", v.Line, key, err))
 			}
 			continue
 		}
@@ -350,8 +352,50 @@ func (c *Config) loadMapping(m *yaml.Node, prefix string, msgs *[]string) {
 			c.loadMapping(v, key+".", msgs)
 			continue
 		}
-		*msgs = append(*msgs, fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value))
+		msg := fmt.Sprintf("line %d: unknown key %q", k.Line, k.Value)
+		if prefix != "" {
+			msg += fmt.Sprintf(" (%s)", key)
+		}
+		if sug := suggestKey(key); sug != "" {
+			msg += fmt.Sprintf(": did you mean %s?", sug)
+		}
+		*msgs = append(*msgs, msg)
 	}
+}
+
+// decode sets the row's field from a YAML value. A scalar is parsed as the
+// environment's and the flags' values are (set), so that the three
+// sources accept the same values and refuse them with the same words: a
+// fraction for an integer, a number without a unit for a duration. A list
+// takes a YAML sequence or a comma-separated scalar. An empty value (key:
+// with nothing after it) keeps the current value.
+func (s setting) decode(c *Config, v *yaml.Node) error {
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+		return nil
+	}
+	if p, ok := s.field(c).(*[]string); ok && v.Kind == yaml.SequenceNode {
+		var items []string
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: want a list of values", item.Line)
+			}
+			if t := strings.TrimSpace(item.Value); t != "" {
+				items = append(items, t)
+			}
+		}
+		*p = items
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode {
+		if _, ok := s.field(c).(*[]string); ok {
+			return errors.New("want a list of values")
+		}
+		return errors.New("want a single value, not a list or a mapping")
+	}
+	return s.set(c, v.Value)
 }
 
 // isSection reports whether some key lies under section (e.g. "pool").
@@ -362,12 +406,4 @@ func isSection(section string) bool {
 		}
 	}
 	return false
-}
-
-// clarifyYAML rewrites yaml's messages in the words of the configuration.
-func clarifyYAML(m string) string {
-	if strings.HasSuffix(m, "into time.Duration") {
-		return m + " (want a duration such as 30s, 10m or 1h)"
-	}
-	return m
 }

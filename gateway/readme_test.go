@@ -9,9 +9,12 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 )
 
-// The README's configuration table is generated from gateway.Settings, so
-// the defaults it shows are the constants the code uses. Run with
-// GRADIOPOOL_UPDATE_README=1 to rewrite it after adding a key.
+// The configuration reference's table (docs/configuration.md) is generated
+// from gateway.Settings, so the defaults it shows are the constants the code
+// uses. Run with GRADIOPOOL_UPDATE_README=1 to rewrite it after adding a
+// key (the variable and the test's name keep their README wording, so that
+// `GRADIOPOOL_UPDATE_README=1 go test ./gateway -run README` still
+// regenerates it).
 const (
 	tableStart = "<!-- config-table: generated from gateway.Settings by TestREADMEConfigTable -->\n"
 	tableEnd   = "<!-- /config-table -->"
@@ -42,7 +45,7 @@ func code(s string) string {
 }
 
 func TestREADMEConfigTable(t *testing.T) {
-	const path = "../README.md"
+	const path = "../docs/configuration.md"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +54,7 @@ func TestREADMEConfigTable(t *testing.T) {
 	i := strings.Index(readme, tableStart)
 	j := strings.Index(readme, tableEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the markers %q ... %q", strings.TrimSpace(tableStart), tableEnd)
+		t.Fatalf("%s lacks the markers %q ... %q", path, strings.TrimSpace(tableStart), tableEnd)
 	}
 	want := configTable()
 	if got := readme[i+len(tableStart) : j]; got != want {
@@ -61,7 +64,7 @@ func TestREADMEConfigTable(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README.md's configuration table is out of date (rerun with GRADIOPOOL_UPDATE_README=1); want:\n%s", want)
+		t.Errorf("%s's configuration table is out of date (rerun with GRADIOPOOL_UPDATE_README=1); want:\n%s", path, want)
 	}
 }
 
@@ -71,8 +74,10 @@ const exampleHeader = `# gradiopool serve --config configs/gradiopool.example.ya
 #
 # Generated from the settings table (gateway.Settings) by
 # TestExampleConfig: run it with GRADIOPOOL_UPDATE_README=1 after adding a
-# key. Every key is here, set to its default or commented out when it has
-# none. Flags win over the environment, the environment over this file.
+# key. Every key is here, at its default; a key without one is commented
+# out, with an example value. Copied as it is with only replicas set (the
+# one key required), it runs. Flags win over the environment, the
+# environment over this file.
 # Secrets are never read from a file: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,
 # GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY and
 # GRADIOPOOL_REDIS_URL (several gateways as one; needs GRADIOPOOL_HASH_KEY)
@@ -116,10 +121,16 @@ func exampleConfig() string {
 			fmt.Fprintf(&b, "; %s", strings.Join(where, ", "))
 		}
 		b.WriteString(")\n")
-		if s.Example == "" {
-			fmt.Fprintf(&b, "%s# %s:\n", indent, leaf)
-		} else {
+		switch {
+		case s.Example != "" && s.Example == s.Default:
 			fmt.Fprintf(&b, "%s%s: %s\n", indent, leaf, s.Example)
+		case s.Example != "":
+			// An illustration, not a default: commented out, so that a
+			// copy of the file never announces example.com or pins
+			// endpoints the operator's app does not have.
+			fmt.Fprintf(&b, "%s# %s: %s\n", indent, leaf, s.Example)
+		default:
+			fmt.Fprintf(&b, "%s# %s:\n", indent, leaf)
 		}
 	}
 	return b.String()

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/internal/version"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -416,8 +417,8 @@ gradiopool_calls_total{replica="r1",result="ok",route="v1"} 1
 		want := fmt.Sprintf(`
 # HELP gradiopool_build_info Always 1; the labels say which build of gradiopool is running.
 # TYPE gradiopool_build_info gauge
-gradiopool_build_info{goversion=%q,revision="",version="(devel)"} 1
-`, runtime.Version())
+gradiopool_build_info{goversion=%q,revision="",version=%q} 1
+`, runtime.Version(), version.Get().Version) // v0.9.0+devel in a test binary: what `gradiopool version` prints
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gradiopool_build_info"); err != nil {
 			t.Fatal(err)
 		}

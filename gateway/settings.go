@@ -19,7 +19,7 @@ import (
 
 // setting is one key of the configuration, declared once: the YAML file,
 // the environment, the flags, the usage text, the logged configuration,
-// the README's table and configs/gradiopool.example.yaml are all derived
+// the table of docs/configuration.md and configs/gradiopool.example.yaml are all derived
 // from [settings].
 type setting struct {
 	// key is the YAML path: "pool.max_connections" is max_connections
@@ -62,7 +62,7 @@ type setting struct {
 // pool (which declares them once) rather than named here again.
 var poolDefaults = pool.Config{}.WithDefaults()
 
-// settings is every key, in the order of the usage text, the README and
+// settings is every key, in the order of the usage text, docs/configuration.md and
 // the example file. Add a key by adding a row (and its field).
 var settings = []setting{
 	{key: "listen", env: "GRADIOPOOL_LISTEN", flag: "listen", help: "TCP address to listen on",
@@ -243,13 +243,13 @@ func (s setting) set(c *Config, v string) error {
 	case *int:
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("%q is not an integer", v)
+			return notInteger(v)
 		}
 		*p = n
 	case *int64:
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%q is not an integer", v)
+			return notInteger(v)
 		}
 		*p = n
 	case *float64:
@@ -274,6 +274,18 @@ func (s setting) set(c *Config, v string) error {
 		panic(fmt.Sprintf("gateway: setting %s: field of type %T", s.key, p))
 	}
 	return nil
+}
+
+// notInteger says why v is no integer: a fraction is named as such (it
+// was once truncated without a word), a number out of range too.
+func notInteger(v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f != float64(int64(f)) {
+			return fmt.Errorf("%q is a fraction: want a whole number", v)
+		}
+		return fmt.Errorf("%q: want a whole number written as digits", v)
+	}
+	return fmt.Errorf("%q is not an integer", v)
 }
 
 // applyDefault sets the row's default on a zero field, for the rows whose
@@ -482,7 +494,7 @@ func Flags(fs *flag.FlagSet) func(c *Config) error {
 		if s.flag == "" {
 			continue
 		}
-		usage := s.usageText() + " [env " + s.env + "]"
+		usage := s.usageText() + " [key " + s.key + ", env " + s.env + "]"
 		switch s.field(&Config{}).(type) {
 		case *int:
 			fs.Int(s.flag, 0, usage)
@@ -530,7 +542,7 @@ type Setting struct {
 }
 
 // Settings lists every key, in the order of the usage text: the source of
-// the README's configuration table and of configs/gradiopool.example.yaml
+// docs/configuration.md's table and of configs/gradiopool.example.yaml
 // (tests check that both match it).
 func Settings() []Setting {
 	out := make([]Setting, len(settings))

@@ -48,6 +48,20 @@ func tracingEnabled(getenv func(string) string) bool {
 	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
+// tracingProtocol refuses an OTLP protocol other than http/protobuf, naming
+// the variable that asked for it.
+func tracingProtocol(getenv func(string) string) error {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if proto := getenv(v); proto != "" {
+			if proto != "http/protobuf" {
+				return fmt.Errorf("%w (%s=%s)", errTracingProtocol, v, proto)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 // SetupTracing installs the global OpenTelemetry tracer provider from the
 // standard OTEL_* environment when [tracingEnabled]: an OTLP/HTTP exporter
 // (endpoint, headers, time-out, TLS from OTEL_EXPORTER_OTLP_*), a batch
@@ -60,12 +74,8 @@ func SetupTracing(ctx context.Context) (shutdown func(context.Context) error, en
 	if !tracingEnabled(os.Getenv) {
 		return noop, false, nil
 	}
-	proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if proto == "" {
-		proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	if proto != "" && proto != "http/protobuf" {
-		return noop, false, fmt.Errorf("%w (OTEL_EXPORTER_OTLP_PROTOCOL=%s)", errTracingProtocol, proto)
+	if err := tracingProtocol(os.Getenv); err != nil {
+		return noop, false, err
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {

@@ -490,7 +490,7 @@ func (a *app) fetchConfig(ctx context.Context) (*Config, error) {
 		return nil, &MetadataError{Src: a.src, Op: "config", Err: err}
 	}
 	if cfg.AuthRequired && len(cfg.Dependencies) == 0 {
-		return nil, &MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: the app requires login (WithLogin)", ErrUnauthorized)}
+		return nil, &MetadataError{Src: a.src, Op: "config", Err: fmt.Errorf("%w: the app requires its own login (a username and password)", ErrUnauthorized)}
 	}
 	return cfg, nil
 }
@@ -504,15 +504,15 @@ func (a *app) refusedHint(body []byte) string {
 		Detail json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal(body, &v) == nil && len(v.Detail) > 0 {
-		return "the app requires login (WithLogin)"
+		return "the app requires its own login (a username and password)"
 	}
 	if a.set.hfToken != "" {
 		return "the HF token was refused: it is wrong, expired or cannot read this private Space"
 	}
 	if a.spaceID != "" {
-		return "the Space is private (WithHFToken), or the app requires login (WithLogin)"
+		return "the Space is private (give a Hugging Face token: HF_TOKEN), or the app requires its own login"
 	}
-	return "the app requires login (WithLogin), or it is a private Space (WithHFToken)"
+	return "the app requires its own login, or it is a private Space (give a Hugging Face token: HF_TOKEN)"
 }
 
 // getMeta GETs a metadata document; transport failures become

@@ -118,7 +118,7 @@ func (a *app) hubGet(ctx context.Context, path string, v any) error {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		// The Hub answers 401 for private Spaces without a token and for
 		// missing ones alike; say both.
-		hint := "check the Space id; if the Space is private, pass a valid token (WithHFToken)"
+		hint := "check the Space id; if the Space is private, give a Hugging Face token that can read it (HF_TOKEN)"
 		if a.set.hfToken != "" {
 			hint = "check the Space id and that the token can read it"
 		}

@@ -15,7 +15,7 @@ import (
 // Defaults for zero fields of [Config]: the seed design's numbers, the one
 // place they are declared. Others read them back from
 // [Config.WithDefaults] (the gateway's settings table, its usage text and
-// the README do). Where package sessionpool has the same knob,
+// docs/configuration.md do). Where package sessionpool has the same knob,
 // the number is its default, so the two cannot drift.
 //
 // Vocabulary: a "connection" (the seed's word, kept in the configuration)

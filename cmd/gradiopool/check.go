@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -28,11 +31,23 @@ type replicaCheck struct {
 }
 
 // runCheck is `gradiopool serve --check`: the configuration has been parsed
-// and validated by the caller; this connects once to every replica (through
-// the Hub for Space ids, with HF_TOKEN, as the pool would), prints one row
-// per replica and fails if any replica could not be reached. It opens no
-// listener and no pool, so it can run in CI next to a running gateway.
-func runCheck(ctx context.Context, cfg gateway.Config, stdout io.Writer) error {
+// and validated by the caller; this checks what `serve` checks at start
+// (gateway.Preflight: tracing, Redis and its ACL, the TLS files, the upload
+// directory; and the listen address), connects once to every replica
+// (through the Hub for Space ids, with HF_TOKEN, as the pool would), prints
+// one row per replica and fails if anything failed. It opens no pool and
+// holds no listener, so it can run in CI next to a running gateway: a
+// listen address in use is a warning (on stderr), not a failure.
+func runCheck(ctx context.Context, cfg gateway.Config, stdout, stderr io.Writer) error {
+	warn := func(msg string) { fmt.Fprintln(stderr, "warning:", msg) }
+	var problems []error
+	if err := checkListen(cfg.Listen, warn); err != nil {
+		problems = append(problems, err)
+	}
+	if err := gateway.Preflight(ctx, cfg, warn); err != nil {
+		problems = append(problems, err)
+	}
+
 	pc := cfg.PoolConfig(nil, nil)
 	rows := make([]replicaCheck, len(pc.Replicas))
 	var wg sync.WaitGroup
@@ -62,11 +77,32 @@ func runCheck(ctx context.Context, cfg gateway.Config, stdout io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, p := range problems {
+		fmt.Fprintln(stdout, "FAILED:", p)
+	}
 	if failed > 0 {
-		return fmt.Errorf("check: %d of %d replicas failed", failed, len(rows))
+		problems = append(problems, fmt.Errorf("%d of %d replicas failed", failed, len(rows)))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return fmt.Errorf("check: %w", err)
 	}
 	fmt.Fprintf(stdout, "configuration valid; %d replicas reachable\n", len(rows))
 	return nil
+}
+
+// checkListen tries the listen address as serve would and lets it go. An
+// address in use is only a warning: --check may run beside the gateway it
+// checks for.
+func checkListen(addr string, warn func(string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		warn(fmt.Sprintf("listen: %s is in use now (a gateway running there?); serve would fail to start while it is", addr))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listen: %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 // checkReplica connects to one replica once and describes it.

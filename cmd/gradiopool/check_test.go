@@ -81,3 +81,57 @@ func TestServeCheck(t *testing.T) {
 		}
 	})
 }
+
+// TestServeCheckStartChecks: `serve --check` fails on what `serve` would
+// refuse to start on, beyond the configuration's syntax: a misspelt
+// variable, an unreachable Redis, an OTLP protocol that is not built in,
+// a listen address that cannot be used, an upload directory that cannot
+// be made; and it passes a listen address in use (a gateway already
+// running there) with a warning.
+func TestServeCheckStartChecks(t *testing.T) {
+	a := gradiotest.NewServer(gradiotest.DefaultApp())
+	defer a.Close()
+	check := func(t *testing.T, args ...string) (string, string, error) {
+		t.Helper()
+		var out, errw strings.Builder
+		err := run(context.Background(), append([]string{"serve", "--check", "--replicas", a.URL, "--listen", "127.0.0.1:0"}, args...), &out, &errw)
+		return out.String(), errw.String(), err
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"misspelt variable", map[string]string{"GRADIOPOOL_POOL_MAX_CONECTIONS": "7"}, nil, "did you mean GRADIOPOOL_POOL_MAX_CONNECTIONS?"},
+		{"redis unreachable", map[string]string{"GRADIOPOOL_REDIS_URL": "redis://" + strings.TrimPrefix(deadURL(t), "http://") + "/0", "GRADIOPOOL_HASH_KEY": "k"}, nil, "redis unreachable"},
+		{"grpc tracing", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, nil, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"},
+		{"listen address not local", nil, []string{"--listen", "192.0.2.1:8080"}, "listen: 192.0.2.1:8080"},
+		{"upload directory", nil, []string{"--frontdoor-upload-dir", "/nonexistent-gradiopool/uploads"}, "frontdoor.upload_dir: /nonexistent-gradiopool/uploads does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out, errw, err := check(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to name %q\n%s%s", err, tc.want, out, errw)
+			}
+			if errors.Is(err, errUsage) {
+				t.Errorf("exit 2 (usage) for a failed check: %v", err)
+			}
+		})
+	}
+
+	t.Run("listen address in use", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		out, errw, err := check(t, "--listen", ln.Addr().String())
+		if err != nil || !strings.Contains(errw, "warning: listen: "+ln.Addr().String()+" is in use") {
+			t.Fatalf("err = %v, want a pass with a warning on stderr\n%s%s", err, out, errw)
+		}
+	})
+}

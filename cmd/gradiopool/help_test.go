@@ -28,3 +28,41 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHelpGrouped: `serve -h` lists the essential flags first, then
+// every other flag once, under the heading of its section.
+func TestServeHelpGrouped(t *testing.T) {
+	var out, errw strings.Builder
+	if err := run(context.Background(), []string{"serve", "-h"}, &out, &errw); err != nil {
+		t.Fatal(err)
+	}
+	help := errw.String()
+	ess := strings.Index(help, "\nEssential flags:\n")
+	pool := strings.Index(help, "\nPool: ")
+	if ess < 0 || pool < ess {
+		t.Fatalf("no essential flags before the pool's:\n%s", help)
+	}
+	for _, f := range essentialFlags {
+		if i := strings.Index(help, "\n  --"+f+" "); i < ess || i > pool {
+			if j := strings.Index(help, "\n  --"+f+"\n"); j < ess || j > pool {
+				t.Errorf("--%s is not among the essential flags", f)
+			}
+		}
+	}
+	for _, title := range []string{"Gradio front door (frontdoor.*)", "Several gateways through Redis (cluster.*)", "Logs (log.*)"} {
+		if !strings.Contains(help, "\n"+title+":\n") {
+			t.Errorf("no section %q", title)
+		}
+	}
+	if strings.Contains(help, "\nOther flags:") {
+		t.Errorf("flags outside every section:\n%s", help[strings.Index(help, "\nOther flags:"):])
+	}
+	for _, name := range []string{"frontdoor-max-sessions", "cluster-lease-ttl", "log-format", "max-body-bytes", "idle-timeout"} {
+		if n := strings.Count(help, "\n  --"+name+" "); n != 1 {
+			t.Errorf("--%s listed %d times", name, n)
+		}
+	}
+	if !strings.Contains(help, "[key pool.max_connections, env GRADIOPOOL_POOL_MAX_CONNECTIONS]") {
+		t.Error("a flag's help does not name its key and variable")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,25 +26,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML configuration file [env "+gateway.ConfigEnvFile+"]")
-	check := fs.Bool("check", false, "validate the configuration, connect once to every replica, print a table and exit (non-zero on any error)")
+	check := fs.Bool("check", false, "check what serve checks at start, connect once to every replica, print a table and exit (non-zero on any error)")
 	apply := gateway.Flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gradiopool serve [--config FILE] [--check] [flags]")
-		fmt.Fprintln(stderr, "\nRuns the HTTP gateway in front of the replicas until SIGTERM or SIGINT, then")
-		fmt.Fprintln(stderr, "drains (calls in flight finish, up to drain_timeout). With --check it only")
-		fmt.Fprintln(stderr, "validates the configuration, connects once to every replica, prints a table")
-		fmt.Fprintln(stderr, "(replica, protocol, Gradio version, endpoints, time to connect, error) and exits")
-		fmt.Fprintln(stderr, "non-zero if anything failed: a CI step before a deploy.")
-		fmt.Fprintln(stderr, "\nSIGHUP (or POST /api/admin/reload) reloads the configuration without cutting a")
-		fmt.Fprintln(stderr, "call: replicas added serve, replicas removed are drained, pool sizes and")
-		fmt.Fprintln(stderr, "time-outs change in place; other changed keys are refused until a restart.")
-		fmt.Fprintln(stderr, "\nFlags win over environment variables, which win over the file.")
-		fmt.Fprintln(stderr, "Secrets come only from the environment: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,")
-		fmt.Fprintln(stderr, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY, GRADIOPOOL_REDIS_URL")
-		fmt.Fprintln(stderr, "(user assignments shared by several instances; needs GRADIOPOOL_HASH_KEY).")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { serveUsage(fs, stderr) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -53,13 +38,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
 	}
+	// A misspelt GRADIOPOOL_ variable would otherwise be ignored without a
+	// word (the environment is read once: a reload cannot change it).
+	if err := gateway.CheckEnviron(os.Environ()); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	load := func() (gateway.Config, error) { return loadServeConfig(*configPath, os.LookupEnv, apply) }
 	cfg, err := load()
 	if err != nil {
 		return err
 	}
 	if *check {
-		return runCheck(ctx, cfg, stdout)
+		return runCheck(ctx, cfg, stdout, stderr)
 	}
 	logger, err := gateway.NewLogger(cfg.Log, stderr)
 	if err != nil {
@@ -86,6 +76,82 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("GRADIOPOOL_API_KEYS is not set: the call endpoints are open")
 	}
 	return serveOn(ctx, cfg, ln, logger, load)
+}
+
+// essentialFlags are the flags `serve -h` lists first: what a first
+// deployment sets.
+var essentialFlags = []string{"config", "check", "replicas", "listen", "max-connections", "min-connections", "queue-timeout", "log-level"}
+
+// flagSections are the groups of the other flags, by the section of their
+// key (the part before the dot; "" the gateway's own keys).
+var flagSections = []struct{ section, title string }{
+	{"pool", "Pool: sessions, waiting, health, routing (pool.*)"},
+	{"", "Gateway: upstream connections, bodies, drain, results kept, bounds per client"},
+	{"frontdoor", "Gradio front door (frontdoor.*)"},
+	{"cluster", "Several gateways through Redis (cluster.*)"},
+	{"log", "Logs (log.*)"},
+}
+
+// serveUsage is `serve -h`: what serve does, the essential flags, then
+// every other flag grouped by the section of its key.
+func serveUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintln(w, "usage: gradiopool serve [--config FILE] [--check] [flags]")
+	fmt.Fprintln(w, "\nRuns the HTTP gateway in front of the replicas until SIGTERM or SIGINT, then")
+	fmt.Fprintln(w, "drains (calls in flight finish, up to drain_timeout). With --check it only")
+	fmt.Fprintln(w, "checks what serve checks at start (the configuration, the environment, the")
+	fmt.Fprintln(w, "listen address, Redis and its ACL, tracing, files), connects once to every")
+	fmt.Fprintln(w, "replica, prints a table (replica, protocol, Gradio version, endpoints, time to")
+	fmt.Fprintln(w, "connect, error) and exits non-zero if anything failed: a CI step before a deploy.")
+	fmt.Fprintln(w, "\nSIGHUP (or POST /api/admin/reload) reloads the configuration without cutting a")
+	fmt.Fprintln(w, "call: replicas added serve, replicas removed are drained, pool sizes and")
+	fmt.Fprintln(w, "time-outs change in place; other changed keys are refused until a restart.")
+	fmt.Fprintln(w, "\nFlags win over environment variables, which win over the file. A GRADIOPOOL_")
+	fmt.Fprintln(w, "variable that is no setting is refused (a misspelling would be ignored).")
+	fmt.Fprintln(w, "Secrets come only from the environment: HF_TOKEN, GRADIOPOOL_ADMIN_TOKEN,")
+	fmt.Fprintln(w, "GRADIOPOOL_API_KEYS (comma-separated), GRADIOPOOL_HASH_KEY, GRADIOPOOL_REDIS_URL")
+	fmt.Fprintln(w, "(several gateways as one; needs GRADIOPOOL_HASH_KEY).")
+	printed := map[string]bool{}
+	printFlag := func(name string) {
+		f := fs.Lookup(name)
+		if f == nil || printed[name] {
+			return
+		}
+		printed[name] = true
+		kind, usage := flag.UnquoteUsage(f)
+		if kind != "" {
+			kind = " " + kind
+		}
+		fmt.Fprintf(w, "  --%s%s\n        %s\n", f.Name, kind, usage)
+	}
+	fmt.Fprintln(w, "\nEssential flags:")
+	for _, name := range essentialFlags {
+		printFlag(name)
+	}
+	for _, sec := range flagSections {
+		fmt.Fprintf(w, "\n%s:\n", sec.title)
+		for _, s := range gateway.Settings() {
+			section, _, nested := strings.Cut(s.Key, ".")
+			if !nested {
+				section = ""
+			}
+			if section == sec.section && s.Flag != "" {
+				printFlag(strings.TrimPrefix(s.Flag, "--"))
+			}
+		}
+	}
+	var rest []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !printed[f.Name] {
+			rest = append(rest, f.Name)
+		}
+	})
+	if len(rest) > 0 {
+		fmt.Fprintln(w, "\nOther flags:")
+		for _, name := range rest {
+			printFlag(name)
+		}
+	}
+	fmt.Fprintln(w, "\nEvery setting, with its key and variable: docs/configuration.md.")
 }
 
 // loadServeConfig reads file (or $GRADIOPOOL_CONFIG), then the environment,

@@ -22,9 +22,16 @@ const ModulePath = "github.com/gradiopool/gradiopool"
 // repository (a container build without .git, a git worktree, -buildvcs=false).
 var stamped, stampedRevision string
 
+// Release is the latest version described in CHANGELOG.md (a test keeps
+// them equal). A build that was not stamped and whose module version is
+// unknown ("(devel)": a clone built with go build or go install ./...)
+// reports it as Release+"+devel", so that even such a binary says which
+// release its source follows.
+const Release = "v0.9.0"
+
 // Info is one build's identity.
 type Info struct {
-	Version   string // the stamped version, else the module version, else "(devel)"
+	Version   string // the stamped version, else the module version, else Release+"+devel"
 	Revision  string // VCS commit, with "+dirty" when built from modified files; "" if unknown
 	Time      string // VCS commit time (RFC 3339); "" if unknown
 	GoVersion string // the Go toolchain that built the binary
@@ -69,6 +76,9 @@ func Get() Info {
 				}
 			}
 		}
+	}
+	if info.Version == "(devel)" {
+		info.Version = Release + "+devel"
 	}
 	if stamped != "" {
 		info.Version = stamped

@@ -122,6 +122,48 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := newCoordinator(s)
+	// The start-up check: the subscription, a heartbeat, every script and
+	// a pub/sub round trip. A Redis that answers but refuses one of them
+	// is a misconfiguration that would silently ignore the limit: refuse
+	// to start. One that does not answer is an outage.
+	sctx, cancel := context.WithTimeout(ctx, max(s.opTimeout, startTimeout))
+	err = c.subscribed(sctx)
+	c.goBackground(c.reader) // the probe's round trip comes back through it
+	if err == nil {
+		err = c.misconfigured("the heartbeat script", c.heartbeat(sctx))
+	}
+	if err == nil {
+		err = c.probe(sctx)
+	}
+	cancel()
+	var mis *MisconfiguredError
+	switch {
+	case errors.As(err, &mis):
+		c.stop()
+		return nil, err
+	case err != nil && !s.StartDegraded:
+		c.stop()
+		return nil, fmt.Errorf("cluster: redis unreachable: %w", err)
+	case err != nil:
+		c.unchecked.Store(true)
+		c.mode.Store(modeDown)
+		c.fallbacks.Add(1)
+		c.log.Warn("cluster: redis unreachable at start: starting degraded", slog.String("gateway", c.id),
+			slog.String("on_redis_loss", s.OnRedisLoss.String()), slog.Int("share", c.share(s.Limit)), slog.Any("error", err))
+	default:
+		c.announce()
+	}
+	c.goBackground(c.loop)
+	c.goBackground(c.releaser)
+	c.log.Info("cluster: joined", slog.String("gateway", c.id), slog.String("cluster", s.Name),
+		slog.Int("limit", s.Limit), logattr.Ms("lease_ttl", s.LeaseTTL))
+	return c, nil
+}
+
+// newCoordinator builds the coordinator of s, subscribed to the cluster's
+// channel; nothing has been checked or announced yet.
+func newCoordinator(s settings) *Coordinator {
 	c := &Coordinator{
 		cfg: s, rdb: s.Client, id: s.GatewayID, prefix: "{" + s.Name + "}:",
 		lims: map[string]*limiter{}, reserved: map[string]time.Time{}, relPending: map[*limiter][]string{}, relKick: make(chan struct{}, 1),
@@ -144,42 +186,35 @@ func New(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.upCtx, c.upCancel = context.WithCancel(c.ctx)
 	c.ps = c.rdb.Subscribe(c.ctx, c.channel())
-	// The start-up check: the subscription, a heartbeat, every script and
-	// a pub/sub round trip. A Redis that answers but refuses one of them
-	// is a misconfiguration that would silently ignore the limit: refuse
-	// to start. One that does not answer is an outage.
+	return c
+}
+
+// Check runs New's start-up check against cfg's Redis without joining the
+// cluster: the subscription, every script once on scratch keys (which it
+// deletes) and a pub/sub round trip, but no heartbeat and no notice to the
+// other gateways, so that their shares do not count it. It answers what
+// New would refuse to start on: a *MisconfiguredError (wrong topology, a
+// missing ACL permission) or an unreachable Redis. `gradiopool serve
+// --check` runs it.
+func Check(ctx context.Context, cfg Config) error {
+	s, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	c := newCoordinator(s)
 	sctx, cancel := context.WithTimeout(ctx, max(s.opTimeout, startTimeout))
+	defer cancel()
 	err = c.subscribed(sctx)
 	c.goBackground(c.reader) // the probe's round trip comes back through it
 	if err == nil {
-		err = c.misconfigured("the heartbeat script", c.heartbeat(sctx))
-	}
-	if err == nil {
 		err = c.probe(sctx)
 	}
-	cancel()
+	c.stop()
 	var mis *MisconfiguredError
-	switch {
-	case errors.As(err, &mis):
-		c.stop()
-		return nil, err
-	case err != nil && !s.StartDegraded:
-		c.stop()
-		return nil, fmt.Errorf("cluster: redis unreachable (Config.StartDegraded starts without it): %w", err)
-	case err != nil:
-		c.unchecked.Store(true)
-		c.mode.Store(modeDown)
-		c.fallbacks.Add(1)
-		c.log.Warn("cluster: redis unreachable at start: starting degraded", slog.String("gateway", c.id),
-			slog.String("on_redis_loss", s.OnRedisLoss.String()), slog.Int("share", c.share(s.Limit)), slog.Any("error", err))
-	default:
-		c.announce()
+	if err != nil && !errors.As(err, &mis) {
+		return fmt.Errorf("cluster: redis unreachable: %w", err)
 	}
-	c.goBackground(c.loop)
-	c.goBackground(c.releaser)
-	c.log.Info("cluster: joined", slog.String("gateway", c.id), slog.String("cluster", s.Name),
-		slog.Int("limit", s.Limit), logattr.Ms("lease_ttl", s.LeaseTTL))
-	return c, nil
+	return err
 }
 
 // startTimeout bounds the start-up check.

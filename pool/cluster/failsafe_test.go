@@ -269,13 +269,14 @@ func TestShareCountsLastMembership(t *testing.T) {
 	}
 }
 
-// TestREADMENamesACLRule: the README's ACL rule is the one tested above.
-func TestREADMENamesACLRule(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestDocsNameACLRule: the ACL rule of docs/cluster.md is the one tested
+// above.
+func TestDocsNameACLRule(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "ACL SETUSER gradiopool on >PASSWORD " + cluster.ACLRule("gradiopool"); !strings.Contains(string(b), want) {
-		t.Errorf("README.md does not give the ACL rule\n%s", want)
+		t.Errorf("docs/cluster.md does not give the ACL rule\n%s", want)
 	}
 }
