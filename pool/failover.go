@@ -124,6 +124,8 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 		return false, false, ErrClosed
 	case r.removed:
 		return false, false, errRemoved
+	case r.parked.Load():
+		return false, false, ErrParked
 	case r.suspect:
 		return false, false, &ejectedError{suspectSince: r.suspectAt, last: r.lastErr}
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
@@ -200,7 +202,7 @@ func (r *replica) ejectedWithoutApp() error {
 func (r *replica) usable(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.closed && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
+	return !r.closed && !r.parked.Load() && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
 }
 
 // connectInFlight reports whether r has no app and its connect is under
@@ -365,6 +367,9 @@ func (r *replica) endBackoff(now time.Time) {
 // back-off (ejectBase doubling up to ejectMax; ejectMax at once for a
 // permanent failure).
 func (r *replica) fail(err error) {
+	if r.parked.Load() {
+		return // a parked Space refuses by design: no ejection
+	}
 	now := r.p.now()
 	r.mu.Lock()
 	if !r.ejectUntil.IsZero() && now.Before(r.ejectUntil) {
@@ -414,6 +419,9 @@ func permanentFailure(err error) bool {
 // a row eject it (never when that is negative). A half-open replica is
 // ejected again by one refused trial.
 func (r *replica) refused(err error) {
+	if r.parked.Load() {
+		return
+	}
 	limit := r.p.cfg.EjectAfterRefusals
 	r.mu.Lock()
 	r.callFails++
