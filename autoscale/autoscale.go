@@ -212,14 +212,27 @@ type Controller struct {
 	log    *slog.Logger
 	now    func() time.Time
 
-	mu       sync.Mutex
+	// tickMu serializes Tick, which owns the fields up to actions (Hub
+	// calls are made under it); mu guards the rest, read by Status,
+	// Counts and SetHold without waiting for a Tick's Hub calls.
+	tickMu   sync.Mutex
 	reps     []*repState
 	fc       *Forecaster
 	demand   float64
 	forecast float64
 	need     int
 	actions  []Action // last 200
-	counts   map[[2]string]uint64
+
+	mu      sync.Mutex
+	counts  map[[2]string]uint64
+	holds   map[string]pendingHold // set by SetHold, applied by the next Tick
+	snap    Status
+	hasSnap bool
+}
+
+type pendingHold struct {
+	hold  Hold
+	until time.Time
 }
 
 // New returns a Controller for replicas. now nil: time.Now; log nil: discard.
@@ -231,7 +244,7 @@ func New(cfg Config, hub Hub, target Target, replicas []Replica, log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{cfg: cfg.withDefaults(), hub: hub, target: target, log: log, now: now,
-		fc: NewForecaster(0), counts: map[[2]string]uint64{}}
+		fc: NewForecaster(0), counts: map[[2]string]uint64{}, holds: map[string]pendingHold{}}
 	t := now()
 	for _, r := range replicas {
 		c.reps = append(c.reps, &repState{Replica: r, lastNeeded: t, awakeSince: t, hold: HoldAuto})
@@ -305,9 +318,18 @@ func (c *Controller) Tick(ctx context.Context) {
 	if c.cfg.Mode == ModeOff {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock() // the Hub calls are short and made only from Tick; status readers wait
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	now := c.now()
+	c.mu.Lock()
+	for _, r := range c.reps {
+		if h, ok := c.holds[r.Name]; ok {
+			r.hold, r.holdUntil = h.hold, h.until
+		}
+	}
+	clear(c.holds)
+	c.mu.Unlock()
+	defer c.publish(now)
 	c.refresh(ctx, now)
 
 	// Demand and capacity.
@@ -495,11 +517,11 @@ func (c *Controller) hubFailed(r *repState, now time.Time, op string, err error)
 		return
 	}
 	if errors.Is(err, ErrHubBudget) || (errors.As(err, &he) && he.Status == 429) {
-		c.counts[[2]string{op, ResultBlocked}]++
+		c.count(op, ResultBlocked)
 		return
 	}
 	c.log.Warn("autoscale: hub call failed", "replica", r.Name, "op", op, "err", err)
-	c.counts[[2]string{op, ResultFailed}]++
+	c.count(op, ResultFailed)
 }
 
 func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reason string) bool {
@@ -582,8 +604,14 @@ func (c *Controller) undrain(r *repState, now time.Time, reason string) {
 	c.record(Action{At: now, Replica: r.Name, Kind: ActionDrain, Result: "cancelled", Reason: reason})
 }
 
+func (c *Controller) count(kind, result string) {
+	c.mu.Lock()
+	c.counts[[2]string{kind, result}]++
+	c.mu.Unlock()
+}
+
 func (c *Controller) record(a Action) {
-	c.counts[[2]string{a.Kind, a.Result}]++
+	c.count(a.Kind, a.Result)
 	c.actions = append(c.actions, a)
 	if len(c.actions) > 200 {
 		c.actions = c.actions[len(c.actions)-200:]
@@ -595,7 +623,8 @@ func (c *Controller) record(a Action) {
 	c.log.Info("autoscale", attrs...)
 }
 
-// SetHold holds a replica awake or parked for d (HoldAuto ends a hold).
+// SetHold holds a replica awake or parked for d (HoldAuto ends a hold);
+// the next Tick applies it.
 func (c *Controller) SetHold(replica string, h Hold, d time.Duration) error {
 	if h != HoldAuto && h != HoldAwake && h != HoldParked {
 		return fmt.Errorf("autoscale: hold %q: want auto, awake or parked", h)
@@ -603,14 +632,15 @@ func (c *Controller) SetHold(replica string, h Hold, d time.Duration) error {
 	if h != HoldAuto && d <= 0 {
 		return fmt.Errorf("autoscale: a hold needs a positive duration")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range c.reps {
+	for _, r := range c.reps { // the list never changes
 		if r.Name == replica {
-			r.hold, r.holdUntil = h, time.Time{}
+			ph := pendingHold{hold: h}
 			if h != HoldAuto {
-				r.holdUntil = c.now().Add(d)
+				ph.until = c.now().Add(d)
 			}
+			c.mu.Lock()
+			c.holds[replica] = ph
+			c.mu.Unlock()
 			return nil
 		}
 	}

@@ -47,11 +47,29 @@ type Status struct {
 	HubCallsLeft         *int    `json:"hubCallsLeft,omitempty"`
 }
 
-// Status reports the controller's state.
+// Status reports the controller's state as of the last Tick.
 func (c *Controller) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
+	if !c.hasSnap {
+		return Status{Mode: c.cfg.Mode, MinAwake: *c.cfg.MinAwake}
+	}
+	st := c.snap
+	st.Replicas = append([]ReplicaStatus(nil), st.Replicas...)
+	st.Actions = append([]Action(nil), st.Actions...)
+	return st
+}
+
+// publish makes the state after a Tick what Status reports.
+func (c *Controller) publish(now time.Time) {
+	st := c.statusAt(now)
+	c.mu.Lock()
+	c.snap, c.hasSnap = st, true
+	c.mu.Unlock()
+}
+
+// statusAt computes the status; the caller holds tickMu.
+func (c *Controller) statusAt(now time.Time) Status {
 	st := Status{Mode: c.cfg.Mode, Demand: c.demand, Forecast: c.forecast, Need: c.need, MinAwake: *c.cfg.MinAwake,
 		Actions: append([]Action(nil), c.actions...)}
 	if hc, ok := c.hub.(*HubClient); ok {
