@@ -32,6 +32,11 @@ import (
 // Mode is autoscale.mode.
 type Mode string
 
+// urgentTicks is how many ticks in a row callers must wait (while some
+// replica is awake and they do not outnumber its slots) before a replica
+// is woken for them: 6 ticks of 5 s, half a minute.
+const urgentTicks = 6
+
 // Modes.
 const (
 	ModeOff    Mode = "off"
@@ -221,7 +226,9 @@ type Controller struct {
 	demand   float64
 	forecast float64
 	need     int
-	actions  []Action // last 200
+	// waitingTicks counts the ticks in a row with callers waiting.
+	waitingTicks int
+	actions      []Action // last 200
 
 	mu      sync.Mutex
 	counts  map[[2]string]uint64
@@ -352,13 +359,35 @@ func (c *Controller) Tick(ctx context.Context) {
 	c.demand = demand
 	c.forecast = c.fc.At(now, lead+c.cfg.StatusEvery)
 	per := math.Max(1, float64(capacity)*c.cfg.Utilization)
-	need := int(math.Ceil(math.Max(demand, c.forecast) / per))
+	// Need follows the smoothed demand and the forecast, not each tick's
+	// count: a momentary queue at a busy moment must not wake a Space for
+	// minutes. Callers waiting are urgent when nothing is awake, when they
+	// outnumber the awake replicas' slots, or when the queue has lasted
+	// urgentTicks ticks: then enough replicas for them are woken at once.
+	need := int(math.Ceil(c.forecast / per))
 	need = max(need, *c.cfg.MinAwake)
-	urgent := c.target.Waiting() > 0
+	waiting := c.target.Waiting()
+	awakeN := 0
+	for _, r := range c.reps {
+		if r.disabled == nil && r.known && (c.effAwake(r) || c.effWaking(r)) && !r.draining {
+			awakeN++
+		}
+	}
+	if waiting == 0 {
+		c.waitingTicks = 0
+	} else {
+		c.waitingTicks++
+	}
+	urgent := waiting > 0 && (awakeN == 0 || waiting >= awakeN*capacity || c.waitingTicks >= urgentTicks)
+	if urgent {
+		need = max(need, awakeN+(waiting+capacity-1)/capacity)
+	}
 	c.need = need
 
 	// Who is awake (or waking), in the order they are kept: holds first,
-	// then the most loaded, then configuration order.
+	// then those not draining, then configuration order. The order must
+	// be stable: ranking by each tick's load would spread "needed" over
+	// every replica in turn and none would ever stay unneeded.
 	var up, down []*repState
 	for _, r := range c.reps {
 		if r.hold != HoldAuto && !r.holdUntil.IsZero() && !now.Before(r.holdUntil) {
@@ -381,18 +410,18 @@ func (c *Controller) Tick(ctx context.Context) {
 		if (a.hold == HoldAwake) != (b.hold == HoldAwake) {
 			return a.hold == HoldAwake
 		}
-		if a.draining != b.draining {
-			return !a.draining
-		}
-		la, lb := c.target.Load(a.Name), c.target.Load(b.Name)
-		return la.InUse+la.Waiting > lb.InUse+lb.Waiting
+		return !a.draining && b.draining
 	})
+	// Hysteresis: a replica stays needed until the forecast would fit the
+	// others at 3/4 of the utilization that wakes one, so that demand near
+	// a boundary does not wake and park the same replica all day.
+	keepNeed := max(need, int(math.Ceil(c.forecast/(per*0.75))))
 	kept := 0
 	for _, r := range up {
 		if r.hold == HoldParked {
 			continue
 		}
-		if kept < need || r.hold == HoldAwake {
+		if kept < keepNeed || r.hold == HoldAwake {
 			kept++
 			r.lastNeeded = now
 			if r.draining { // needed again: stop draining
@@ -429,6 +458,7 @@ func (c *Controller) Tick(ctx context.Context) {
 		case r.hold == HoldParked:
 			c.park(ctx, r, now, "held parked by an operator")
 		case r.hold == HoldAwake || unneeded == 0:
+		case !c.effAwake(r): // waking: parked only once it runs
 		case unneeded < c.parkAfter(r):
 		case now.Sub(r.awakeSince) < c.cfg.MinAwakeAfterWake:
 		default:
@@ -547,6 +577,7 @@ func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reaso
 	}
 	r.actions = append(r.actions, now)
 	r.wakeSent = now
+	r.awakeSince, r.lastNeeded = now, now // its minimum awake time starts now
 	c.setStage(r, rt.Stage, now)
 	c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultOK, Reason: reason})
 	return true

@@ -8,9 +8,9 @@ import (
 // Forecaster predicts demand (calls in use plus waiting) a lead time
 // ahead: the larger of a moving average of recent demand and a learned
 // profile of the week. The profile keeps, per 5-minute slot of the week,
-// a decaying peak of the demand seen in that slot; until a slot of the
-// week has been seen, the same slot of the day stands in for it (so the
-// first week already learns the daily rhythm).
+// the mean demand seen in that slot, blended over the weeks; until a slot
+// of the week has been seen, the same slot of the day stands in for it
+// (so the first week already learns the daily rhythm).
 type Forecaster struct {
 	tau  time.Duration // moving average time constant
 	ma   float64
@@ -20,18 +20,22 @@ type Forecaster struct {
 	day  [slotsPerDay]slot
 }
 
+// slot is one slot of the profile: level is the blended mean of its
+// finished instances (valid once known), sum and n the instance under way.
 type slot struct {
-	peak float64
-	seen bool
-	at   time.Time // start of the slot instance the peak belongs to
+	level float64
+	known bool
+	at    time.Time // start of the instance under way
+	sum   float64
+	n     int
 }
 
 const (
 	slotLen      = 5 * time.Minute
 	slotsPerDay  = int(24 * time.Hour / slotLen)
 	slotsPerWeek = 7 * slotsPerDay
-	// profileKeep is how much of a slot's earlier peak survives a new
-	// instance of that slot (the rest is the new peak).
+	// profileKeep is how much of a slot's level survives a new instance
+	// of that slot.
 	profileKeep = 0.5
 )
 
@@ -67,33 +71,47 @@ func (f *Forecaster) Observe(now time.Time, d float64) {
 }
 
 func observeSlot(s *slot, start time.Time, d float64) {
-	switch {
-	case !s.seen:
-		s.peak, s.seen, s.at = d, true, start
-	case !s.at.Equal(start): // a new day or week in this slot
-		s.peak, s.at = profileKeep*s.peak+(1-profileKeep)*d, start
-		// the new instance's own peak is taken below as it grows
-	default:
-		if d > s.peak {
-			s.peak = d
+	if !s.at.Equal(start) {
+		if s.n > 0 { // the earlier instance is over: fold its mean in
+			m := s.sum / float64(s.n)
+			if s.known {
+				s.level = profileKeep*s.level + (1-profileKeep)*m
+			} else {
+				s.level, s.known = m, true
+			}
 		}
+		s.at, s.sum, s.n = start, 0, 0
 	}
+	s.sum += d
+	s.n++
+}
+
+// levelBefore is the slot's level from the instances that began before
+// start (a finished instance not folded in yet counts too).
+func (s *slot) levelBefore(start time.Time) (float64, bool) {
+	if s.n == 0 || !s.at.Before(start) {
+		return s.level, s.known
+	}
+	m := s.sum / float64(s.n)
+	if s.known {
+		return profileKeep*s.level + (1-profileKeep)*m, true
+	}
+	return m, true
 }
 
 // MovingAverage is the current moving average of demand.
 func (f *Forecaster) MovingAverage() float64 { return f.ma }
 
-// Profile is the learned demand for the slots from at to at+span (their
-// largest peak; 0 if none is known).
+// Profile is the learned demand for the slots from at to at+span (the
+// largest level; 0 if none is known).
 func (f *Forecaster) Profile(at time.Time, span time.Duration) float64 {
 	best := 0.0
 	for t := at.Truncate(slotLen); !t.After(at.Add(span)); t = t.Add(slotLen) {
 		w, d := slotOf(t)
-		switch {
-		case f.week[w].seen && !f.week[w].at.Equal(t.Truncate(slotLen)):
-			best = max(best, f.week[w].peak)
-		case f.day[d].seen && !f.day[d].at.Equal(t.Truncate(slotLen)):
-			best = max(best, f.day[d].peak)
+		if l, ok := f.week[w].levelBefore(t); ok {
+			best = max(best, l)
+		} else if l, ok := f.day[d].levelBefore(t); ok {
+			best = max(best, l)
 		}
 	}
 	return best
