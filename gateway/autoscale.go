@@ -70,6 +70,12 @@ func (a AutoscaleConfig) validate(c *Config) []error {
 		// built: several gateways acting at once would fight.
 		bad("autoscale.mode on is not supported in a cluster yet (every gateway would act); use dry_run, or on with one gateway")
 	}
+	if m == autoscale.ModeOn && a.MinAwake == -1 {
+		// With every replica parked the pool has nowhere to queue a call:
+		// callers would get errors until a wake (issue 34 item 3, calls
+		// waiting for the wake, is not built).
+		bad("autoscale.min_awake -1 (scale to zero) is not supported with mode on yet: calls would fail while every replica is parked; use 1 or more")
+	}
 	if m == autoscale.ModeOn && c.Secrets.HFToken == "" {
 		bad("autoscale.mode on needs HF_TOKEN: the Spaces' owner's token with write access")
 	}

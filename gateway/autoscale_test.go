@@ -116,6 +116,7 @@ func TestAutoscaleOffAndValidation(t *testing.T) {
 			c.Autoscale.Mode, c.Secrets.HFToken, c.Cluster.RedisURL, c.Secrets.HashKey = "on", "hf_x", "redis://127.0.0.1:1", "k"
 		}, "cluster"},
 		{"min_awake", func(c *gateway.Config) { c.Autoscale.MinAwake = -2 }, "min_awake"},
+		{"zero awake", func(c *gateway.Config) { c.Autoscale.Mode, c.Secrets.HFToken, c.Autoscale.MinAwake = "on", "hf_x", -1 }, "scale to zero"},
 		{"budget", func(c *gateway.Config) { c.Autoscale.MaxActionsPerHour, c.Autoscale.MaxActionsPerDay = 5, 2 }, "max_actions"},
 	} {
 		cfg := gateway.Config{Pool: pool.Config{Replicas: []string{"o/a"}}}

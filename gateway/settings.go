@@ -214,7 +214,7 @@ var settings = []setting{
 
 	{key: "autoscale.mode", env: "GRADIOPOOL_AUTOSCALE_MODE", flag: "autoscale-mode", help: "off, dry_run (decide and log, change nothing) or on: pause replicas' Spaces not needed and wake them ahead of demand (HF_TOKEN must be the Spaces' owner's, with write access; docs/autoscale.md)",
 		def: "off", field: func(c *Config) any { return &c.Autoscale.Mode }},
-	{key: "autoscale.min_awake", env: "GRADIOPOOL_AUTOSCALE_MIN_AWAKE", flag: "autoscale-min-awake", help: "replicas always kept awake; -1: none (all may be paused, the first caller waits a whole wake)",
+	{key: "autoscale.min_awake", env: "GRADIOPOOL_AUTOSCALE_MIN_AWAKE", flag: "autoscale-min-awake", help: "replicas always kept awake; -1: none (dry_run only for now: calls cannot wait for a wake yet)",
 		def: 1, field: func(c *Config) any { return &c.Autoscale.MinAwake }},
 	{key: "autoscale.park_after", env: "GRADIOPOOL_AUTOSCALE_PARK_AFTER", flag: "autoscale-park-after", help: "a replica not needed this long (and at least 3x its measured wake time) is drained and paused",
 		def: 15 * time.Minute, field: func(c *Config) any { return &c.Autoscale.ParkAfter }},
