@@ -303,8 +303,10 @@ func (c *Controller) parkAfter(r *repState) time.Duration {
 	return max(c.cfg.ParkAfter, 3*c.wakeTime(r))
 }
 
-// budgetOK: another action keeps the replica inside its flap budget.
-func (c *Controller) budgetOK(r *repState, now time.Time) bool {
+// budgetOK: n more actions keep the replica inside its flap budget. A
+// park asks for 2 (itself and the wake that will follow), a wake for 1:
+// the budget then never strands a parked replica that demand needs back.
+func (c *Controller) budgetOK(r *repState, now time.Time, n int) bool {
 	hour, day := 0, 0
 	keep := r.actions[:0]
 	for _, t := range r.actions {
@@ -317,7 +319,7 @@ func (c *Controller) budgetOK(r *repState, now time.Time) bool {
 		}
 	}
 	r.actions = keep
-	return hour < c.cfg.MaxActionsPerHour && day < c.cfg.MaxActionsPerDay
+	return hour+n <= c.cfg.MaxActionsPerHour && day+n <= c.cfg.MaxActionsPerDay
 }
 
 // Tick reads the state and acts once.
@@ -555,7 +557,7 @@ func (c *Controller) hubFailed(r *repState, now time.Time, op string, err error)
 }
 
 func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reason string) bool {
-	if !c.budgetOK(r, now) {
+	if !c.budgetOK(r, now, 1) {
 		c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultBlocked, Reason: reason + "; flap budget spent"})
 		return false
 	}
@@ -586,7 +588,7 @@ func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reaso
 // park drains the replica, then pauses it once its calls are done.
 func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reason string) {
 	if c.cfg.Mode == ModeDryRun {
-		if !c.budgetOK(r, now) {
+		if !c.budgetOK(r, now, 2) {
 			return
 		}
 		r.actions = append(r.actions, now)
@@ -595,7 +597,7 @@ func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reaso
 		return
 	}
 	if !r.draining {
-		if !c.budgetOK(r, now) {
+		if !c.budgetOK(r, now, 2) {
 			if r.lastReason != "budget" {
 				c.record(Action{At: now, Replica: r.Name, Kind: ActionPark, Result: ResultBlocked, Reason: reason + "; flap budget spent"})
 				r.lastReason = "budget"
