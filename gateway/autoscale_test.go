@@ -54,7 +54,9 @@ func TestAutoscaleAdmin(t *testing.T) {
 		}
 		return false
 	}
-	if !poll(func() bool { return len(st.Replicas) == 2 && st.Replicas[0].Stage == "RUNNING" && st.Replicas[1].Stage == "RUNNING" }) {
+	if !poll(func() bool {
+		return len(st.Replicas) == 2 && st.Replicas[0].Stage == "RUNNING" && st.Replicas[1].Stage == "RUNNING"
+	}) {
 		t.Fatalf("status %+v", st)
 	}
 	if st.Mode != "on" {
