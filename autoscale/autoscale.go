@@ -132,7 +132,8 @@ type Load struct {
 type Target interface {
 	// Load reports a replica's demand.
 	Load(replica string) Load
-	// Waiting reports callers waiting for any replica (none awake).
+	// Waiting reports callers waiting for the pool that no replica's
+	// Load counts (e.g. none awake to queue on).
 	Waiting() int
 	// SetParked marks a replica parked (true): no new calls or users go
 	// there, calls in flight finish, no probes, no ejection; false ends it.
@@ -342,11 +343,15 @@ func (c *Controller) Tick(ctx context.Context) {
 	c.refresh(ctx, now)
 
 	// Demand and capacity.
-	demand := float64(c.target.Waiting())
+	// waiting: callers queued for the pool as a whole and for a session
+	// on some replica alike.
+	waiting := c.target.Waiting()
+	demand := float64(waiting)
 	capacity := 1
 	for _, r := range c.reps {
 		l := c.target.Load(r.Name)
 		demand += float64(l.InUse + l.Waiting)
+		waiting += l.Waiting
 		capacity = max(capacity, l.Capacity)
 		if r.lastTick.After(time.Time{}) && c.effAwake(r) {
 			r.awakeTotal += now.Sub(r.lastTick)
@@ -368,11 +373,13 @@ func (c *Controller) Tick(ctx context.Context) {
 	// urgentTicks ticks: then enough replicas for them are woken at once.
 	need := int(math.Ceil(c.forecast / per))
 	need = max(need, *c.cfg.MinAwake)
-	waiting := c.target.Waiting()
-	awakeN := 0
+	// runningN: replicas taking calls now. The urgent need is counted
+	// from them: replicas already waking count toward it, so a queue that
+	// lasts through a wake does not wake one more replica every tick.
+	runningN := 0
 	for _, r := range c.reps {
-		if r.disabled == nil && r.known && (c.effAwake(r) || c.effWaking(r)) && !r.draining {
-			awakeN++
+		if r.disabled == nil && r.known && c.effAwake(r) && !r.draining {
+			runningN++
 		}
 	}
 	if waiting == 0 {
@@ -380,9 +387,9 @@ func (c *Controller) Tick(ctx context.Context) {
 	} else {
 		c.waitingTicks++
 	}
-	urgent := waiting > 0 && (awakeN == 0 || waiting >= awakeN*capacity || c.waitingTicks >= urgentTicks)
+	urgent := waiting > 0 && (runningN == 0 || waiting >= runningN*capacity || c.waitingTicks >= urgentTicks)
 	if urgent {
-		need = max(need, awakeN+(waiting+capacity-1)/capacity)
+		need = max(need, runningN+(waiting+capacity-1)/capacity)
 	}
 	c.need = need
 
@@ -441,7 +448,7 @@ func (c *Controller) Tick(ctx context.Context) {
 		}
 		reason := fmt.Sprintf("need %d awake for demand %.1f, forecast %.1f at +%v", need, demand, c.forecast, lead.Round(time.Second))
 		if urgent {
-			reason = fmt.Sprintf("%d callers waiting and %d awake", c.target.Waiting(), kept)
+			reason = fmt.Sprintf("%d callers waiting and %d awake", waiting, kept)
 		}
 		if r.hold == HoldAwake {
 			reason = "held awake by an operator"

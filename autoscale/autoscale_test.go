@@ -538,3 +538,19 @@ func TestBudgetNeverStrandsAParkedReplica(t *testing.T) {
 		t.Fatalf("stranded: %v", st)
 	}
 }
+
+// TestWakesForCallersQueuedOnAReplica: callers queued for a session on the
+// one awake replica (not waiting for the pool as a whole) are urgent too
+// once their queue lasts.
+func TestWakesForCallersQueuedOnAReplica(t *testing.T) {
+	r := newRig(t, autoscale.Config{}, ownerTok)
+	r.run(16*time.Minute, 10*time.Second)
+	if st := r.stages(); count(st, "PAUSED") != 2 {
+		t.Fatalf("setup: %v", st)
+	}
+	r.target.set("r1", 4, 3) // full, 3 waiting there
+	r.run(40*time.Second, 5*time.Second)
+	if st := r.stages(); count(st, "PAUSED") != 1 {
+		t.Fatalf("a lasting queue on r1 woke %v, want one more replica", st)
+	}
+}
