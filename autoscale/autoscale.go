@@ -140,6 +140,13 @@ type Target interface {
 	SetParked(replica string, parked bool)
 }
 
+// ETASetter is an optional part of a Target: it is told when the first
+// replica being woken is expected to run (zero: none is waking), for
+// callers waiting for it.
+type ETASetter interface {
+	SetWakeETA(at time.Time)
+}
+
 // Hub is the part of HubClient the controller uses.
 type Hub interface {
 	Runtime(ctx context.Context, space string) (Runtime, error)
@@ -340,6 +347,7 @@ func (c *Controller) Tick(ctx context.Context) {
 	clear(c.holds)
 	c.mu.Unlock()
 	defer c.publish(now)
+	defer c.publishETA()
 	c.refresh(ctx, now)
 
 	// Demand and capacity.
@@ -475,6 +483,23 @@ func (c *Controller) Tick(ctx context.Context) {
 				unneeded.Round(time.Second), need, demand, c.forecast))
 		}
 	}
+}
+
+// publishETA tells the Target when the first waking replica should run.
+func (c *Controller) publishETA() {
+	es, ok := c.target.(ETASetter)
+	if !ok || c.cfg.Mode != ModeOn {
+		return
+	}
+	var eta time.Time
+	for _, r := range c.reps {
+		if waking(r.stage) && !r.wakeSent.IsZero() {
+			if t := r.wakeSent.Add(c.wakeTime(r)); eta.IsZero() || t.Before(eta) {
+				eta = t
+			}
+		}
+	}
+	es.SetWakeETA(eta)
 }
 
 // effAwake / effWaking: the stage, or in dry run the would-be stage.

@@ -37,6 +37,9 @@ type AutoscaleConfig struct {
 	HubCallBudget int
 	// Interval is how often the policy runs.
 	Interval time.Duration
+	// WakeTimeout: a call that finds every replica parked waits this long
+	// for a wake, then gets 503 with Retry-After.
+	WakeTimeout time.Duration
 }
 
 const defaultHubURL = "https://huggingface.co"
@@ -54,7 +57,8 @@ func (a AutoscaleConfig) validate(c *Config) []error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"autoscale.park_after", a.ParkAfter}, {"autoscale.min_awake_after_wake", a.MinAwakeAfterWake}, {"autoscale.interval", a.Interval}} {
+	}{{"autoscale.park_after", a.ParkAfter}, {"autoscale.min_awake_after_wake", a.MinAwakeAfterWake}, {"autoscale.interval", a.Interval},
+		{"autoscale.wake_timeout", a.WakeTimeout}} {
 		if d.v <= 0 {
 			bad("%s: %v, must be positive", d.key, d.v)
 		}
@@ -69,12 +73,6 @@ func (a AutoscaleConfig) validate(c *Config) []error {
 		// Issue 34 item 4 (one acting gateway through a Redis lease) is not
 		// built: several gateways acting at once would fight.
 		bad("autoscale.mode on is not supported in a cluster yet (every gateway would act); use dry_run, or on with one gateway")
-	}
-	if m == autoscale.ModeOn && a.MinAwake == -1 {
-		// With every replica parked the pool has nowhere to queue a call:
-		// callers would get errors until a wake (issue 34 item 3, calls
-		// waiting for the wake, is not built).
-		bad("autoscale.min_awake -1 (scale to zero) is not supported with mode on yet: calls would fail while every replica is parked; use 1 or more")
 	}
 	if m == autoscale.ModeOn && c.Secrets.HFToken == "" {
 		bad("autoscale.mode on needs HF_TOKEN: the Spaces' owner's token with write access")
@@ -121,6 +119,9 @@ func startAutoscale(cfg Config, p *pool.Pool, logger *slog.Logger, metrics *Metr
 		MaxActionsPerHour: cfg.Autoscale.MaxActionsPerHour, MaxActionsPerDay: cfg.Autoscale.MaxActionsPerDay,
 	}, client, &poolTarget{p: p, max: cfg.Pool.MaxConnections}, reps, logger, nil)
 	metrics.register(&autoscaleCollector{ctl: ctl})
+	if mode == autoscale.ModeOn {
+		p.SetWakeWait(cfg.Autoscale.WakeTimeout)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &autoscaler{ctl: ctl, cancel: cancel}
 	a.wg.Add(1)
@@ -150,17 +151,13 @@ func (t *poolTarget) Load(replica string) autoscale.Load {
 	return autoscale.Load{InUse: st.InUseConnections, Waiting: st.QueueLength, Capacity: t.max}
 }
 
-// Waiting: callers waiting for the pool that no replica queue holds.
-func (t *poolTarget) Waiting() int {
-	st := t.p.Stats(context.Background())
-	n := st.TotalQueued
-	for _, rs := range st.Pools {
-		n -= rs.QueueLength
-	}
-	return max(n, 0)
-}
+// Waiting: calls waiting because every replica is parked (those queued on
+// a replica are in its Load).
+func (t *poolTarget) Waiting() int { return t.p.ParkedWaiters() }
 
 func (t *poolTarget) SetParked(replica string, parked bool) { _ = t.p.SetParked(replica, parked) }
+
+func (t *poolTarget) SetWakeETA(at time.Time) { t.p.SetWakeETA(at) }
 
 // autoscaleRoutes registers GET /api/admin/autoscale and POST
 // /api/admin/autoscale/replicas/{name}.

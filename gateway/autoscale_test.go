@@ -118,7 +118,6 @@ func TestAutoscaleOffAndValidation(t *testing.T) {
 			c.Autoscale.Mode, c.Secrets.HFToken, c.Cluster.RedisURL, c.Secrets.HashKey = "on", "hf_x", "redis://127.0.0.1:1", "k"
 		}, "cluster"},
 		{"min_awake", func(c *gateway.Config) { c.Autoscale.MinAwake = -2 }, "min_awake"},
-		{"zero awake", func(c *gateway.Config) { c.Autoscale.Mode, c.Secrets.HFToken, c.Autoscale.MinAwake = "on", "hf_x", -1 }, "scale to zero"},
 		{"budget", func(c *gateway.Config) { c.Autoscale.MaxActionsPerHour, c.Autoscale.MaxActionsPerDay = 5, 2 }, "max_actions"},
 	} {
 		cfg := gateway.Config{Pool: pool.Config{Replicas: []string{"o/a"}}}
@@ -127,5 +126,52 @@ func TestAutoscaleOffAndValidation(t *testing.T) {
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// TestAutoscaleCallWaitsForWake: with the only replica's Space paused
+// (held parked), a call waits instead of failing; when the hold ends the
+// policy wakes the Space (the waiting caller makes it urgent), and the
+// call is served. Past autoscale.wake_timeout a call gets 503 with
+// Retry-After.
+func TestAutoscaleCallWaitsForWake(t *testing.T) {
+	srv := gradiotest.NewServer(nil)
+	hub := gradiotest.NewHub()
+	t.Cleanup(func() {
+		hub.Close()
+		srv.Close()
+	})
+	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
+	hub.AddSpace("o/a", srv)
+	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a"}, MinConnections: 1, MaxConnections: 2}}
+	cfg.Secrets.HFToken = "hf_owner"
+	cfg.Autoscale.Mode = "on"
+	cfg.Autoscale.MinAwake = -1
+	cfg.Autoscale.Interval = 10 * time.Millisecond
+	cfg.Autoscale.WakeTimeout = 3 * time.Second // the wake takes ~50 ms here
+	gw, _ := openGateway(t, cfg)
+	if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/a", `{"hold":"parked","duration":"1h"}`); a.status != 200 {
+		t.Fatalf("hold: %d %s", a.status, a.body)
+	}
+	for i := 0; i < 500 && hub.Stage("o/a") != gradiotest.StagePaused; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := hub.Stage("o/a"); got != gradiotest.StagePaused {
+		t.Fatalf("stage %s", got)
+	}
+	// held parked: the call waits out wake_timeout and gets 503 + Retry-After
+	a := do(t, "POST", gw.URL+"/v1/predict/upper", `{"data":["x"]}`)
+	if a.status != 503 || a.header.Get("Retry-After") == "" || errorCode(t, a.body) != "replicas_parked" {
+		t.Fatalf("past wake_timeout: %d %v %s", a.status, a.header, a.body)
+	}
+	done := make(chan answer, 1)
+	go func() { done <- do(t, "POST", gw.URL+"/v1/predict/upper", `{"data":["x"]}`) }()
+	time.Sleep(50 * time.Millisecond) // not an assertion: let the call start waiting
+	if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/a", `{"hold":"auto"}`); a.status != 200 {
+		t.Fatalf("auto: %d %s", a.status, a.body)
+	}
+	a = <-done
+	if a.status != 200 || !strings.Contains(a.body, "X") {
+		t.Fatalf("after the wake: %d %s", a.status, a.body)
 	}
 }

@@ -214,7 +214,7 @@ var settings = []setting{
 
 	{key: "autoscale.mode", env: "GRADIOPOOL_AUTOSCALE_MODE", flag: "autoscale-mode", help: "off, dry_run (decide and log, change nothing) or on: pause replicas' Spaces not needed and wake them ahead of demand (HF_TOKEN must be the Spaces' owner's, with write access; docs/autoscale.md)",
 		def: "off", field: func(c *Config) any { return &c.Autoscale.Mode }},
-	{key: "autoscale.min_awake", env: "GRADIOPOOL_AUTOSCALE_MIN_AWAKE", flag: "autoscale-min-awake", help: "replicas always kept awake; -1: none (dry_run only for now: calls cannot wait for a wake yet)",
+	{key: "autoscale.min_awake", env: "GRADIOPOOL_AUTOSCALE_MIN_AWAKE", flag: "autoscale-min-awake", help: "replicas always kept awake; -1: none (the first caller after a quiet time waits a whole wake)",
 		def: 1, field: func(c *Config) any { return &c.Autoscale.MinAwake }},
 	{key: "autoscale.park_after", env: "GRADIOPOOL_AUTOSCALE_PARK_AFTER", flag: "autoscale-park-after", help: "a replica not needed this long (and at least 3x its measured wake time) is drained and paused",
 		def: 15 * time.Minute, field: func(c *Config) any { return &c.Autoscale.ParkAfter }},
@@ -228,6 +228,8 @@ var settings = []setting{
 		def: 300, field: func(c *Config) any { return &c.Autoscale.HubCallBudget }},
 	{key: "autoscale.interval", env: "GRADIOPOOL_AUTOSCALE_INTERVAL", flag: "autoscale-interval", help: "how often the policy reads demand and decides",
 		def: 5 * time.Second, field: func(c *Config) any { return &c.Autoscale.Interval }},
+	{key: "autoscale.wake_timeout", env: "GRADIOPOOL_AUTOSCALE_WAKE_TIMEOUT", flag: "autoscale-wake-timeout", help: "a call finding every replica paused waits this long for a wake, then gets 503 with Retry-After",
+		def: 5 * time.Minute, field: func(c *Config) any { return &c.Autoscale.WakeTimeout }},
 }
 
 // settingByKey finds a row; nil when key is none.

@@ -493,6 +493,9 @@ type acquireOpts struct {
 	// plain takes a plain slot even with StickySessions: the caller (the
 	// front door) binds its callers' sessions itself.
 	plain bool
+	// parkUntil bounds the wait for a wake when every replica is parked
+	// (set by the first wait, parked.go).
+	parkUntil time.Time
 	// prio is the class the call waits in for a session or a permit.
 	prio Priority
 }
@@ -603,6 +606,10 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 	}
 	if last != nil {
 		last.errs.Add(1) // the call failed: nowhere else to go
+	}
+	if until, ok := p.waitUnparked(ctx, causes, o.parkUntil); ok {
+		o.parkUntil = until
+		return p.acquire(ctx, o) // a replica woke: route again
 	}
 	return nil, &AllReplicasFailedError{Causes: causes}
 }

@@ -1,6 +1,7 @@
 package pool_test
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -91,5 +92,62 @@ func TestParkedReplica(t *testing.T) {
 	}
 	if !served {
 		t.Error("app_0 serves no new user after the park ended")
+	}
+}
+
+// TestCallsWaitForAWake: with every replica parked, a call waits (up to
+// SetWakeWait) and runs once a replica is un-parked; without a wait, or
+// past it, it fails with ErrParked among its causes.
+func TestCallsWaitForAWake(t *testing.T) {
+	srvs := replicas(t, 2)
+	p := newPool(t, pool.Config{Replicas: []string{srvs[0].URL, srvs[1].URL}})
+	ctx := ctxT(t)
+	names := p.Replicas()
+	for _, n := range names {
+		if err := p.SetParked(n, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Predict(ctx, user(0), "upper", "x"); !errors.Is(err, pool.ErrParked) {
+		t.Fatalf("no wait set: %v, want ErrParked", err)
+	}
+	p.SetWakeWait(time.Minute)
+	type out struct {
+		res *pool.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := p.Predict(ctx, user(1), "upper", "x")
+		done <- out{res, err}
+	}()
+	for i := 0; i < 1000 && p.ParkedWaiters() == 0; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if p.ParkedWaiters() != 1 {
+		t.Fatalf("%d waiting", p.ParkedWaiters())
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("returned while every replica is parked: %+v", o)
+	default:
+	}
+	if err := p.SetParked(names[1], false); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil || o.res.Replica != names[1] {
+		t.Fatalf("after the wake: %+v %v", o.res, o.err)
+	}
+	if p.ParkedWaiters() != 0 {
+		t.Errorf("%d still waiting", p.ParkedWaiters())
+	}
+	// past the wait: the call fails, with the cause
+	if err := p.SetParked(names[1], true); err != nil {
+		t.Fatal(err)
+	}
+	p.SetWakeWait(20 * time.Millisecond)
+	if _, err := p.Predict(ctx, user(2), "upper", "x"); !errors.Is(err, pool.ErrParked) {
+		t.Fatalf("past the wait: %v", err)
 	}
 }

@@ -28,6 +28,7 @@ type Pool struct {
 	ownStore *assign.Memory // non-nil when the Pool created (and closes) the store
 	users    userHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
+	parking  parking        // callers waiting for a parked replica's wake (parked.go)
 
 	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
 
