@@ -225,6 +225,7 @@ func (h *Hub) SetStageFor(id, stage string, d time.Duration) {
 
 // Stage reports a Space's current stage ("" if unknown).
 func (h *Hub) Stage(id string) string {
+	defer h.flushRestarts()
 	h.mu.Lock()
 	sp := h.spaces[id]
 	h.mu.Unlock()
@@ -316,6 +317,7 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 	h.flushRestarts()
 	stage := h.stageOf(sp)
+	h.flushRestarts()
 	h.mu.Lock()
 	rtJSON := h.runtime(sp, stage)
 	h.mu.Unlock()

@@ -123,6 +123,7 @@ func (h *Hub) SetLookupWakes(on bool) {
 // SetHardware sets a Space's current and requested hardware flavor (the
 // default is cpu-basic).
 func (h *Hub) SetHardware(id, flavor string) {
+	defer h.flushRestarts() // after the unlock below: deferred calls run last-in first-out
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sp := h.spaces[id]; sp != nil {
@@ -144,6 +145,7 @@ func (h *Hub) SetHardwarePrice(flavor string, perHour float64) {
 // SetSleepTime sets a Space's sleep time as POST .../sleeptime does
 // (seconds idle before STOPPED; -1 never), without a call.
 func (h *Hub) SetSleepTime(id string, seconds int) {
+	defer h.flushRestarts() // after the unlock below: deferred calls run last-in first-out
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sp := h.spaces[id]; sp != nil {
@@ -155,6 +157,7 @@ func (h *Hub) SetSleepTime(id string, seconds int) {
 
 // Bill reads a Space's billing meter up to now.
 func (h *Hub) Bill(id string) Bill {
+	defer h.flushRestarts() // after the unlock below: deferred calls run last-in first-out
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sp := h.spaces[id]
@@ -168,6 +171,7 @@ func (h *Hub) Bill(id string) Bill {
 // Transitions lists a Space's stage changes made by the runtime machine
 // (pause, restart, sleep, wake), oldest first.
 func (h *Hub) Transitions(id string) []Transition {
+	defer h.flushRestarts() // after the unlock below: deferred calls run last-in first-out
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sp := h.spaces[id]
@@ -182,6 +186,7 @@ func (h *Hub) Transitions(id string) []Transition {
 // request it gets: it wakes a STOPPED Space and resets the sleep timer. It
 // reports whether the app answers now (the stage is RUNNING).
 func (h *Hub) Visit(id string) bool {
+	defer h.flushRestarts() // after the unlock below: deferred calls run last-in first-out
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sp := h.spaces[id]

@@ -292,3 +292,24 @@ func TestHubStartSpread(t *testing.T) {
 		t.Fatalf("seeded spread: %v and %v", a, b)
 	}
 }
+
+// TestHubStopRestartsReplica: a Space that stops (here seen through a
+// look-up only) loses its process at once: its replica gets a new app id.
+func TestHubStopRestartsReplica(t *testing.T) {
+	hub, srv, clk := runtimeHub(t)
+	hub.SetSleepTime("o/gpu", 60)
+	before := srv.AppIDValue()
+	clk.Add(61 * time.Second)
+	if got := hub.Stage("o/gpu"); got != gradiotest.StageStopped {
+		t.Fatalf("stage %s", got)
+	}
+	if srv.AppIDValue() == before {
+		t.Fatal("the replica of a stopped Space kept its process")
+	}
+	hubCall(t, hub, "POST", "restart", owner, nil)
+	clk.Add(150 * time.Second)
+	mid := srv.AppIDValue()
+	if got := appStatus(t, srv); got != 200 || srv.AppIDValue() != mid {
+		t.Fatalf("after the restart: %d, app id changed again: %v", got, srv.AppIDValue() != mid)
+	}
+}
