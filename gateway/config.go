@@ -120,6 +120,8 @@ type Config struct {
 	FrontDoor FrontDoorConfig
 	// Cluster makes several gateways one, through Redis.
 	Cluster ClusterConfig
+	// Autoscale parks unneeded Spaces and wakes them ahead of demand.
+	Autoscale AutoscaleConfig
 
 	// Secrets come from the environment only.
 	Secrets Secrets
@@ -278,6 +280,7 @@ func (c *Config) Validate() error {
 		bad("GRADIOPOOL_REDIS_URL is set but GRADIOPOOL_HASH_KEY is not: instances sharing Redis need the same hash key")
 	}
 	errs = append(errs, c.Cluster.validate()...)
+	errs = append(errs, c.Autoscale.validate(c)...)
 	if c.Listen != "" && !strings.Contains(c.Listen, ":") {
 		bad("listen: %q, want host:port", c.Listen)
 	}

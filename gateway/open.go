@@ -55,7 +55,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 	p.CheckReplicas()
 	backend := newPoolBackend(p, cfg.Pool.MaxConnections)
 	metrics.Register(backend)
-	g := newGateway(cfg, backend, logger, metrics, built{pool: p, backend: backend, closers: closers, member: member})
+	as := startAutoscale(cfg, p, logger, metrics)
+	g := newGateway(cfg, backend, logger, metrics, built{pool: p, backend: backend, closers: closers, member: member, autoscale: as})
 	if member != nil {
 		member.attach(p, g)
 	}
@@ -71,6 +72,9 @@ func (g *Gateway) Pool() *pool.Pool { return g.pool }
 // Gradio front door (its sessions and kept uploads).
 func (g *Gateway) Close(ctx context.Context) error {
 	var errs []error
+	if g.autoscale != nil {
+		errs = append(errs, g.autoscale.close()) // before the pool it steers
+	}
 	if g.front != nil {
 		errs = append(errs, g.front.Close()) // its sessions hold slots of the pool
 	}

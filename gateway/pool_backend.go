@@ -115,6 +115,10 @@ func poolError(err error) *apiError {
 		if pool.IsOverloaded(err) {
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: all.Error(), RetryAfter: 5}
 		}
+		if pool.IsParked(err) { // autoscale: every Space paused, none woke within autoscale.wake_timeout
+			return &apiError{Status: http.StatusServiceUnavailable, Code: "replicas_parked",
+				Message: "every replica is paused to save cost and none woke in time; retry shortly", RetryAfter: 30}
+		}
 		return &apiError{Status: http.StatusBadGateway, Code: "all_replicas_failed", Message: all.Error()}
 	}
 	switch {

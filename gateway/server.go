@@ -54,9 +54,10 @@ type Gateway struct {
 	closers     []func() error
 	// member is this gateway's cluster membership when Open made one: the
 	// front door then keeps its sessions in Redis.
-	member  *clusterMember
-	history *History     // the dashboard's last hour (admin_ui.go)
-	tracer  trace.Tracer // request spans (tracing.go)
+	member    *clusterMember
+	autoscale *autoscaler  // nil unless autoscale.mode is set (autoscale.go)
+	history   *History     // the dashboard's last hour (admin_ui.go)
+	tracer    trace.Tracer // request spans (tracing.go)
 
 	// jobsCtx is the parent of calls that outlive their request (the
 	// /gradio_api/call POST); cancelJobs ends them after a drain.
@@ -82,10 +83,11 @@ func New(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics) *Gateway 
 
 // built is what Open made around the backend: the Gateway owns it.
 type built struct {
-	pool    *pool.Pool
-	backend *poolBackend // over pool: a reload changes its max
-	closers []func() error
-	member  *clusterMember
+	pool      *pool.Pool
+	backend   *poolBackend // over pool: a reload changes its max
+	closers   []func() error
+	member    *clusterMember
+	autoscale *autoscaler
 }
 
 func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, own built) *Gateway {
@@ -98,7 +100,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(tracerName),
 		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
-		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member}
+		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member, autoscale: own.autoscale}
 	g.reload.running = cfg
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
@@ -129,6 +131,7 @@ func (g *Gateway) routes() {
 	}
 	admin("GET /api/admin/pool-stats", g.handleStats)
 	admin("POST /api/admin/reload", g.handleReload)
+	g.autoscaleRoutes(admin)
 	admin("GET /metrics", g.metrics.handler().ServeHTTP)
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

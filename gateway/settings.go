@@ -215,6 +215,25 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Cluster.TLSKeyFile }},
 	{key: "cluster.redis_tls_insecure_skip_verify", env: "GRADIOPOOL_CLUSTER_REDIS_TLS_INSECURE_SKIP_VERIFY", flag: "cluster-redis-tls-insecure-skip-verify", help: "accept any Redis server certificate (tests only)",
 		def: false, field: func(c *Config) any { return &c.Cluster.TLSInsecureSkipVerify }},
+
+	{key: "autoscale.mode", env: "GRADIOPOOL_AUTOSCALE_MODE", flag: "autoscale-mode", help: "off, dry_run (decide and log, change nothing) or on: pause replicas' Spaces not needed and wake them ahead of demand (HF_TOKEN must be the Spaces' owner's, with write access; docs/autoscale.md)",
+		def: "off", field: func(c *Config) any { return &c.Autoscale.Mode }},
+	{key: "autoscale.min_awake", env: "GRADIOPOOL_AUTOSCALE_MIN_AWAKE", flag: "autoscale-min-awake", help: "replicas always kept awake; -1: none (the first caller after a quiet time waits a whole wake)",
+		def: 1, field: func(c *Config) any { return &c.Autoscale.MinAwake }},
+	{key: "autoscale.park_after", env: "GRADIOPOOL_AUTOSCALE_PARK_AFTER", flag: "autoscale-park-after", help: "a replica not needed this long (and at least 3x its measured wake time) is drained and paused",
+		def: 15 * time.Minute, field: func(c *Config) any { return &c.Autoscale.ParkAfter }},
+	{key: "autoscale.min_awake_after_wake", env: "GRADIOPOOL_AUTOSCALE_MIN_AWAKE_AFTER_WAKE", flag: "autoscale-min-awake-after-wake", help: "a woken replica stays awake at least this long",
+		def: 10 * time.Minute, field: func(c *Config) any { return &c.Autoscale.MinAwakeAfterWake }},
+	{key: "autoscale.max_actions_per_hour", env: "GRADIOPOOL_AUTOSCALE_MAX_ACTIONS_PER_HOUR", flag: "autoscale-max-actions-per-hour", help: "pauses and wakes per replica per hour at most (flap budget)",
+		def: 4, field: func(c *Config) any { return &c.Autoscale.MaxActionsPerHour }},
+	{key: "autoscale.max_actions_per_day", env: "GRADIOPOOL_AUTOSCALE_MAX_ACTIONS_PER_DAY", flag: "autoscale-max-actions-per-day", help: "pauses and wakes per replica per day at most (flap budget)",
+		def: 24, field: func(c *Config) any { return &c.Autoscale.MaxActionsPerDay }},
+	{key: "autoscale.hub_call_budget", env: "GRADIOPOOL_AUTOSCALE_HUB_CALL_BUDGET", flag: "autoscale-hub-call-budget", help: "Hub API calls the policy makes per 5 minutes at most (the Hub allows a free account 1000, shared with everything else using the token)",
+		def: 300, field: func(c *Config) any { return &c.Autoscale.HubCallBudget }},
+	{key: "autoscale.interval", env: "GRADIOPOOL_AUTOSCALE_INTERVAL", flag: "autoscale-interval", help: "how often the policy reads demand and decides",
+		def: 5 * time.Second, field: func(c *Config) any { return &c.Autoscale.Interval }},
+	{key: "autoscale.wake_timeout", env: "GRADIOPOOL_AUTOSCALE_WAKE_TIMEOUT", flag: "autoscale-wake-timeout", help: "a call finding every replica paused waits this long for a wake, then gets 503 with Retry-After",
+		def: 5 * time.Minute, field: func(c *Config) any { return &c.Autoscale.WakeTimeout }},
 }
 
 // settingByKey finds a row; nil when key is none.

@@ -124,6 +124,8 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 		return false, false, ErrClosed
 	case r.removed:
 		return false, false, errRemoved
+	case r.parked.Load():
+		return false, false, ErrParked
 	case r.suspect:
 		return false, false, &ejectedError{suspectSince: r.suspectAt, last: r.lastErr}
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
@@ -200,7 +202,7 @@ func (r *replica) ejectedWithoutApp() error {
 func (r *replica) usable(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.closed && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
+	return !r.closed && !r.parked.Load() && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
 }
 
 // connectInFlight reports whether r has no app and its connect is under
@@ -357,6 +359,9 @@ func (r *replica) probePassed() {
 // back-off (ejectBase doubling up to ejectMax; ejectMax at once for a
 // permanent failure).
 func (r *replica) fail(err error) {
+	if r.parked.Load() {
+		return // a parked Space refuses by design: no ejection
+	}
 	now := r.p.now()
 	r.mu.Lock()
 	if !r.ejectUntil.IsZero() && now.Before(r.ejectUntil) {
@@ -412,6 +417,9 @@ func permanentFailure(err error) bool {
 // a row eject it (never when that is negative). A half-open replica is
 // ejected again by one refused trial.
 func (r *replica) refused(err error) {
+	if r.parked.Load() {
+		return
+	}
 	r.sawTransportFailure(err)
 	limit := r.p.cfg.EjectAfterRefusals
 	r.mu.Lock()
@@ -484,6 +492,9 @@ type acquireOpts struct {
 	// plain takes a plain slot even with StickySessions: the caller (the
 	// front door) binds its callers' sessions itself.
 	plain bool
+	// parkUntil bounds the wait for a wake when every replica is parked
+	// (set by the first wait, parked.go).
+	parkUntil time.Time
 	// prio is the class the call waits in for a session or a permit.
 	prio Priority
 }
@@ -594,6 +605,10 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 	}
 	if last != nil {
 		last.errs.Add(1) // the call failed: nowhere else to go
+	}
+	if until, ok := p.waitUnparked(ctx, causes, o.parkUntil); ok {
+		o.parkUntil = until
+		return p.acquire(ctx, o) // a replica woke: route again
 	}
 	return nil, &AllReplicasFailedError{Causes: causes}
 }

@@ -55,11 +55,12 @@ func (r *replica) checkLiveness() {
 }
 
 // livenessDue: connected and in service (an ejected, suspect or probed
-// replica has the prober's attention already).
+// replica has the prober's attention already; a parked one is asleep on
+// purpose: a state, not a failure).
 func (r *replica) livenessDue() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.app != nil && !r.closed && !r.suspect && !r.probing && !r.connecting && r.ejectUntil.IsZero()
+	return r.app != nil && !r.closed && !r.suspect && !r.probing && !r.connecting && r.ejectUntil.IsZero() && !r.parked.Load()
 }
 
 // reach connects to the replica's host; a failure ejects it as

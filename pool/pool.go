@@ -29,6 +29,7 @@ type Pool struct {
 	users    userHasher     // e-mail -> user key, under Config.HashKey
 	sticky   *stickyTable   // nil unless Config.StickySessions
 	spread   *userSpread    // signed-in users seen per replica (spread.go)
+	parking  parking        // callers waiting for a parked replica's wake (parked.go)
 	// stateLost counts sticky users moved off the replica holding their
 	// own session (EventStateLost).
 	stateLost atomic.Uint64

@@ -86,7 +86,7 @@ func (r *replica) probeDue(now time.Time) probeKind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.closed || r.probing || r.connecting:
+	case r.closed || r.probing || r.connecting || r.parked.Load():
 		return probeNone
 	case !r.ejectUntil.IsZero():
 		if asleep(r.lastErr) {
@@ -193,6 +193,9 @@ func (p *Pool) CheckReplicas() {
 		return
 	}
 	for _, r := range p.set.Load().list {
+		if r.parked.Load() {
+			continue
+		}
 		p.goBackground(func() { _, _, _ = r.getApp(p.ctx) })
 	}
 }

@@ -80,6 +80,7 @@ type replica struct {
 	cap      capacity    // the Space's queues as reported, and our calls there
 	slotTime slotTimes   // how long accepted slot calls (the front door's) hold their slot
 	waking   atomic.Bool // a background wake of the sleeping Space is running (wake.go)
+	parked   atomic.Bool // parked by the autoscaler: a state, not a failure (parked.go)
 	// checking: a background probe or hang check of this replica is
 	// running (probe.go), so the prober never stacks them.
 	checking atomic.Bool
@@ -285,6 +286,8 @@ func (r *replica) stateLocked(now time.Time) string {
 	switch {
 	case r.closed:
 		return stateClosed
+	case r.parked.Load():
+		return StateParked
 	case r.suspect:
 		return stateSuspect
 	case !r.ejectUntil.IsZero() && (now.Before(r.ejectUntil) || r.unreachable):

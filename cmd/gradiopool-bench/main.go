@@ -43,6 +43,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if handled, err := bench.RunChild(ctx, stdout); handled {
 		return err
 	}
+	if len(args) > 0 && args[0] == "autoscale" {
+		return runAutoscale(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("gradiopool-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "scaled-down times and short runs (under a minute; CI smoke test)")

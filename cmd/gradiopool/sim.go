@@ -42,6 +42,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pass := fs.String("password", "", "password for -username")
 	appName := fs.String("app", "default", "simulated app: default (upper, count, slow, counter, fail, reverse_file) or chat")
 	seedNames := fs.Bool("seed-names", true, "also register the first replicas as "+strings.Join(exampleSpaces, ", "))
+	hubOwner := fs.String("hub-owner-token", "", "token of the Spaces' owner: the Hub's pause/restart/sleeptime/hardware routes answer 403 to any other (default: any token)")
+	hubStart := fs.Duration("hub-start-time", gradiotest.DefaultHubStartTime, "median time a Space spends APP_STARTING (after a build, or a visit to a STOPPED Space)")
+	hubBuild := fs.Duration("hub-build-time", gradiotest.DefaultHubBuildTime, "median time a restarted Space spends BUILDING")
+	hubSpread := fs.Float64("hub-start-spread", 0, "lognormal sigma of build and start times (0: always the median)")
+	hubRate := fs.Int("hub-rate-limit", 0, "Hub API calls per token per 5 minutes before 429 (0: unlimited; the real Hub allows 1000 to a free account)")
+	hubLookupWakes := fs.Bool("hub-lookup-wakes", false, "a Hub look-up of a STOPPED Space wakes it (unverified on the real Hub)")
+	hubHardware := fs.String("hub-hardware", "", "hardware flavor of the Spaces, e.g. l4x1 (default cpu-basic); sets the billing price")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gradiopool sim [--replicas 3] [--addr HOST:PORT] [--mode gradio5] [flags]")
 		fmt.Fprintln(stderr)
@@ -61,6 +68,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: sim takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *hubStart < 0 || *hubBuild < 0 || *hubSpread < 0 || *hubRate < 0 {
+		return fmt.Errorf("%w: -hub-start-time, -hub-build-time, -hub-start-spread and -hub-rate-limit must not be negative", errUsage)
+	}
+	if _, ok := gradiotest.DefaultHardwarePrices[*hubHardware]; *hubHardware != "" && !ok {
+		return fmt.Errorf("%w: unknown -hub-hardware %q", errUsage, *hubHardware)
 	}
 	if *replicas < 1 {
 		return fmt.Errorf("%w: -replicas must be at least 1", errUsage)
@@ -99,6 +112,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hub := gradiotest.NewHubListener(hl)
 	defer hub.Close()
 	hub.SetConnectCost(*connectCost)
+	hub.SetOwnerToken(*hubOwner)
+	hub.SetStartTimes(*hubBuild, *hubStart)
+	if *hubSpread > 0 {
+		hub.SetStartSpread(*hubSpread, uint64(time.Now().UnixNano()))
+	}
+	hub.SetRateLimit(*hubRate)
+	hub.SetLookupWakes(*hubLookupWakes)
 
 	var servers []*gradiotest.Server
 	defer func() {
@@ -134,6 +154,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		for _, id := range ids {
 			hub.AddSpace(id, s)
+			if *hubHardware != "" {
+				hub.SetHardware(id, *hubHardware)
+			}
 			if *token != "" {
 				hub.SetPrivate(id, *token)
 			}

@@ -175,6 +175,25 @@
 // host, subdomain, runtime{stage, hardware, storage, gcTimeout, replicas,
 // devMode, domains}}, /runtime the runtime object, /jwt {"token"}.
 //
+// The Hub also runs each Space's runtime as the Hub API does (hubruntime.go):
+// POST /api/spaces/{id}/pause (PAUSED at once), /restart (BUILDING, then
+// APP_STARTING, then RUNNING; ?factory=true takes the same path), /sleeptime
+// {"seconds": N} (-1: never; idle N seconds, a RUNNING Space becomes
+// STOPPED) and /hardware {"flavor"} each answer the runtime JSON; only the
+// owner's token may (401 without a token, 403 with another: SetOwnerToken).
+// While a Space is not RUNNING its replica answers 503 to every request; a
+// request to a STOPPED Space's app wakes it (APP_STARTING, then RUNNING), a
+// PAUSED one stays paused. Stages advance from timestamps on the Hub's clock
+// (SetClock), so a benchmark can replay a week in seconds; build and start
+// durations are knobs (SetStartTimes, SetStartSpread for a lognormal
+// spread). Bill meters the seconds billed per Space (APP_STARTING and
+// running; not a build, a pause or a sleep) at the hardware's hourly price.
+// SetRateLimit answers 429 with RateLimit, RateLimit-Policy and Retry-After
+// headers past a budget per token per 5 minutes; SetLookupWakes makes a Hub
+// look-up wake a STOPPED Space (unverified on the real Hub: off by
+// default). The real Hub's answer from a sleeping Space's own URL was not
+// checked here: the emulation's 503 is the simulator's choice.
+//
 // # The sim command
 //
 // `gradiopool sim -replicas 3` runs replicas on loopback (consecutive ports

@@ -2,6 +2,7 @@ package gradiotest
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -48,6 +49,20 @@ type Hub struct {
 	lookups     map[string]int
 	timers      []*time.Timer
 	closed      bool
+
+	// runtime machine knobs and state (hubruntime.go)
+	now         func() time.Time
+	buildTime   time.Duration
+	startTime   time.Duration
+	spread      float64
+	rng         *rand.Rand
+	ownerToken  string
+	rateBudget  int
+	rateWin     time.Time
+	rateUsed    map[string]int
+	lookupWakes bool
+	prices      map[string]float64
+	restarts    []*Server
 }
 
 type hubSpace struct {
@@ -57,6 +72,7 @@ type hubSpace struct {
 	stage   string
 	private bool
 	token   string
+	rt      rt
 }
 
 // NewHub starts a Hub on 127.0.0.1:0. It panics if it cannot listen.
@@ -71,15 +87,21 @@ func NewHub() *Hub {
 // NewHubListener starts a Hub on l.
 func NewHubListener(l net.Listener) *Hub {
 	h := &Hub{URL: "http://" + l.Addr().String(), l: l, spaces: map[string]*hubSpace{},
-		wakeDelay: DefaultHubWakeDelay, lookups: map[string]int{}}
+		wakeDelay: DefaultHubWakeDelay, lookups: map[string]int{},
+		buildTime: DefaultHubBuildTime, startTime: DefaultHubStartTime}
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/spaces/{owner}/{name}/{what}", h.handleRuntimeAction)
 	mux.HandleFunc("GET /api/spaces/{owner}/{name}", h.handleSpace)
 	mux.HandleFunc("GET /api/spaces/{owner}/{name}/{what}", h.handleSpace)
 	mux.HandleFunc("HEAD /api/spaces/{owner}/{name}/{what}", h.handleSpace)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 404, obj{{"error", "Not Found"}})
 	})
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: time.Minute}
+	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.rateLimit(w, r) {
+			mux.ServeHTTP(w, r)
+		}
+	}), ReadHeaderTimeout: time.Minute}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -108,7 +130,10 @@ func (h *Hub) Close() {
 func (h *Hub) AddSpace(id string, s *Server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.spaces[id] = &hubSpace{id: id, srv: s, url: s.URL, stage: StageRunning}
+	sp := &hubSpace{id: id, srv: s, url: s.URL, stage: StageRunning}
+	h.initRT(sp)
+	h.spaces[id] = sp
+	s.setHubGate(func() bool { return h.appGate(s) })
 }
 
 // AddSpaceURL registers a RUNNING Space whose app is at url (a replica the
@@ -116,7 +141,9 @@ func (h *Hub) AddSpace(id string, s *Server) {
 func (h *Hub) AddSpaceURL(id, url string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.spaces[id] = &hubSpace{id: id, url: strings.TrimSuffix(url, "/"), stage: StageRunning}
+	sp := &hubSpace{id: id, url: strings.TrimSuffix(url, "/"), stage: StageRunning}
+	h.initRT(sp)
+	h.spaces[id] = sp
 }
 
 // SetPrivate makes a Space private: the Hub answers 401 unless the request
@@ -168,6 +195,8 @@ func (h *Hub) SetStage(id, stage string) {
 		return
 	}
 	h.mu.Lock()
+	h.advanceLocked(sp)
+	sp.rt.managed = false // set by hand: the runtime machine lets go
 	sp.stage = stage
 	h.mu.Unlock()
 	if sp.srv == nil {
@@ -196,6 +225,7 @@ func (h *Hub) SetStageFor(id, stage string, d time.Duration) {
 
 // Stage reports a Space's current stage ("" if unknown).
 func (h *Hub) Stage(id string) string {
+	defer h.flushRestarts()
 	h.mu.Lock()
 	sp := h.spaces[id]
 	h.mu.Unlock()
@@ -216,7 +246,8 @@ func (h *Hub) Lookups(id string) int {
 func (h *Hub) stageOf(sp *hubSpace) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if (sp.stage == StageSleeping || sp.stage == StageStopped) && sp.srv != nil && !sp.srv.Asleep() {
+	h.advanceLocked(sp)
+	if !sp.rt.managed && (sp.stage == StageSleeping || sp.stage == StageStopped) && sp.srv != nil && !sp.srv.Asleep() {
 		sp.stage = StageRunning
 	}
 	return sp.stage
@@ -227,9 +258,15 @@ func subdomainOf(id string) string {
 	return strings.ToLower(r.Replace(id))
 }
 
+// runtime is the runtime JSON (huggingface_hub SpaceRuntime's raw shape);
+// the caller holds h.mu. gcTimeout is null for a Space that never sleeps.
 func (h *Hub) runtime(sp *hubSpace, stage string) obj {
-	return obj{{"stage", stage}, {"hardware", obj{{"current", "cpu-basic"}, {"requested", "cpu-basic"}}},
-		{"storage", nil}, {"gcTimeout", 86400}, {"replicas", obj{{"current", 1}, {"requested", 1}}},
+	var gc any
+	if sp.rt.gcTimeout > 0 {
+		gc = sp.rt.gcTimeout
+	}
+	return obj{{"stage", stage}, {"hardware", obj{{"current", sp.rt.hwCurrent}, {"requested", sp.rt.hwRequest}}},
+		{"storage", nil}, {"gcTimeout", gc}, {"replicas", obj{{"current", 1}, {"requested", 1}}},
 		{"devMode", false}, {"domains", []obj{{{"domain", subdomainOf(sp.id) + ".hf.space"}, {"isCustom", false}, {"stage", "READY"}}}}}
 }
 
@@ -273,16 +310,26 @@ func (h *Hub) handleSpace(w http.ResponseWriter, r *http.Request) {
 	if sp.srv != nil {
 		sp.srv.poke() // a visit wakes a sleeping Space
 	}
+	h.mu.Lock()
+	if h.lookupWakes && (what == "" || what == "runtime") {
+		h.visitLocked(sp)
+	}
+	h.mu.Unlock()
+	h.flushRestarts()
 	stage := h.stageOf(sp)
+	h.flushRestarts()
+	h.mu.Lock()
+	rtJSON := h.runtime(sp, stage)
+	h.mu.Unlock()
 	switch what {
 	case "host":
 		writeJSON(w, 200, obj{{"subdomain", subdomainOf(sp.id)}, {"host", url}})
 	case "":
 		writeJSON(w, 200, obj{{"_id", randHex(12)}, {"id", sp.id}, {"author", strings.Split(sp.id, "/")[0]},
 			{"private", private}, {"sdk", "gradio"}, {"host", url}, {"subdomain", subdomainOf(sp.id)},
-			{"runtime", h.runtime(sp, stage)}})
+			{"runtime", rtJSON}})
 	case "runtime":
-		writeJSON(w, 200, h.runtime(sp, stage))
+		writeJSON(w, 200, rtJSON)
 	case "jwt":
 		tok := "jwt_" + randHex(16)
 		if sp.srv != nil {

@@ -111,6 +111,7 @@ type Server struct {
 	unstall  chan struct{}     // closed when Stall is cleared
 	wakeT    *time.Timer
 	wakeIn   time.Duration
+	hubGate  func() bool // set by a Hub: whether its Space lets the app answer
 	conns    map[net.Conn]bool
 	hfToken  string
 	jwts     map[string]bool // __sign values issued by a Hub
@@ -385,6 +386,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte("<!DOCTYPE html><html><body><h1>401</h1><p>Unauthorized: this Space is private.</p></body></html>\n"))
+		return
+	}
+	if g := s.hubGateNow(); g != nil && !g() {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("503 Service Unavailable: the Space is not running\n"))
 		return
 	}
 	if k.Asleep {

@@ -1,0 +1,150 @@
+package autoscalesim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gradiopool/gradiopool/autoscale"
+)
+
+// Policies are the compared policies: the baselines and the autoscale
+// policy at its defaults.
+func Policies() []Policy {
+	return []Policy{
+		{Name: "always-on"},
+		{Name: "hf-sleep-15m", SleepTime: 900},
+		{Name: "reactive-zero", Reactive: true, ReactiveIdle: time.Minute},
+		{Name: "autoscale", Autoscale: &autoscale.Config{}},
+	}
+}
+
+// Sweep are variants of the policy's main knobs for the GPU-hours vs p95
+// trade-off.
+func Sweep() []Policy {
+	var out []Policy
+	zero, one := 0, 1
+	for _, m := range []*int{&zero, &one} {
+		for _, pa := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute} {
+			for _, u := range []float64{0.6, 0.8, 1.0} {
+				out = append(out, Policy{Name: fmt.Sprintf("min_awake=%d park_after=%v util=%.1f", *m, pa, u),
+					Autoscale: &autoscale.Config{MinAwake: m, ParkAfter: pa, Utilization: u}})
+			}
+		}
+	}
+	return out
+}
+
+// Agg is the mean of a policy's results over seeds (p95 and p99: mean of
+// the seeds' values; maxima: the largest).
+type Agg struct {
+	Trace, Policy                 string
+	Seeds                         int
+	GPUHours, Dollars             float64
+	Calls, Failed, StateLost      float64
+	P50, P95, P99                 time.Duration
+	ActionsPerReplicaDay          float64
+	MaxActionsHour, MaxActionsDay int
+	HubCallsMax                   int
+	HubCallsMean                  float64
+}
+
+func aggregate(rs []Result) Agg {
+	a := Agg{Trace: rs[0].Trace, Policy: rs[0].Policy, Seeds: len(rs)}
+	n := float64(len(rs))
+	for _, r := range rs {
+		a.GPUHours += r.GPUHours / n
+		a.Dollars += r.Dollars / n
+		a.Calls += float64(r.Calls) / n
+		a.Failed += float64(r.Failed) / n
+		a.StateLost += float64(r.StateLost) / n
+		a.P50 += time.Duration(float64(r.P50) / n)
+		a.P95 += time.Duration(float64(r.P95) / n)
+		a.P99 += time.Duration(float64(r.P99) / n)
+		a.ActionsPerReplicaDay += r.ActionsPerReplicaDay / n
+		a.MaxActionsHour = max(a.MaxActionsHour, r.MaxActionsHour)
+		a.MaxActionsDay = max(a.MaxActionsDay, r.MaxActionsDay)
+		a.HubCallsMax = max(a.HubCallsMax, r.HubCallsPer5MinMax)
+		a.HubCallsMean += r.HubCallsPer5MinMean / n
+	}
+	return a
+}
+
+// Compare runs every policy on every trace for seeds 1..seeds.
+func Compare(ctx context.Context, p Params, seeds int, traces []Trace, pols []Policy, progress io.Writer) ([]Agg, error) {
+	var out []Agg
+	for _, tr := range traces {
+		for _, pol := range pols {
+			var rs []Result
+			for s := 1; s <= seeds; s++ {
+				q := p
+				q.Seed = uint64(s)
+				start := time.Now()
+				r, err := Run(ctx, q, tr, pol)
+				if err != nil {
+					return out, err
+				}
+				if progress != nil {
+					fmt.Fprintf(progress, "%s %s seed %d: %.1f GPU-h p95 %v failed %d (%v)\n", tr.Name, pol.Name, s, r.GPUHours, r.P95.Round(time.Second), r.Failed, time.Since(start).Round(time.Millisecond))
+				}
+				rs = append(rs, r)
+			}
+			out = append(out, aggregate(rs))
+		}
+	}
+	return out, nil
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f", d.Seconds()) }
+
+// Table writes aggs as a Markdown table.
+func Table(w io.Writer, aggs []Agg) {
+	fmt.Fprintln(w, "| trace | policy | GPU-hours | $ | p50 s | p95 s | p99 s | calls | failed | gr.State lost | actions/replica/day | max actions in 1 h / 24 h (one replica) | Hub calls per 5 min (mean / max) |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, a := range aggs {
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.0f | %s | %s | %s | %.0f | %.1f | %.1f | %.2f | %d / %d | %.1f / %d |\n",
+			a.Trace, a.Policy, a.GPUHours, a.Dollars, secs(a.P50), secs(a.P95), secs(a.P99), a.Calls, a.Failed, a.StateLost,
+			a.ActionsPerReplicaDay, a.MaxActionsHour, a.MaxActionsDay, a.HubCallsMean, a.HubCallsMax)
+	}
+}
+
+// Goals checks issue 34's goals on aggs and says which are met.
+func Goals(w io.Writer, aggs []Agg) {
+	get := func(trace, pol string) *Agg {
+		for i := range aggs {
+			if aggs[i].Trace == trace && aggs[i].Policy == pol {
+				return &aggs[i]
+			}
+		}
+		return nil
+	}
+	yes := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	on, sl, as := get("diurnal", "always-on"), get("diurnal", "hf-sleep-15m"), get("diurnal", "autoscale")
+	if on != nil && sl != nil && as != nil {
+		fmt.Fprintf(w, "- Diurnal, vs always-on: GPU-hours %.2fx (goal <= 0.60: %s), p95 %.2fx (goal <= 1.25: %s), failed calls %.1f vs %.1f (goal no more: %s).\n",
+			as.GPUHours/on.GPUHours, yes(as.GPUHours <= 0.60*on.GPUHours), float64(as.P95)/float64(on.P95), yes(float64(as.P95) <= 1.25*float64(on.P95)),
+			as.Failed, on.Failed, yes(as.Failed <= on.Failed))
+		fmt.Fprintf(w, "- Diurnal, vs sleep after 15 min: p95 %.2fx (goal <= 0.5: %s) at %.2fx its GPU-hours (goal <= 1.1: %s).\n",
+			float64(as.P95)/float64(sl.P95), yes(float64(as.P95) <= 0.5*float64(sl.P95)), as.GPUHours/sl.GPUHours, yes(as.GPUHours <= 1.1*sl.GPUHours))
+	}
+	fo, fa := get("flat", "always-on"), get("flat", "autoscale")
+	if fo != nil && fa != nil {
+		fmt.Fprintf(w, "- Flat: GPU-hours %.3fx always-on's (goal >= 0.98, no harm where nothing can be saved: %s); p95 %.2fx.\n",
+			fa.GPUHours/fo.GPUHours, yes(fa.GPUHours >= 0.98*fo.GPUHours), float64(fa.P95)/float64(fo.P95))
+	}
+	worstH, worstD := 0, 0
+	for _, a := range aggs {
+		if strings.HasPrefix(a.Policy, "autoscale") {
+			worstH, worstD = max(worstH, a.MaxActionsHour), max(worstD, a.MaxActionsDay)
+		}
+	}
+	fmt.Fprintf(w, "- Flap budget (4 per hour, 24 per day per replica) at the defaults: at most %d in an hour and %d in a day on one replica (%s).\n",
+		worstH, worstD, yes(worstH <= 4 && worstD <= 24))
+}

@@ -1,0 +1,73 @@
+package autoscalesim
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func run(t *testing.T, days int, tr func(Params) Trace, pol Policy) Result {
+	t.Helper()
+	p := DefaultParams()
+	p.Days = days
+	r, err := Run(context.Background(), p, tr(p), pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func idle(Params) Trace {
+	return Trace{Name: "idle", Setup: func(*rand.Rand, Params) func(time.Duration) float64 {
+		return func(time.Duration) float64 { return 0 }
+	}}
+}
+
+// The billing meter: always-on bills every hour of every replica; a
+// Hugging Face sleep time of 15 min over no traffic bills 15 min each.
+func TestBillingBaselines(t *testing.T) {
+	on := run(t, 1, Flat, Policy{Name: "always-on"})
+	if math.Abs(on.GPUHours-72) > 1e-6 || on.Failed != 0 || on.ActionsPerReplicaDay != 0 {
+		t.Errorf("always-on: %+v", on)
+	}
+	sl := run(t, 1, idle, Policy{Name: "hf-sleep-15m", SleepTime: 900})
+	if math.Abs(sl.GPUHours-0.75) > 1e-6 || sl.ActionsPerReplicaDay != 1 {
+		t.Errorf("sleep over no traffic: %+v", sl)
+	}
+}
+
+// The policy at its defaults saves GPU-hours on a diurnal trace without
+// failing calls, and stays inside its flap budget.
+func TestAutoscaleDiurnal(t *testing.T) {
+	on := run(t, 2, Diurnal, Policy{Name: "always-on"})
+	as := run(t, 2, Diurnal, Policies()[3])
+	if as.GPUHours >= 0.9*on.GPUHours || as.Failed > on.Failed || as.MaxActionsHour > 4 || as.MaxActionsDay > 24 {
+		t.Errorf("autoscale %+v\nalways-on %+v", as, on)
+	}
+	if as.Calls != on.Calls {
+		t.Errorf("the same seed drew %d and %d calls", as.Calls, on.Calls)
+	}
+	again := run(t, 2, Diurnal, Policies()[3])
+	if again.Calls != as.Calls || again.Failed != as.Failed {
+		t.Errorf("not repeatable: %+v vs %+v", again, as)
+	}
+}
+
+// min_awake 0 over no traffic pauses everything after park_after.
+func TestAutoscaleIdleScalesToZero(t *testing.T) {
+	zero := 0
+	pol := Policies()[3]
+	cfg := *pol.Autoscale
+	cfg.MinAwake = &zero
+	pol.Autoscale = &cfg
+	r := run(t, 1, idle, pol)
+	if r.GPUHours > 3*0.26 {
+		t.Errorf("idle day: %.2f GPU-hours", r.GPUHours)
+	}
+}

@@ -1,0 +1,153 @@
+package pool_test
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/pool"
+)
+
+// TestParkedReplica: a parked replica takes no calls and no users, its
+// paused Space is neither probed nor ejected, and after the Space runs
+// again and the park ends it serves again.
+func TestParkedReplica(t *testing.T) {
+	srvs := replicas(t, 2)
+	hub, ids := spaces(t, srvs)
+	hub.SetStartTimes(time.Millisecond, time.Millisecond)
+	var mu sync.Mutex
+	var ejected []string
+	p := newPool(t, pool.Config{Replicas: ids, ClientOptions: []gradio.Option{gradio.WithHubURL(hub.URL)},
+		OnEvent: func(e pool.Event) {
+			if e.Kind == pool.EventEjected {
+				mu.Lock()
+				ejected = append(ejected, e.Replica)
+				mu.Unlock()
+			}
+		}})
+	ctx := ctxT(t)
+	post := func(what string) {
+		req, _ := http.NewRequest("POST", hub.URL+"/api/spaces/"+ids[0]+"/"+what, nil)
+		req.Header.Set("Authorization", "Bearer hf_any")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", what, resp.StatusCode)
+		}
+	}
+	// app_0's Space is paused and the replica parked before the pool's
+	// first call: the start-up connect and the prober must leave it alone
+	post("pause")
+	if err := p.SetParked("app_0", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetParked("nope", true); err == nil {
+		t.Error("parked an unknown replica")
+	}
+	p.CheckReplicas()
+	for i := range 6 {
+		res, err := p.Predict(ctx, user(i), "upper", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Replica != "app_1" {
+			t.Fatalf("user %d served by parked %s", i, res.Replica)
+		}
+	}
+	before := hub.Lookups(ids[0]) + srvs[0].Requests("config")
+	for range 5 {
+		pool.ProbeRoundWait(p)
+	}
+	if after := hub.Lookups(ids[0]) + srvs[0].Requests("config"); after != before {
+		t.Errorf("the parked replica was probed %d times", after-before)
+	}
+	if st := p.Stats(ctx).Pools["app_0"]; st.State != pool.StateParked {
+		t.Fatalf("app_0 state %s", st.State)
+	}
+	mu.Lock()
+	if len(ejected) != 0 {
+		t.Errorf("ejected while parked: %v", ejected)
+	}
+	mu.Unlock()
+	post("restart")
+	for i := 0; i < 200 && hub.Stage(ids[0]) != "RUNNING"; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := p.SetParked("app_0", false); err != nil {
+		t.Fatal(err)
+	}
+	served := false
+	for i := range 8 {
+		res, err := p.Predict(ctx, user(100+i), "upper", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served = served || res.Replica == "app_0"
+	}
+	if !served {
+		t.Error("app_0 serves no new user after the park ended")
+	}
+}
+
+// TestCallsWaitForAWake: with every replica parked, a call waits (up to
+// SetWakeWait) and runs once a replica is un-parked; without a wait, or
+// past it, it fails with ErrParked among its causes.
+func TestCallsWaitForAWake(t *testing.T) {
+	srvs := replicas(t, 2)
+	p := newPool(t, pool.Config{Replicas: []string{srvs[0].URL, srvs[1].URL}})
+	ctx := ctxT(t)
+	names := p.Replicas()
+	for _, n := range names {
+		if err := p.SetParked(n, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Predict(ctx, user(0), "upper", "x"); !errors.Is(err, pool.ErrParked) {
+		t.Fatalf("no wait set: %v, want ErrParked", err)
+	}
+	p.SetWakeWait(time.Minute)
+	type out struct {
+		res *pool.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := p.Predict(ctx, user(1), "upper", "x")
+		done <- out{res, err}
+	}()
+	for i := 0; i < 1000 && p.ParkedWaiters() == 0; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if p.ParkedWaiters() != 1 {
+		t.Fatalf("%d waiting", p.ParkedWaiters())
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("returned while every replica is parked: %+v", o)
+	default:
+	}
+	if err := p.SetParked(names[1], false); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil || o.res.Replica != names[1] {
+		t.Fatalf("after the wake: %+v %v", o.res, o.err)
+	}
+	if p.ParkedWaiters() != 0 {
+		t.Errorf("%d still waiting", p.ParkedWaiters())
+	}
+	// past the wait: the call fails, with the cause
+	if err := p.SetParked(names[1], true); err != nil {
+		t.Fatal(err)
+	}
+	p.SetWakeWait(20 * time.Millisecond)
+	if _, err := p.Predict(ctx, user(2), "upper", "x"); !errors.Is(err, pool.ErrParked) {
+		t.Fatalf("past the wait: %v", err)
+	}
+}
