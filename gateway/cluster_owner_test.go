@@ -98,6 +98,9 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			if msg, _ := lost["message"].(string); !strings.Contains(msg, "stopped answering") {
 				t.Fatalf("the lost owner's stream ended with %v", lost)
 			}
+			if m := <-atA; m["msg"] != "close_stream" {
+				t.Fatalf("the lost owner's error was followed by %v, want close_stream (the JS client takes its stream for open until then)", m)
+			}
 			if m, ok := <-atA; ok {
 				t.Fatalf("the stream went on after the lost owner's error: %v", m)
 			}

@@ -370,12 +370,14 @@ func (o *owners) ownerLost(w http.ResponseWriter, fw *forwarding) {
 	detailError(w, http.StatusServiceUnavailable, ownerLostDetail)
 }
 
-// lostEvent is the event a stream gets when its owner is lost: Gradio's
+// lostEvent is what a stream gets when its owner is lost: Gradio's
 // unexpected_error, which the official clients report to every call of
-// the stream.
+// the stream, then close_stream, without which the JS client takes the
+// stream for open and puts its next calls on it (they would never end).
 func lostEvent() []byte {
 	b, _ := json.Marshal(map[string]any{"msg": "unexpected_error", "message": ownerLostDetail, "success": false})
-	return append(append([]byte("data: "), b...), '\n', '\n')
+	out := append(append([]byte("data: "), b...), '\n', '\n')
+	return append(out, "data: {\"msg\":\"close_stream\",\"event_id\":null}\n\n"...)
 }
 
 // detailError writes Gradio's error shape {"detail": msg}.
