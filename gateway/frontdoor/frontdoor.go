@@ -314,15 +314,24 @@ func (f *FrontDoor) sweepLoop() {
 	}
 }
 
-// sweep expires the sessions idle for SessionTTL with no stream open, and
-// the uploads older than UploadTTL.
+// statelessSessionTTL is how long a session that holds no gr.State (no
+// call of it ran on its replica) is kept without a stream: a session a
+// client made and never used must not count for an hour.
+const statelessSessionTTL = 2 * time.Minute
+
+// sweep expires the sessions idle for SessionTTL with no stream open (those
+// holding no state after statelessSessionTTL), and the uploads older than
+// UploadTTL.
 func (f *FrontDoor) sweep() {
 	now := f.cfg.Now()
 	var dead []*callerSession
 	f.mu.Lock()
 	for k, s := range f.sessions {
 		s.mu.Lock()
-		idle := s.streams == 0 && now.Sub(s.lastSeen) >= f.cfg.SessionTTL
+		quiet := now.Sub(s.lastSeen)
+		idle := s.streams == 0 && (quiet >= f.cfg.SessionTTL ||
+			// No state to keep: no call ran on its replica, none runs.
+			s.accepted == 0 && len(s.pending) == 0 && len(s.queued) == 0 && quiet >= min(f.cfg.SessionTTL, statelessSessionTTL))
 		s.mu.Unlock()
 		if idle {
 			f.forgetLocked(k, s)

@@ -46,8 +46,14 @@ func TestSessionsExpireWhenIdleWithoutStreams(t *testing.T) {
 
 	idle := f.session(ctx, "idle", "", true)
 	idle.setBinding(ctx, binding{Replica: "r1", Backend: "gp1"})
+	idle.mu.Lock()
+	idle.accepted = 1 // a call ran there: its gr.State is worth keeping
+	idle.mu.Unlock()
 	streaming := f.session(ctx, "streaming", "", true)
 	streaming.setBinding(ctx, binding{Replica: "r2", Backend: "gp2"})
+	streaming.mu.Lock()
+	streaming.accepted = 1
+	streaming.mu.Unlock()
 	endStream := streaming.stream() // e.g. the caller's heartbeat
 
 	clk.add(59 * time.Minute)
@@ -193,5 +199,64 @@ func TestFileIDsSurviveReload(t *testing.T) {
 	}
 	if _, _, ok := f.verifyFile(f.virtualPath(3, "/tmp/gradio/f.bin")); ok {
 		t.Error("a file number never given was accepted")
+	}
+}
+
+// TestStatelessSessionsExpireInMinutes: a session no call ran on (made by
+// a heartbeat, or whose joins were refused) and without a stream goes
+// after a couple of minutes, not session_ttl.
+func TestStatelessSessionsExpireInMinutes(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f := newTestDoor(t, Config{Now: clk.now}) // the default session_ttl, 1 h
+	ctx := context.Background()
+	f.session(ctx, "unused", "", true)
+	clk.add(time.Minute)
+	f.sweep()
+	if st := f.Stats(); st.Open != 1 {
+		t.Fatalf("after 1 min: %+v, want the session kept", st)
+	}
+	clk.add(time.Minute)
+	f.sweep()
+	if st := f.Stats(); st.Open != 0 || st.Expired != 1 {
+		t.Fatalf("after 2 min: %+v, want the unused session expired", st)
+	}
+}
+
+// TestSessionCapCountsLiveSessions: at the default per-client cap (500), a
+// burst of sessions from one client refuses that client's next session
+// only while they are live: a minute after their last request, idle ones
+// (no stream, no call) make room, and one with a stream open never does.
+func TestSessionCapCountsLiveSessions(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f := newTestDoor(t, Config{Now: clk.now})
+	ctx := context.Background()
+	const client = "addr:127.0.0.1"
+	var keep func()
+	for i := range DefaultMaxSessionsPerClient {
+		s, err := f.sessionFor(ctx, fmt.Sprintf("burst%d", i), "", client, true)
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		if i == 0 {
+			keep = s.stream() // a page with its heartbeat open
+		}
+	}
+	defer keep()
+	if _, err := f.sessionFor(ctx, "webapp", "", client, true); err == nil {
+		t.Fatal("a session past the cap was made while the burst is live")
+	}
+	clk.add(59 * time.Second)
+	if _, err := f.sessionFor(ctx, "webapp", "", client, true); err == nil {
+		t.Fatal("a session past the cap was made 59 s after the burst")
+	}
+	clk.add(2 * time.Second)
+	if s, err := f.sessionFor(ctx, "webapp", "", client, true); err != nil || s == nil {
+		t.Fatalf("a minute after the burst the client's new session was refused: %v", err)
+	}
+	if f.session(ctx, "burst0", "", false) == nil {
+		t.Error("the session with a stream open was evicted")
+	}
+	if f.session(ctx, "burst1", "", false) != nil {
+		t.Error("an idle session of the burst is still there")
 	}
 }

@@ -124,6 +124,13 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 		f.start()
 		f.mu.Lock()
 		if s = f.sessions[front]; s == nil {
+			var evicted []*callerSession
+			if f.cfg.MaxSessions > 0 && len(f.sessions) >= f.cfg.MaxSessions {
+				evicted = f.evictIdleLocked("", now)
+			}
+			if f.cfg.MaxSessionsPerClient > 0 && f.perClient[client] >= f.cfg.MaxSessionsPerClient {
+				evicted = append(evicted, f.evictIdleLocked(client, now)...)
+			}
 			switch {
 			case f.cfg.MaxSessions > 0 && len(f.sessions) >= f.cfg.MaxSessions:
 				f.mu.Unlock()
@@ -134,6 +141,7 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 				f.stats.sessionsRefused.Add(1)
 				return nil, &sessionLimitError{PerClient: true, Max: f.cfg.MaxSessionsPerClient}
 			}
+			defer f.endEvicted(evicted)
 			s = ns
 			f.sessions[front] = s
 			f.perClient[client]++
@@ -148,6 +156,46 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 	}
 	s.lastSeen = now
 	return s, nil
+}
+
+// sessionLiveFor is how long after its last request a session with no
+// stream and no call counts toward the session caps: past it, a new
+// session that finds a cap reached takes its place (evictIdleLocked), so
+// that a burst of sessions from one client (or everyone behind one
+// address: a web app on the gateway's host) locks out that client's new
+// sessions for about this long, not for session_ttl.
+const sessionLiveFor = time.Minute
+
+// evictIdleLocked forgets the sessions of client ("" every client) that
+// have no stream, no call in flight or waiting, and no request for
+// sessionLiveFor; f.mu is held. Their ends (releaseAll) are the caller's,
+// outside f.mu (endEvicted).
+func (f *FrontDoor) evictIdleLocked(client string, now time.Time) []*callerSession {
+	var out []*callerSession
+	for k, s := range f.sessions {
+		if client != "" && s.client != client {
+			continue
+		}
+		s.mu.Lock()
+		idle := s.streams == 0 && len(s.pending) == 0 && len(s.queued) == 0 && now.Sub(s.lastSeen) >= sessionLiveFor
+		s.mu.Unlock()
+		if idle {
+			f.forgetLocked(k, s)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// endEvicted ends the sessions evictIdleLocked took out.
+func (f *FrontDoor) endEvicted(evicted []*callerSession) {
+	for _, s := range evicted {
+		s.releaseAll(CodeExpired)
+		f.stats.expired.Add(1)
+	}
+	if len(evicted) > 0 {
+		f.log.Info("front door: idle sessions made room for new ones at a session cap", slog.Int("sessions", len(evicted)))
+	}
 }
 
 // forgetLocked removes session key from the maps; f.mu is held.
