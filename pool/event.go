@@ -42,6 +42,9 @@ const (
 	// EventSuspect: Replica left a join or a ping unanswered for
 	// Config.HangTimeout (Err): new calls go elsewhere until it answers.
 	EventSuspect
+	// EventControl: an operator drained, disabled or enabled Replica
+	// (Reason: the new control; Previous: the one before).
+	EventControl
 )
 
 var kindNames = map[EventKind]string{
@@ -51,7 +54,7 @@ var kindNames = map[EventKind]string{
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
 	EventQueueFull: "queue_full", EventConcurrencyLimited: "concurrency_limited",
-	EventProbePassed: "probe_passed", EventSuspect: "suspect",
+	EventProbePassed: "probe_passed", EventSuspect: "suspect", EventControl: "control",
 }
 
 func (k EventKind) String() string {
@@ -66,7 +69,7 @@ type Event struct {
 	Kind     EventKind
 	Time     time.Time
 	Replica  string // replica name
-	Previous string // eventAssigned: the replica the user was pinned to before, if any
+	Previous string // eventAssigned: the replica the user was pinned to before, if any; EventControl: the control before
 	User     string // first 8 hex digits of the user key; "" for anonymous (never the e-mail)
 	Endpoint string // EventCallDone, EventFailover: the api_name called
 	// Route is the label of the context the call was made under
@@ -78,7 +81,7 @@ type Event struct {
 	Attempt  int           // EventConnectFailed: 1 for the first attempt
 	Waiting  int           // EventQueued: waiters on the replica
 	Until    time.Time     // EventEjected: end of the back-off
-	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...
+	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...; EventControl: the new control
 	// Concurrency is, for EventConcurrencyLimited, the most of our calls
 	// seen running at once on the replica's endpoint.
 	Concurrency int

@@ -124,6 +124,8 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 		return false, false, ErrClosed
 	case r.removed:
 		return false, false, errRemoved
+	case r.held() != nil: // an operator's drain or disable (control.go)
+		return false, false, r.held()
 	case r.suspect:
 		return false, false, &ejectedError{suspectSince: r.suspectAt, last: r.lastErr}
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
@@ -164,7 +166,7 @@ func (r *replica) sidelined(now time.Time) error {
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
 		return r.ejectedLocked()
 	}
-	return nil
+	return r.movesWaiters() // disabled by an operator (control.go)
 }
 
 func (r *replica) ejectedLocked() error {
@@ -200,7 +202,7 @@ func (r *replica) ejectedWithoutApp() error {
 func (r *replica) usable(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.closed && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
+	return !r.closed && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil)) && r.held() == nil
 }
 
 // connectInFlight reports whether r has no app and its connect is under

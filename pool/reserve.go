@@ -10,8 +10,8 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// errUnknownReplica is the error for a replica name the pool does not have.
-var errUnknownReplica = errors.New("pool: unknown replica")
+// ErrUnknownReplica is the error for a replica name the pool does not have.
+var ErrUnknownReplica = errors.New("pool: unknown replica")
 
 // ReserveOptions says where [Pool.Reserve] may take a slot.
 type ReserveOptions struct {
@@ -78,7 +78,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 	}
 	r := p.set.Load().byName[opts.Replica]
 	if r == nil {
-		return nil, fmt.Errorf("%w %q", errUnknownReplica, opts.Replica)
+		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, opts.Replica)
 	}
 	if ok, probe, cause := r.admit(time.Now()); !ok {
 		return nil, &ReplicaError{Replica: r.name, Err: cause}
@@ -162,7 +162,7 @@ func (p *Pool) App(ctx context.Context, replica string) (*gradio.Client, error) 
 	}
 	r := p.set.Load().find(replica)
 	if r == nil {
-		return nil, fmt.Errorf("%w %q", errUnknownReplica, replica)
+		return nil, fmt.Errorf("%w %q", ErrUnknownReplica, replica)
 	}
 	p.init()
 	app, _, err := r.getApp(ctx)

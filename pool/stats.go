@@ -44,9 +44,12 @@ type ReplicaStats struct {
 	UnhealthyConnections int `json:"unhealthyConnections"` // sessions whose last check failed
 
 	// Additions.
-	Source              string     `json:"source"`              // Space id or URL (credentials removed)
-	URL                 string     `json:"url,omitempty"`       // resolved base URL, once connected
-	State               string     `json:"state"`               // new, connecting, ready, ejected, probing, half-open, suspect, closed
+	Source string `json:"source"`        // Space id or URL (credentials removed)
+	URL    string `json:"url,omitempty"` // resolved base URL, once connected
+	State  string `json:"state"`         // new, connecting, ready, ejected, probing, half-open, suspect, closed
+	// Operator is the operator's control (control.go): enabled, draining
+	// (no new calls, some still running), drained or disabled.
+	Operator            string     `json:"operator"`
 	Connecting          int        `json:"connecting"`          // sessions being created
 	ReservedSessions    int        `json:"reservedSessions"`    // sticky users' own sessions
 	Calls               uint64     `json:"calls"`               // calls submitted (attempts)
@@ -125,6 +128,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			SessionsCreated:      uint64(s.Created),
 			SessionsDestroyed:    uint64(s.Destroyed()),
 		}
+		rs.Operator = r.operatorState(s.InUse)
 		r.capacityStats(&rs, now, fallback)
 		r.mu.Lock()
 		rs.URL = publicSource(r.baseURL)
