@@ -36,6 +36,12 @@ type clusterMember struct {
 	pool  atomic.Pointer[pool.Pool] // set once the pool exists, for the published stats
 	name  string
 
+	// controls are the operators' replica controls shared through Redis;
+	// the syncControls loop runs until ctlStop is closed.
+	controls *cluster.Controls
+	ctlStop  chan struct{}
+	ctlDone  chan struct{}
+
 	// The front door's calls that end on another gateway's stream.
 	endSub  *redis.PubSub
 	endDone chan struct{} // closed when the subscriber stopped
@@ -87,6 +93,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	m.store = m.coord.Store(shared)
+	m.controls = cluster.NewControls(rc, cfg.Cluster.Name)
 	pc.Store = m.store
 	pc.Limiter = m.coord
 	metrics.Registry().MustRegister(m.coord.Collector())
@@ -114,6 +121,11 @@ func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 	m.pool.Store(p)
 	m.coord.AddReplicas(p.Replicas()...)
 	g.setClusterStats(func(ctx context.Context) any { return m.coord.Stats(ctx) })
+	m.ctlStop, m.ctlDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.ctlDone)
+		m.syncControls(p, m.ctlStop, controlPollInterval)
+	}()
 	if g.front == nil {
 		return
 	}
@@ -180,6 +192,10 @@ func (m *clusterMember) close() error {
 	if m.endSub != nil {
 		_ = m.endSub.Close()
 		<-m.endDone
+	}
+	if m.ctlStop != nil {
+		close(m.ctlStop)
+		<-m.ctlDone
 	}
 	err := m.coord.Close(ctx)
 	if m.store != nil {

@@ -326,6 +326,7 @@ var feedKinds = map[pool.EventKind]bool{
 	pool.EventQueueTimeout: true, pool.EventQueueFull: true, pool.EventHealthCheck: true,
 	pool.EventEjected: true, pool.EventRecovered: true, pool.EventFailover: true,
 	pool.EventSuspect: true, pool.EventProbePassed: true, pool.EventConcurrencyLimited: true,
+	pool.EventControl: true,
 }
 
 // onPoolEvent counts the pool events of feedKinds and keeps those listed.

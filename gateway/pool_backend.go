@@ -81,7 +81,7 @@ func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
 			Name: n, State: displayState(r), Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
 			Max: int(b.max.Load()), Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
 			QueueTimeouts: r.QueueTimeouts, SpaceQueue: r.SpaceQueue, SpaceETA: r.SpaceETA,
-			EjectedSecondsLeft: r.EjectedSecondsLeft, PermanentFailure: r.PermanentFailure,
+			EjectedSecondsLeft: r.EjectedSecondsLeft, PermanentFailure: r.PermanentFailure, Operator: r.Operator,
 		})
 	}
 	return out

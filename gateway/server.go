@@ -129,6 +129,7 @@ func (g *Gateway) routes() {
 	}
 	admin("GET /api/admin/pool-stats", g.handleStats)
 	admin("POST /api/admin/reload", g.handleReload)
+	admin("POST /api/admin/replicas/{name}/{action}", g.handleReplicaControl)
 	admin("GET /metrics", g.metrics.handler().ServeHTTP)
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -73,6 +73,10 @@ type ReplicaStats struct {
 	// such Space, a token refused); it is retried every ejectMax (1 min).
 	PermanentFailure bool   `json:"permanentFailure,omitempty"`
 	LastError        string `json:"lastError,omitempty"`
+	// LastErrorAt is when the failure in LastError began (its ejection,
+	// or the hang). LastError is kept after the replica recovers: compare
+	// with State (a dashboard shows it only while the replica is not ready).
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 
 	// SpaceQueue is the Space's own queue as it reported it (estimation
 	// messages of our calls), summed over endpoints, less what it has
@@ -141,6 +145,14 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		rs.Unreachable, rs.PermanentFailure = r.unreachable && !r.ejectUntil.IsZero(), r.permanent
 		if r.lastErr != nil {
 			rs.LastError = r.lastErr.Error()
+			at := r.failedAt
+			if r.suspect {
+				at = r.suspectAt
+			}
+			if !at.IsZero() {
+				at = at.UTC()
+				rs.LastErrorAt = &at
+			}
 		}
 		r.mu.Unlock()
 		if s.HealthCheckRunning {
