@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/version"
@@ -191,7 +192,7 @@ type HistoryDoc struct {
 type History struct {
 	b        Backend
 	interval time.Duration
-	max      int // sessions per replica (max_connections)
+	max      atomic.Int64 // sessions per replica (max_connections); a reload changes it
 	now      func() time.Time
 	started  time.Time
 	version  string
@@ -234,8 +235,8 @@ type endpointStats struct {
 }
 
 func newHistory(b Backend, maxConns int, interval time.Duration, points, events int) *History {
-	return &History{
-		b: b, interval: interval, max: maxConns, now: time.Now, started: time.Now(),
+	h := &History{
+		b: b, interval: interval, now: time.Now, started: time.Now(),
 		version: version.Get().Version,
 		points:  make([]HistoryPoint, points),
 		lifeCap: defaultLifePoints, stride: 1,
@@ -244,6 +245,16 @@ func newHistory(b Backend, maxConns int, interval time.Duration, points, events 
 		prev:   map[string]counters{},
 		lat:    map[string]*latencies{},
 		eps:    map[string]*endpointStats{},
+	}
+	h.max.Store(int64(maxConns))
+	return h
+}
+
+// setMax sets the sessions per replica shown from the next point on (a
+// reload changed max_connections).
+func (h *History) setMax(n int) {
+	if h != nil {
+		h.max.Store(int64(n))
 	}
 }
 
@@ -346,16 +357,32 @@ func (h *History) onPoolEvent(e pool.Event) {
 	if !listed {
 		return
 	}
-	t := e.Time
+	reason := e.Reason
+	if e.Kind == pool.EventHealthCheck {
+		reason = "failed"
+	}
+	h.addEvent(e.Time, e.Kind.String(), e.Replica, reason, e.Err)
+}
+
+// note lists an event of the gateway itself (a reload) beside the pool's.
+func (h *History) note(kind, replica, reason string, err error) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.count(replica, kind)
+	h.addEvent(time.Time{}, kind, replica, reason, err)
+}
+
+// addEvent appends one event to the ring. h.mu held.
+func (h *History) addEvent(t time.Time, kind, replica, reason string, err error) {
 	if t.IsZero() {
 		t = h.now()
 	}
-	ev := HistoryEvent{Time: t.UTC(), UnixMs: t.UnixMilli(), Kind: e.Kind.String(), Replica: e.Replica, Reason: e.Reason}
-	if e.Err != nil {
-		ev.Error = e.Err.Error()
-	}
-	if e.Kind == pool.EventHealthCheck {
-		ev.Reason = "failed"
+	ev := HistoryEvent{Time: t.UTC(), UnixMs: t.UnixMilli(), Kind: kind, Replica: replica, Reason: reason}
+	if err != nil {
+		ev.Error = err.Error()
 	}
 	h.events[h.enext] = ev
 	h.enext = (h.enext + 1) % len(h.events)
@@ -520,7 +547,7 @@ func setRates(r *ReplicaPoint, secs float64) {
 func (h *History) replicaPoint(name string, rs pool.ReplicaStats, secs float64) ReplicaPoint {
 	rp := ReplicaPoint{
 		Name: name, State: displayState(rs), Idle: rs.AvailableConnections, InUse: rs.InUseConnections,
-		Connecting: rs.Connecting, Max: h.max, Waiting: rs.QueueLength,
+		Connecting: rs.Connecting, Max: int(h.max.Load()), Waiting: rs.QueueLength,
 		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections, LastError: rs.LastError,
 		CallsTotal: rs.Calls, ErrorsTotal: rs.Errors,
 		EjectedSecondsLeft: rs.EjectedSecondsLeft, PermanentFailure: rs.PermanentFailure,

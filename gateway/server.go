@@ -71,6 +71,9 @@ type Gateway struct {
 	logins       revokedLogins                 // admin login cookies logged out
 	clientCalls  *clientCalls                  // calls in flight per client
 	reload       reloader                      // live reloads (reload.go)
+	// secrets are the admin token and API keys in effect: a reload
+	// replaces them (reload.go); read them with adminToken and apiKeys.
+	secrets atomic.Pointer[liveSecrets]
 }
 
 // New returns a gateway serving b with the normalized cfg (replicas are not
@@ -100,6 +103,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
 		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member}
 	g.reload.running = cfg
+	g.secrets.Store(&liveSecrets{adminToken: cfg.Secrets.AdminToken, apiKeys: cfg.Secrets.APIKeys})
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
 	g.calls = frontdoor.NewCalls(frontdoor.CallsConfig{
