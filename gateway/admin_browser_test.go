@@ -319,6 +319,36 @@ func TestDashboardInChromium(t *testing.T) {
 	poll("event", `!!document.querySelector('#events tr[data-kind="ejected"]')`)
 	poll("ejections", fmt.Sprintf(`Number(%s) > 0`, field(killed, "ejections_total")))
 	poll("charts", `document.querySelectorAll('[data-chart="calls_per_second"] path.series').length >= 2`)
+	// Its sessions are not "healthy": held, not serving; its error is
+	// shown with its time. The survivors' cards show no error.
+	poll("not serving", fmt.Sprintf(`%s.includes("not serving (ejected)") && /^since .+: /.test(%s)`, field(killed, "health"), field(killed, "last_error")))
+	for _, n := range []string{names[0], names[2]} {
+		if got := eval(fmt.Sprintf(`%s.length + (%s.includes("healthy") ? 0 : 1000)`, field(n, "last_error"), field(n, "health"))); got != 0 {
+			t.Errorf("serving replica %s: an error or no health shown (%d)", n, got)
+		}
+	}
+
+	// The operator's buttons: drain a replica, see it held and the action
+	// in the events, enable it again. A reload is an event too.
+	held := names[2]
+	button := func(action string) string {
+		return fmt.Sprintf(`article.replica[data-replica=%q] button[data-action=%q]`, held, action)
+	}
+	do("drain", chromedp.Click(chromedp.CSS(button("drain"))))
+	poll("drained", fmt.Sprintf(`["draining", "drained"].includes(document.querySelector('article.replica[data-replica=%q]')?.dataset.operator) &&
+		document.querySelector(%q).disabled && !document.querySelector(%q).disabled`, held, button("drain"), button("enable")))
+	if got := p.Controls()[held]; got != pool.ControlDrain {
+		t.Fatalf("after the drain button the pool holds %s as %q", held, got)
+	}
+	poll("drained: not serving", fmt.Sprintf(`%s.includes("not serving (drain")`, field(held, "health")))
+	poll("control event", fmt.Sprintf(`!!document.querySelector('#events tr[data-kind="control"][data-replica=%q]')`, held))
+	do("enable", chromedp.Click(chromedp.CSS(button("enable"))))
+	poll("enabled", fmt.Sprintf(`document.querySelector('article.replica[data-replica=%q]')?.dataset.operator === "enabled"`, held))
+	g.SetConfigLoader(func() (gateway.Config, error) { return cfg, nil })
+	if _, err := g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	poll("reload event", `!!document.querySelector('#events tr[data-kind="reload"]')`)
 
 	// Sessions created are counted, not listed one row each.
 	poll("sessions counted", `Number(document.querySelector('#event-counts li[data-kind="session_created"]')?.dataset.count) >= 3`)

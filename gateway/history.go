@@ -84,6 +84,13 @@ type ReplicaPoint struct {
 	// token refused).
 	EjectedSecondsLeft float64 `json:"ejected_seconds_left,omitempty"`
 	PermanentFailure   bool    `json:"permanent_failure,omitempty"`
+	// Serving: the replica takes calls (ready, or half-open on trial, and
+	// no operator hold). Otherwise its open sessions are held, not
+	// serving, whatever their own health checks said.
+	Serving bool `json:"serving"`
+	// Operator is the operator's control (enabled, draining, drained,
+	// disabled; POST /api/admin/replicas/{name}/{action}).
+	Operator string `json:"operator,omitempty"`
 
 	// Over the interval: calls submitted (attempts), calls failed by the
 	// replica or the pool, calls the app answered with its own error
@@ -118,7 +125,11 @@ type ReplicaPoint struct {
 	// messages report it (pool.ReplicaStats.SpaceQueue, SpaceETA). Null
 	// until the pool has called the replica and seen an estimation.
 	SpaceQueue *SpaceQueue `json:"space_queue"`
-	LastError  string      `json:"last_error,omitempty"`
+	// LastError is the replica's failure while it is current: set only
+	// while the replica is not ready (the pool keeps the last one after a
+	// recovery); LastErrorUnixMs is when it began.
+	LastError       string `json:"last_error,omitempty"`
+	LastErrorUnixMs int64  `json:"last_error_unix_ms,omitempty"`
 }
 
 // SpaceQueue is a replica's own Gradio queue: the calls waiting inside the
@@ -548,9 +559,18 @@ func (h *History) replicaPoint(name string, rs pool.ReplicaStats, secs float64) 
 	rp := ReplicaPoint{
 		Name: name, State: displayState(rs), Idle: rs.AvailableConnections, InUse: rs.InUseConnections,
 		Connecting: rs.Connecting, Max: int(h.max.Load()), Waiting: rs.QueueLength,
-		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections, LastError: rs.LastError,
+		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections,
 		CallsTotal: rs.Calls, ErrorsTotal: rs.Errors,
 		EjectedSecondsLeft: rs.EjectedSecondsLeft, PermanentFailure: rs.PermanentFailure,
+		Operator: rs.Operator,
+	}
+	rp.Serving = (rs.State == pool.StateReady || rs.State == "half-open") &&
+		(rs.Operator == "" || rs.Operator == pool.OperatorEnabled)
+	if rs.State != pool.StateReady { // a recovered replica's old error is history, not its state
+		rp.LastError = rs.LastError
+		if rs.LastErrorAt != nil {
+			rp.LastErrorUnixMs = rs.LastErrorAt.UnixMilli()
+		}
 	}
 	if len(rs.Endpoints) > 0 { // the pool has seen the Space's own queue
 		rp.SpaceQueue = &SpaceQueue{Size: rs.SpaceQueue, ETASeconds: rs.SpaceETA}

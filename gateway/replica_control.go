@@ -34,6 +34,12 @@ const controlPollInterval = time.Second
 // pool.Control). In a cluster it is stored in Redis first, and refused
 // (nothing changed) when Redis does not take it.
 func (g *Gateway) handleReplicaControl(w http.ResponseWriter, r *http.Request) {
+	if _, hasBearer := bearer(r); !hasBearer && crossOrigin.Check(r) != nil {
+		// The dashboard's buttons send the login cookie: a cross-site
+		// form must not drain a replica with it.
+		writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: "cross-site request refused"})
+		return
+	}
 	p := g.backend.Pool()
 	if p == nil {
 		writeError(w, &apiError{Status: http.StatusNotImplemented, Code: "controls_unavailable",

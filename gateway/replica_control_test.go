@@ -133,6 +133,11 @@ func TestReplicaControlAcrossGateways(t *testing.T) {
 	cfg := clusterConfig(t, "ctltest", []string{simA.URL, simB.URL}, 4, 3*time.Second)
 	urls, gws := openGateways(t, cfg, 2)
 	a := gws[0].Pool().Replicas()[0]
+	// No admin token here: a cross-site request (a form on another site)
+	// is still refused.
+	if st, _, body := controlAt(t, urls[0], a, "drain", "Sec-Fetch-Site", "cross-site"); st != 403 {
+		t.Errorf("cross-site drain: %d %s, want 403", st, body)
+	}
 	st, out, body := controlAt(t, urls[0], a, "drain")
 	if st != 200 || !out.Cluster {
 		t.Fatalf("drain at A: %d %s", st, body)
