@@ -109,11 +109,25 @@ func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 }
 
 // poolError maps the pool's own errors; nil means not a pool error.
+// allHeld reports whether every replica was skipped because an operator
+// drained or disabled it.
+func allHeld(all *pool.AllReplicasFailedError) bool {
+	for _, c := range all.Causes {
+		if !errors.Is(c, pool.ErrHeld) {
+			return false
+		}
+	}
+	return len(all.Causes) > 0
+}
+
 func poolError(err error) *apiError {
 	var all *pool.AllReplicasFailedError
 	if errors.As(err, &all) {
 		if pool.IsOverloaded(err) {
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: all.Error(), RetryAfter: 5}
+		}
+		if allHeld(all) { // an operator's choice, not a failure
+			return &apiError{Status: http.StatusServiceUnavailable, Code: "replica_unavailable", Message: all.Error(), RetryAfter: 10}
 		}
 		return &apiError{Status: http.StatusBadGateway, Code: "all_replicas_failed", Message: all.Error()}
 	}

@@ -97,6 +97,16 @@ func TestReplicaControlRoutes(t *testing.T) {
 		!strings.Contains(m, `gradiopool_replica_operator_state{replica="`+b+`",state="enabled"} 1`) {
 		t.Errorf("metrics lack the operator state:\n%s", grepLines(m, "operator_state"))
 	}
+	if st, _, _ := controlAt(t, base, b, "drain", auth...); st != 200 {
+		t.Fatalf("drain %s: %d", b, st)
+	}
+	if ans := do(t, "POST", base+"/v1/predict/upper", `{"data":["x"]}`); ans.status != 503 || !strings.Contains(ans.body, `"code":"replica_unavailable"`) ||
+		!strings.Contains(ans.body, "disabled by an operator") || ans.header.Get("Retry-After") == "" {
+		t.Errorf("call with every replica held: %d %s", ans.status, ans.body)
+	}
+	if st, _, _ := controlAt(t, base, b, "enable", auth...); st != 200 {
+		t.Fatalf("enable %s: %d", b, st)
+	}
 	if st, out, _ := controlAt(t, base, a, "enable", auth...); st != 200 || out.Operator != pool.OperatorEnabled {
 		t.Errorf("enable: %d %+v", st, out)
 	}
