@@ -307,7 +307,9 @@ func TestDashboardInChromium(t *testing.T) {
 		const xs = [...p.getAttribute("d").matchAll(/[ML]([\d.]+) /g)].map((m) => Number(m[1]));
 		return xs.length > 17 || xs.some((x, i) => i > 0 && x <= xs[i-1]) || xs[0] > 100;
 	}).length`); bad != 0 {
-		t.Errorf("%d lines of the since-start chart are not one ordered run of at most 17 points from the start", bad)
+		paths, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...` + chart + `.querySelectorAll("path.series")].map((p) => p.getAttribute("d")).join("\n")`))
+		t.Errorf("%d lines of the since-start chart are not one ordered run of at most 17 points from the start (series epoch %d, first %d):\n%s",
+			bad, life.Epoch, life.Points[0].UnixMs, paths)
 	}
 	do("5 min", chromedp.Click(chromedp.CSS(`button[data-window="300"]`)))
 	poll("5 min window", chart+`?.dataset.window === "300" && `+chart+`.querySelectorAll("path.series").length >= 3`)
