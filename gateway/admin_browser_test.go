@@ -316,7 +316,7 @@ func TestDashboardInChromium(t *testing.T) {
 			const xs = [...p.getAttribute("d").matchAll(/[ML]([\d.]+) /g)].map((m) => Number(m[1]));
 			return xs.length > 17 || xs.some((x, i) => i > 0 && x <= xs[i-1]) || Math.abs(xs[0] - first) > 1;
 		}).length; })()`); bad != 0 {
-		paths, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...` + chart + `.querySelectorAll("path.series")].map((p) => p.getAttribute("d")).join("\n")`))
+		paths, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...`+chart+`.querySelectorAll("path.series")].map((p) => p.getAttribute("d")).join("\n")`))
 		t.Errorf("%d lines of the since-start chart are not one ordered run of at most 17 points from the start (series epoch %d, first %d):\n%s",
 			bad, life.Epoch, life.Points[0].UnixMs, paths)
 	}

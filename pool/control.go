@@ -6,13 +6,15 @@ package pool
 // replica, so a reload that keeps the replica keeps its control; the
 // gateway shares it between gateways through Redis (see SetControl).
 //
-// The hooks into routing are two: admit refuses a held replica (so acquire
+// The hooks are one line each: admit refuses a held replica (so acquire
 // moves the caller to the next replica, and Reserve with a pinned replica
-// answers *ReplicaError wrapping ErrHeld) and usable leaves it out of the
-// least-loaded and expected-time scans. A caller already waiting in a
-// drained replica's queue keeps its place (drain: what was admitted runs);
-// one waiting in a disabled replica's queue is moved once its session comes
-// (sidelined), nothing having been sent.
+// answers *ReplicaError wrapping ErrHeld), usable leaves it out of the
+// least-loaded and expected-time scans, Ready does not count it, and
+// sidelined moves the callers of a disabled one. A caller already waiting
+// in a drained replica's queue keeps its place (drain: what was admitted
+// runs); one waiting in a disabled replica's queue is moved once its
+// session comes (sidelined), nothing having been sent: it waits for that
+// turn, up to the queue time-out, like any waiter.
 
 import (
 	"errors"
