@@ -352,6 +352,7 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("after the drain button the pool holds %s as %q", held, got)
 	}
 	poll("drained: not serving", fmt.Sprintf(`%s.includes("not serving (drain")`, field(held, "health")))
+	poll("summary", `document.querySelector('.summary [data-field="status"]')?.textContent === "1 of 3 replicas ready · 1 held by an operator"`)
 	poll("control event", fmt.Sprintf(`!!document.querySelector('#events tr[data-kind="control"][data-replica=%q]')`, held))
 	do("enable", chromedp.Click(chromedp.CSS(button("enable"))))
 	poll("enabled", fmt.Sprintf(`document.querySelector('article.replica[data-replica=%q]')?.dataset.operator === "enabled"`, held))

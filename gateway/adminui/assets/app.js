@@ -308,8 +308,10 @@ function render(doc) {
     setField(document, "waiting", String(last.waiting));
     setField(document, "user_assignments", String(last.user_assignments));
     setField(document, "updated", clock(last.unix_ms));
-    const ready = last.replicas.filter((r) => r.state === "ready").length;
-    setField(document, "status", ready + " of " + last.replicas.length + " replicas ready");
+    // A replica an operator holds takes no calls: not counted as ready.
+    const held = last.replicas.filter((r) => r.operator && r.operator !== "enabled").length;
+    const ready = last.replicas.filter((r) => r.state === "ready" && !(r.operator && r.operator !== "enabled")).length;
+    setField(document, "status", ready + " of " + last.replicas.length + " replicas ready" + (held ? " · " + held + " held by an operator" : ""));
     for (const r of last.replicas) renderReplica(r, names);
   }
   const sp = span();
