@@ -67,6 +67,7 @@ lint:
 
 jsclient: deps
 	cd $(JSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	cd testdata/nextjs-check && npm ci --no-audit --no-fund --loglevel=error
 
 unit:
 	GRADIOPOOL_REQUIRE_NODE=1 GRADIOPOOL_REQUIRE_REDIS=1 GRADIOPOOL_REQUIRE_CHROMIUM=1 \

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,7 +55,9 @@ func loadSpec(t *testing.T) *openapi3.T {
 // contractGateway is the gateway over a real pool of one simulated replica,
 // with API keys and an admin token, one session and a short queue time-out
 // so that queue_timeout can be provoked.
-func contractGateway(t *testing.T) *httptest.Server {
+// contractGateway serves a gateway over one simulated replica; it
+// returns the server and the replica's name.
+func contractGateway(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	sim := gradiotest.NewServer(gradiotest.DefaultApp())
 	t.Cleanup(sim.Close)
@@ -75,7 +78,7 @@ func contractGateway(t *testing.T) *httptest.Server {
 	g.SetConfigLoader(func() (gateway.Config, error) { return cfg, nil })
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, p.Replicas()[0]
 }
 
 type exchange struct {
@@ -87,7 +90,7 @@ type exchange struct {
 
 func TestContract(t *testing.T) {
 	doc := loadSpec(t)
-	srv := contractGateway(t)
+	srv, replica := contractGateway(t)
 	doc.Servers = openapi3.Servers{{URL: srv.URL}}
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
@@ -126,6 +129,11 @@ func TestContract(t *testing.T) {
 		{"reload", "POST", "/api/admin/reload", "", admin, 200, ""},
 		{"reload without the admin token", "POST", "/api/admin/reload", "", nil, 401, "unauthorized"},
 		{"metrics", "GET", "/metrics", "", admin, 200, ""},
+		{"drain", "POST", "/api/admin/replicas/{replica}/drain", "", admin, 200, ""},
+		{"disable", "POST", "/api/admin/replicas/{replica}/disable", "", admin, 200, ""},
+		{"enable", "POST", "/api/admin/replicas/{replica}/enable", "", admin, 200, ""},
+		{"drain unknown replica", "POST", "/api/admin/replicas/nope/drain", "", admin, 404, "unknown_replica"},
+		{"drain without the admin token", "POST", "/api/admin/replicas/{replica}/drain", "", nil, 401, "unauthorized"},
 		{"dashboard", "GET", "/admin", "", admin, 200, ""},
 		{"dashboard login form", "GET", "/admin", "", nil, 401, ""},
 
@@ -153,6 +161,7 @@ func TestContract(t *testing.T) {
 	for _, ex := range exchanges {
 		t.Run(ex.name, func(t *testing.T) {
 			path := strings.Replace(ex.path, "{event}", eventID, 1)
+			path = strings.Replace(path, "{replica}", url.PathEscape(replica), 1)
 			status, body := validate(t, client, doc, router, srv.URL, ex.method, path, ex.body, ex.header)
 			if status != ex.status {
 				t.Fatalf("%s %s: status %d, want %d: %s", ex.method, path, status, ex.status, body)

@@ -25,7 +25,7 @@ const adminCookieTTL = 12 * time.Hour
 // configured), ok (a valid bearer token or login cookie), or refused; when
 // refused, presented says whether a credential was given (403) or not (401).
 func (g *Gateway) adminAuth(r *http.Request) (ok, presented bool) {
-	token := g.cfg.Secrets.AdminToken
+	token := g.adminToken()
 	if token == "" {
 		return true, false
 	}
@@ -56,7 +56,7 @@ func (g *Gateway) checkAdmin(w http.ResponseWriter, r *http.Request) bool {
 
 // adminCookieMAC is the cookie's signature of its expiry and login id.
 func (g *Gateway) adminCookieMAC(expiry, id string) []byte {
-	m := hmac.New(sha256.New, []byte(g.cfg.Secrets.AdminToken))
+	m := hmac.New(sha256.New, []byte(g.adminToken()))
 	m.Write([]byte("gradiopool admin login\x00" + expiry + "\x00" + id))
 	return m.Sum(nil)
 }

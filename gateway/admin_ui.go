@@ -90,7 +90,7 @@ func (g *Gateway) writeLogin(w http.ResponseWriter, status int, msg string) {
 	_ = loginPage.Execute(w, struct {
 		Message string
 		Open    bool
-	}{msg, g.cfg.Secrets.AdminToken == ""})
+	}{msg, g.adminToken() == ""})
 }
 
 // crossOrigin refuses cross-site form posts to the login and logout
@@ -109,12 +109,12 @@ func (g *Gateway) handleAdminLogin(w http.ResponseWriter, r *http.Request) {
 		g.writeLogin(w, http.StatusBadRequest, "The login form could not be read.")
 		return
 	}
-	if g.cfg.Secrets.AdminToken == "" {
+	if g.adminToken() == "" {
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 		return
 	}
 	tok := r.PostForm.Get("token")
-	if tok == "" || !matchAny(tok, []string{g.cfg.Secrets.AdminToken}) {
+	if tok == "" || !matchAny(tok, []string{g.adminToken()}) {
 		g.writeLogin(w, http.StatusForbidden, "That token is not valid.")
 		return
 	}

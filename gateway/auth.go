@@ -17,14 +17,14 @@ const (
 func (g *Gateway) serveAuthed(w http.ResponseWriter, r *http.Request, auth authKind, h http.HandlerFunc) {
 	switch auth {
 	case authAPI:
-		if len(g.cfg.Secrets.APIKeys) > 0 {
+		if len(g.apiKeys()) > 0 {
 			tok, ok := bearer(r)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="gradiopool"`)
 				writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "an API key is required: Authorization: Bearer <key>"})
 				return
 			}
-			if !matchAny(tok, g.cfg.Secrets.APIKeys) {
+			if !matchAny(tok, g.apiKeys()) {
 				writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: "the API key is not valid"})
 				return
 			}

@@ -90,4 +90,8 @@ type ReplicaGauges struct {
 	// such Space, a token refused), retried slowly.
 	EjectedSecondsLeft float64
 	PermanentFailure   bool
+	// Operator is the operator's control of the replica
+	// (pool.ReplicaStats.Operator: enabled, draining, drained, disabled);
+	// "" when unknown (no operator gauges).
+	Operator string
 }

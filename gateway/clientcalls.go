@@ -51,7 +51,7 @@ func loopbackClient(client string) bool {
 // clientID names r's client: a hash of its API key (never the key), else
 // its address.
 func (g *Gateway) clientID(r *http.Request) string {
-	if len(g.cfg.Secrets.APIKeys) > 0 {
+	if len(g.apiKeys()) > 0 {
 		if tok, ok := bearer(r); ok {
 			sum := sha256.Sum256([]byte(tok))
 			return "key:" + hex.EncodeToString(sum[:8])

@@ -36,6 +36,12 @@ type clusterMember struct {
 	name  string
 	// owners forwards the requests of sessions other gateways own.
 	owners *owners
+
+	// controls are the operators' replica controls shared through Redis;
+	// the syncControls loop runs until ctlStop is closed.
+	controls *cluster.Controls
+	ctlStop  chan struct{}
+	ctlDone  chan struct{}
 }
 
 // joinCluster connects to the cluster's Redis and sets pc up to use it:
@@ -74,6 +80,7 @@ func joinCluster(ctx context.Context, cfg Config, logger *slog.Logger, metrics *
 	m.owners = newOwners(rc, cfg.Cluster.Name, m.coord.ID(), cfg.advertiseURL(), cfg.Secrets.HashKey,
 		cmp.Or(cfg.FrontDoor.SessionTTL, frontdoor.DefaultSessionTTL), logger)
 	m.store = m.coord.Store(shared)
+	m.controls = cluster.NewControls(rc, cfg.Cluster.Name)
 	pc.Store = m.store
 	pc.Limiter = m.coord
 	metrics.Registry().MustRegister(m.coord.Collector(), prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -103,6 +110,11 @@ func (m *clusterMember) attach(p *pool.Pool, g *Gateway) {
 	m.pool.Store(p)
 	m.coord.AddReplicas(p.Replicas()...)
 	g.setClusterStats(func(ctx context.Context) any { return m.coord.Stats(ctx) })
+	m.ctlStop, m.ctlDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.ctlDone)
+		m.syncControls(p, m.ctlStop, controlPollInterval)
+	}()
 }
 
 func (m *clusterMember) localStats() map[string]cluster.LocalReplica {
@@ -125,6 +137,10 @@ func (m *clusterMember) close() error {
 	defer cancel()
 	if m.owners != nil {
 		m.owners.close()
+	}
+	if m.ctlStop != nil {
+		close(m.ctlStop)
+		<-m.ctlDone
 	}
 	err := m.coord.Close(ctx)
 	if m.store != nil {

@@ -66,3 +66,6 @@ const (
 	WindowLife                  = windowLife
 	WindowRecent                = windowRecent
 )
+
+// SampleHistory takes one dashboard point now.
+func (g *Gateway) SampleHistory() { g.history.sample(context.Background()) }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/version"
@@ -83,6 +84,13 @@ type ReplicaPoint struct {
 	// token refused).
 	EjectedSecondsLeft float64 `json:"ejected_seconds_left,omitempty"`
 	PermanentFailure   bool    `json:"permanent_failure,omitempty"`
+	// Serving: the replica takes calls (ready, or half-open on trial, and
+	// no operator hold). Otherwise its open sessions are held, not
+	// serving, whatever their own health checks said.
+	Serving bool `json:"serving"`
+	// Operator is the operator's control (enabled, draining, drained,
+	// disabled; POST /api/admin/replicas/{name}/{action}).
+	Operator string `json:"operator,omitempty"`
 
 	// Over the interval: calls submitted (attempts), calls failed by the
 	// replica or the pool, calls the app answered with its own error
@@ -117,7 +125,11 @@ type ReplicaPoint struct {
 	// messages report it (pool.ReplicaStats.SpaceQueue, SpaceETA). Null
 	// until the pool has called the replica and seen an estimation.
 	SpaceQueue *SpaceQueue `json:"space_queue"`
-	LastError  string      `json:"last_error,omitempty"`
+	// LastError is the replica's failure while it is current: set only
+	// while the replica is not ready (the pool keeps the last one after a
+	// recovery); LastErrorUnixMs is when it began.
+	LastError       string `json:"last_error,omitempty"`
+	LastErrorUnixMs int64  `json:"last_error_unix_ms,omitempty"`
 }
 
 // SpaceQueue is a replica's own Gradio queue: the calls waiting inside the
@@ -191,7 +203,7 @@ type HistoryDoc struct {
 type History struct {
 	b        Backend
 	interval time.Duration
-	max      int // sessions per replica (max_connections)
+	max      atomic.Int64 // sessions per replica (max_connections); a reload changes it
 	now      func() time.Time
 	started  time.Time
 	version  string
@@ -234,8 +246,8 @@ type endpointStats struct {
 }
 
 func newHistory(b Backend, maxConns int, interval time.Duration, points, events int) *History {
-	return &History{
-		b: b, interval: interval, max: maxConns, now: time.Now, started: time.Now(),
+	h := &History{
+		b: b, interval: interval, now: time.Now, started: time.Now(),
 		version: version.Get().Version,
 		points:  make([]HistoryPoint, points),
 		lifeCap: defaultLifePoints, stride: 1,
@@ -244,6 +256,16 @@ func newHistory(b Backend, maxConns int, interval time.Duration, points, events 
 		prev:   map[string]counters{},
 		lat:    map[string]*latencies{},
 		eps:    map[string]*endpointStats{},
+	}
+	h.max.Store(int64(maxConns))
+	return h
+}
+
+// setMax sets the sessions per replica shown from the next point on (a
+// reload changed max_connections).
+func (h *History) setMax(n int) {
+	if h != nil {
+		h.max.Store(int64(n))
 	}
 }
 
@@ -326,6 +348,7 @@ var feedKinds = map[pool.EventKind]bool{
 	pool.EventQueueTimeout: true, pool.EventQueueFull: true, pool.EventHealthCheck: true,
 	pool.EventEjected: true, pool.EventRecovered: true, pool.EventFailover: true,
 	pool.EventSuspect: true, pool.EventProbePassed: true, pool.EventConcurrencyLimited: true, pool.EventStateLost: false, // one per user: counted
+	pool.EventControl: true,
 }
 
 // onPoolEvent counts the pool events of feedKinds and keeps those listed.
@@ -345,16 +368,32 @@ func (h *History) onPoolEvent(e pool.Event) {
 	if !listed {
 		return
 	}
-	t := e.Time
+	reason := e.Reason
+	if e.Kind == pool.EventHealthCheck {
+		reason = "failed"
+	}
+	h.addEvent(e.Time, e.Kind.String(), e.Replica, reason, e.Err)
+}
+
+// note lists an event of the gateway itself (a reload) beside the pool's.
+func (h *History) note(kind, replica, reason string, err error) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.count(replica, kind)
+	h.addEvent(time.Time{}, kind, replica, reason, err)
+}
+
+// addEvent appends one event to the ring. h.mu held.
+func (h *History) addEvent(t time.Time, kind, replica, reason string, err error) {
 	if t.IsZero() {
 		t = h.now()
 	}
-	ev := HistoryEvent{Time: t.UTC(), UnixMs: t.UnixMilli(), Kind: e.Kind.String(), Replica: e.Replica, Reason: e.Reason}
-	if e.Err != nil {
-		ev.Error = e.Err.Error()
-	}
-	if e.Kind == pool.EventHealthCheck {
-		ev.Reason = "failed"
+	ev := HistoryEvent{Time: t.UTC(), UnixMs: t.UnixMilli(), Kind: kind, Replica: replica, Reason: reason}
+	if err != nil {
+		ev.Error = err.Error()
 	}
 	h.events[h.enext] = ev
 	h.enext = (h.enext + 1) % len(h.events)
@@ -519,10 +558,19 @@ func setRates(r *ReplicaPoint, secs float64) {
 func (h *History) replicaPoint(name string, rs pool.ReplicaStats, secs float64) ReplicaPoint {
 	rp := ReplicaPoint{
 		Name: name, State: displayState(rs), Idle: rs.AvailableConnections, InUse: rs.InUseConnections,
-		Connecting: rs.Connecting, Max: h.max, Waiting: rs.QueueLength,
-		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections, LastError: rs.LastError,
+		Connecting: rs.Connecting, Max: int(h.max.Load()), Waiting: rs.QueueLength,
+		Healthy: rs.HealthyConnections, Unhealthy: rs.UnhealthyConnections,
 		CallsTotal: rs.Calls, ErrorsTotal: rs.Errors,
 		EjectedSecondsLeft: rs.EjectedSecondsLeft, PermanentFailure: rs.PermanentFailure,
+		Operator: rs.Operator,
+	}
+	rp.Serving = (rs.State == pool.StateReady || rs.State == "half-open") &&
+		(rs.Operator == "" || rs.Operator == pool.OperatorEnabled)
+	if rs.State != pool.StateReady { // a recovered replica's old error is history, not its state
+		rp.LastError = rs.LastError
+		if rs.LastErrorAt != nil {
+			rp.LastErrorUnixMs = rs.LastErrorAt.UnixMilli()
+		}
 	}
 	if len(rs.Endpoints) > 0 { // the pool has seen the Space's own queue
 		rp.SpaceQueue = &SpaceQueue{Size: rs.SpaceQueue, ETASeconds: rs.SpaceETA}

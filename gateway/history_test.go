@@ -445,3 +445,29 @@ func TestHistoryEventCounts(t *testing.T) {
 		t.Errorf("counts for %d replicas, want %d and %q", n, maxCountedReplicas, otherEndpoint)
 	}
 }
+
+// TestHistoryShowsOnlyCurrentState: the dashboard's point tells a serving
+// replica from one whose sessions are only held (ejected, or drained by an
+// operator), and shows a replica's error, with its time, only while the
+// replica is not ready: a recovered replica's old error is not its state.
+func TestHistoryShowsOnlyCurrentState(t *testing.T) {
+	b := newStatsBackend("a", "b", "c")
+	h := newHistory(b, 10, 5*time.Second, 10, 10)
+	failed := time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC)
+	b.set(func(st *pool.Stats) {
+		st.Pools["a"] = pool.ReplicaStats{State: pool.StateEjected, HealthyConnections: 5, LastError: "refused", LastErrorAt: &failed, Operator: pool.OperatorEnabled}
+		st.Pools["b"] = pool.ReplicaStats{State: pool.StateReady, HealthyConnections: 5, LastError: "old refusal", LastErrorAt: &failed, Operator: pool.OperatorEnabled}
+		st.Pools["c"] = pool.ReplicaStats{State: pool.StateReady, HealthyConnections: 5, Operator: pool.OperatorDrained}
+	})
+	h.sample(context.Background())
+	rs := h.Doc("", 0).Points[0].Replicas
+	if a := rs[0]; a.Serving || a.LastError != "refused" || a.LastErrorUnixMs != failed.UnixMilli() {
+		t.Errorf("ejected replica: serving %v, error %q at %d; want not serving, its error and time", a.Serving, a.LastError, a.LastErrorUnixMs)
+	}
+	if b := rs[1]; !b.Serving || b.LastError != "" || b.LastErrorUnixMs != 0 {
+		t.Errorf("recovered replica: serving %v, error %q; want serving, no error", b.Serving, b.LastError)
+	}
+	if c := rs[2]; c.Serving || c.Operator != pool.OperatorDrained {
+		t.Errorf("drained replica: serving %v, operator %q; want not serving, drained", c.Serving, c.Operator)
+	}
+}

@@ -274,6 +274,8 @@ var (
 		"1 when the replica is ready (taking traffic), else 0.", []string{"replica"}, nil)
 	descEjectedLeft = prometheus.NewDesc(metricsNamespace+"_replica_ejected_seconds_left",
 		"Back-off left of the replica's ejection, seconds (0 when not ejected).", []string{"replica"}, nil)
+	descOperator = prometheus.NewDesc(metricsNamespace+"_replica_operator_state",
+		"1 for the operator's control each replica is in (enabled, draining, drained, disabled: POST /api/admin/replicas/{name}/drain|disable|enable), 0 for the others.", []string{"replica", "state"}, nil)
 	descPermanent = prometheus.NewDesc(metricsNamespace+"_replica_permanent_failure",
 		"1 when the replica's last connect failure is permanent (no such Space, a token refused): retried slowly, a person must act.", []string{"replica"}, nil)
 )
@@ -283,9 +285,12 @@ var (
 // A state the pool adds later is exported too when a replica is in it.
 var replicaStates = []string{"new", "connecting", "ready", "half-open", "suspect", "ejected", "probing", "sleeping", "closed"}
 
+// operatorStates are the values of the operator_state label.
+var operatorStates = []string{pool.OperatorEnabled, pool.OperatorDraining, pool.OperatorDrained, pool.OperatorDisabled}
+
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descMax, descUnhealthy, descWaiting, descQueueTimeouts, descSpaceQueue, descSpaceETA, descReady,
-		descState, descUp, descEjectedLeft, descPermanent} {
+		descState, descUp, descEjectedLeft, descPermanent, descOperator} {
 		ch <- d
 	}
 }
@@ -329,6 +334,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 			permanent = 1
 		}
 		g(descPermanent, permanent, r.Name)
+		if r.Operator != "" {
+			for _, s := range operatorStates {
+				g(descOperator, b2f(r.Operator == s), r.Name, s)
+			}
+		}
 	}
 	g(descReady, b2f(c.b.Ready()))
 }

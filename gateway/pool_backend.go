@@ -81,7 +81,7 @@ func (b *poolBackend) Gauges(ctx context.Context) []ReplicaGauges {
 			Name: n, State: displayState(r), Idle: r.AvailableConnections, InUse: r.InUseConnections, Connecting: r.Connecting,
 			Max: int(b.max.Load()), Waiting: r.QueueLength, Healthy: r.HealthyConnections, Unhealthy: r.UnhealthyConnections,
 			QueueTimeouts: r.QueueTimeouts, SpaceQueue: r.SpaceQueue, SpaceETA: r.SpaceETA,
-			EjectedSecondsLeft: r.EjectedSecondsLeft, PermanentFailure: r.PermanentFailure,
+			EjectedSecondsLeft: r.EjectedSecondsLeft, PermanentFailure: r.PermanentFailure, Operator: r.Operator,
 		})
 	}
 	return out
@@ -109,6 +109,17 @@ func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 }
 
 // poolError maps the pool's own errors; nil means not a pool error.
+// allHeld reports whether every replica was skipped because an operator
+// drained or disabled it.
+func allHeld(all *pool.AllReplicasFailedError) bool {
+	for _, c := range all.Causes {
+		if !errors.Is(c, pool.ErrHeld) {
+			return false
+		}
+	}
+	return len(all.Causes) > 0
+}
+
 func poolError(err error) *apiError {
 	var all *pool.AllReplicasFailedError
 	if errors.As(err, &all) {
@@ -118,6 +129,9 @@ func poolError(err error) *apiError {
 		if pool.IsParked(err) { // autoscale: every Space paused, none woke within autoscale.wake_timeout
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "replicas_parked",
 				Message: "every replica is paused to save cost and none woke in time; retry shortly", RetryAfter: 30}
+		}
+		if allHeld(all) { // an operator's choice, not a failure
+			return &apiError{Status: http.StatusServiceUnavailable, Code: "replica_unavailable", Message: all.Error(), RetryAfter: 10}
 		}
 		return &apiError{Status: http.StatusBadGateway, Code: "all_replicas_failed", Message: all.Error()}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gradiopool/gradiopool/pool"
@@ -62,6 +63,7 @@ func (g *Gateway) Reload() (Reloaded, error) {
 	next, err := rl.load()
 	if err != nil {
 		g.log.Error("reload: configuration not loaded, nothing changed", slog.Any("error", err))
+		g.history.note(eventReloadFailed, "", "configuration not loaded, nothing changed", err)
 		return Reloaded{}, fmt.Errorf("reload: %w", err)
 	}
 	next.Normalize()
@@ -81,34 +83,53 @@ func (g *Gateway) Reload() (Reloaded, error) {
 	}
 	// Secrets are compared by name only: their values never reach a log.
 	was, now := rl.running.Secrets, next.Secrets
+	secrets := *g.secrets.Load()
 	for _, c := range []struct {
 		env     string
 		changed bool
+		live    bool
 	}{
-		{"HF_TOKEN", was.HFToken != now.HFToken},
-		{"GRADIOPOOL_ADMIN_TOKEN", was.AdminToken != now.AdminToken},
-		{"GRADIOPOOL_API_KEYS", !slices.Equal(was.APIKeys, now.APIKeys)},
-		{"GRADIOPOOL_HASH_KEY", was.HashKey != now.HashKey},
-		{"GRADIOPOOL_REDIS_URL", was.RedisURL != now.RedisURL},
+		{"HF_TOKEN", was.HFToken != now.HFToken, false},
+		// Removing the admin token would open the admin routes: only a
+		// restart does that.
+		{"GRADIOPOOL_ADMIN_TOKEN", was.AdminToken != now.AdminToken, now.AdminToken != ""},
+		// The front door was told at start whether callers' bearer
+		// tokens are gateway keys (never forwarded) or their own: keys
+		// may be rotated, not turned on or off, while it runs.
+		{"GRADIOPOOL_API_KEYS", !slices.Equal(was.APIKeys, now.APIKeys), g.front == nil || (len(was.APIKeys) > 0) == (len(now.APIKeys) > 0)},
+		{"GRADIOPOOL_HASH_KEY", was.HashKey != now.HashKey, false},
+		{"GRADIOPOOL_REDIS_URL", was.RedisURL != now.RedisURL, false},
 	} {
-		if c.changed {
+		switch {
+		case !c.changed:
+		case !c.live:
 			out.Refused = append(out.Refused, c.env)
+		default:
+			out.Applied = append(out.Applied, c.env)
+			if c.env == "GRADIOPOOL_ADMIN_TOKEN" {
+				secrets.adminToken, applied.Secrets.AdminToken = now.AdminToken, now.AdminToken
+			} else {
+				secrets.apiKeys, applied.Secrets.APIKeys = now.APIKeys, now.APIKeys
+			}
 		}
 	}
-	if len(out.Applied) > 0 {
+	if len(out.Applied) > 0 && g.pool != nil {
 		ap := applied.Pool
 		pc := pool.Config{Replicas: ap.Replicas, MinConnections: ap.MinConnections, MaxConnections: ap.MaxConnections,
 			MaxWaiters: ap.MaxWaiters, QueueTimeout: ap.QueueTimeout, IdleTimeout: ap.IdleTimeout}
 		if err := g.pool.Reconfigure(pc); err != nil {
 			g.log.Error("reload: the pool refused the configuration, nothing changed", slog.Any("error", err))
+			g.history.note(eventReloadFailed, "", "the pool refused the configuration, nothing changed", err)
 			return Reloaded{}, fmt.Errorf("reload: %w", err)
 		}
-		rl.running = applied
 		if g.poolBackend != nil {
 			g.poolBackend.max.Store(int64(applied.Pool.MaxConnections))
 		}
-		g.clientCalls.setMax(perClientLimit(applied))
+		g.history.setMax(applied.Pool.WithDefaults().MaxConnections)
 	}
+	rl.running = applied
+	g.secrets.Store(&secrets)
+	g.clientCalls.setMax(perClientLimit(applied))
 	if len(out.Refused) > 0 {
 		g.log.Warn("reload: these settings cannot change while the gateway runs; restart to apply them",
 			slog.Any("refused", out.Refused))
@@ -118,8 +139,41 @@ func (g *Gateway) Reload() (Reloaded, error) {
 		out.Replicas = g.pool.Replicas()
 	}
 	g.log.Info("configuration reloaded", slog.Any("applied", out.Applied), slog.Any("replicas", out.Replicas))
+	g.history.note(eventReload, "", reloadSummary(out), nil)
 	return out, nil
 }
+
+// The dashboard's event kinds for reloads.
+const (
+	eventReload       = "reload"
+	eventReloadFailed = "reload_failed"
+)
+
+// reloadSummary is a reload's line in the dashboard's event list: key
+// names only (secrets by their variable's name, never a value).
+func reloadSummary(out Reloaded) string {
+	s := "applied: none"
+	if len(out.Applied) > 0 {
+		s = "applied: " + strings.Join(out.Applied, ", ")
+	}
+	if len(out.Refused) > 0 {
+		s += "; refused (restart to apply): " + strings.Join(out.Refused, ", ")
+	}
+	return s
+}
+
+// liveSecrets are the secrets a reload may change.
+type liveSecrets struct {
+	adminToken string
+	apiKeys    []string
+}
+
+// adminToken is the admin token in effect ("" none: the admin routes are
+// open).
+func (g *Gateway) adminToken() string { return g.secrets.Load().adminToken }
+
+// apiKeys are the API keys in effect (none: the call routes are open).
+func (g *Gateway) apiKeys() []string { return g.secrets.Load().apiKeys }
 
 // liveKey reports whether s can change while the gateway runs: a key
 // marked live in the table, over a pool this gateway opened. With a

@@ -140,7 +140,7 @@ func TestReloadRefusesFixedKeys(t *testing.T) {
 	g, _, logs, set := reloadGateway(t, cfg)
 	next := cfg
 	next.Listen = "127.0.0.1:2"
-	next.Secrets.AdminToken = "s3cret-admin-token"
+	next.Secrets.HFToken = "s3cret-hf-token"
 	next.Pool.MaxConnections = 3
 	next.Pool.QueueTimeout = time.Minute
 	set(next, nil)
@@ -149,7 +149,7 @@ func TestReloadRefusesFixedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(out.Applied, []string{"pool.max_connections", "pool.queue_timeout"}) ||
-		!slices.Equal(out.Refused, []string{"listen", "GRADIOPOOL_ADMIN_TOKEN"}) {
+		!slices.Equal(out.Refused, []string{"listen", "HF_TOKEN"}) {
 		t.Errorf("Reload = %+v", out)
 	}
 	if n := strings.Count(logs.String(), "cannot change while the gateway runs"); n != 1 {

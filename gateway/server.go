@@ -72,6 +72,9 @@ type Gateway struct {
 	logins       revokedLogins                 // admin login cookies logged out
 	clientCalls  *clientCalls                  // calls in flight per client
 	reload       reloader                      // live reloads (reload.go)
+	// secrets are the admin token and API keys in effect: a reload
+	// replaces them (reload.go); read them with adminToken and apiKeys.
+	secrets atomic.Pointer[liveSecrets]
 }
 
 // New returns a gateway serving b with the normalized cfg (replicas are not
@@ -102,6 +105,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
 		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member, autoscale: own.autoscale}
 	g.reload.running = cfg
+	g.secrets.Store(&liveSecrets{adminToken: cfg.Secrets.AdminToken, apiKeys: cfg.Secrets.APIKeys})
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
 	g.calls = frontdoor.NewCalls(frontdoor.CallsConfig{
@@ -132,6 +136,7 @@ func (g *Gateway) routes() {
 	admin("GET /api/admin/pool-stats", g.handleStats)
 	admin("POST /api/admin/reload", g.handleReload)
 	g.autoscaleRoutes(admin)
+	admin("POST /api/admin/replicas/{name}/{action}", g.handleReplicaControl)
 	admin("GET /metrics", g.metrics.handler().ServeHTTP)
 	open("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -396,6 +397,19 @@ func formatValue(v any) string {
 	return fmt.Sprint(v)
 }
 
+// splitKeys splits API keys separated by commas or new lines (a keys
+// file holds one per line; lines starting with # are comments).
+func splitKeys(v string) []string {
+	var out []string
+	for line := range strings.SplitSeq(v, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		out = append(out, splitList(line)...)
+	}
+	return out
+}
+
 func splitList(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
@@ -495,10 +509,30 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 		}
 	}
 	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
+	// The admin token and the API keys may come from a file instead
+	// (GRADIOPOOL_ADMIN_TOKEN_FILE, GRADIOPOOL_API_KEYS_FILE: a mounted
+	// secret), which a reload reads again: rotating them needs no restart.
+	fromFile := func(k string) string {
+		path := get(k + "_FILE")
+		if path == "" {
+			return get(k)
+		}
+		if get(k) != "" {
+			errs = append(errs, fmt.Errorf("%s and %s_FILE are both set: set one", k, k))
+			return ""
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			// The path is not secret; the file's content never appears.
+			errs = append(errs, fmt.Errorf("%s_FILE: %w", k, err))
+			return ""
+		}
+		return string(b)
+	}
 	c.Secrets = Secrets{
 		HFToken:    get("HF_TOKEN"),
-		AdminToken: get("GRADIOPOOL_ADMIN_TOKEN"),
-		APIKeys:    splitList(get("GRADIOPOOL_API_KEYS")),
+		AdminToken: strings.TrimSpace(fromFile("GRADIOPOOL_ADMIN_TOKEN")),
+		APIKeys:    splitKeys(fromFile("GRADIOPOOL_API_KEYS")),
 		HashKey:    get("GRADIOPOOL_HASH_KEY"),
 		RedisURL:   get("GRADIOPOOL_REDIS_URL"),
 	}

@@ -12,7 +12,7 @@ import (
 const ConfigEnvPrefix = "GRADIOPOOL_"
 
 // secretEnv are the secrets' variables (read by ApplyEnv, never from a file).
-var secretEnv = []string{"GRADIOPOOL_ADMIN_TOKEN", "GRADIOPOOL_API_KEYS", "GRADIOPOOL_HASH_KEY", "GRADIOPOOL_REDIS_URL"}
+var secretEnv = []string{"GRADIOPOOL_ADMIN_TOKEN", "GRADIOPOOL_ADMIN_TOKEN_FILE", "GRADIOPOOL_API_KEYS", "GRADIOPOOL_API_KEYS_FILE", "GRADIOPOOL_HASH_KEY", "GRADIOPOOL_REDIS_URL"}
 
 // otherEnv are GRADIOPOOL_ variables that are no setting of `serve` but
 // may be in its environment: the tests' and the tools' switches (make test

@@ -46,6 +46,9 @@ const (
 	// was left behind (that replica was removed, drained, failed or
 	// restarted): their call runs on Replica with an empty state.
 	EventStateLost
+	// EventControl: an operator drained, disabled or enabled Replica
+	// (Reason: the new control; Previous: the one before).
+	EventControl
 )
 
 var kindNames = map[EventKind]string{
@@ -55,7 +58,7 @@ var kindNames = map[EventKind]string{
 	EventQueueTimeout: "queue_timeout", EventHealthCheck: "health_check", EventEjected: "ejected",
 	EventRecovered: "recovered", EventFailover: "failover", EventCallDone: "call_done",
 	EventQueueFull: "queue_full", EventConcurrencyLimited: "concurrency_limited",
-	EventProbePassed: "probe_passed", EventSuspect: "suspect", EventStateLost: "state_lost",
+	EventProbePassed: "probe_passed", EventSuspect: "suspect", EventStateLost: "state_lost", EventControl: "control",
 }
 
 func (k EventKind) String() string {
@@ -70,7 +73,7 @@ type Event struct {
 	Kind     EventKind
 	Time     time.Time
 	Replica  string // replica name
-	Previous string // eventAssigned: the replica the user was pinned to before, if any
+	Previous string // eventAssigned: the replica the user was pinned to before, if any; EventControl: the control before
 	User     string // first 8 hex digits of the user key; "" for anonymous (never the e-mail)
 	Endpoint string // EventCallDone, EventFailover: the api_name called
 	// Route is the label of the context the call was made under
@@ -82,7 +85,7 @@ type Event struct {
 	Attempt  int           // EventConnectFailed: 1 for the first attempt
 	Waiting  int           // EventQueued: waiters on the replica
 	Until    time.Time     // EventEjected: end of the back-off
-	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...
+	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...; EventControl: the new control
 	// Concurrency is, for EventConcurrencyLimited, the most of our calls
 	// seen running at once on the replica's endpoint.
 	Concurrency int

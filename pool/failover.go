@@ -124,6 +124,8 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 		return false, false, ErrClosed
 	case r.removed:
 		return false, false, errRemoved
+	case r.held() != nil: // an operator's drain or disable (control.go)
+		return false, false, r.held()
 	case r.parked.Load():
 		return false, false, ErrParked
 	case r.suspect:
@@ -166,7 +168,7 @@ func (r *replica) sidelined(now time.Time) error {
 	case !r.ejectUntil.IsZero() && now.Before(r.ejectUntil):
 		return r.ejectedLocked()
 	}
-	return nil
+	return r.movesWaiters() // disabled by an operator (control.go)
 }
 
 func (r *replica) ejectedLocked() error {
@@ -202,7 +204,7 @@ func (r *replica) ejectedWithoutApp() error {
 func (r *replica) usable(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.closed && !r.parked.Load() && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil))
+	return !r.closed && !r.parked.Load() && !r.probing && !r.suspect && (r.ejectUntil.IsZero() || !now.Before(r.ejectUntil)) && r.held() == nil
 }
 
 // connectInFlight reports whether r has no app and its connect is under

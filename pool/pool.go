@@ -36,6 +36,11 @@ type Pool struct {
 
 	rrNew, rrAnon, rrMove atomic.Uint64 // round-robin counters
 
+	// Operator controls by replica name (control.go): replaced, never
+	// changed in place; nil until the first.
+	ctlMap atomic.Pointer[map[string]Control]
+	ctlMu  sync.Mutex // one SetControl at a time
+
 	initOnce     sync.Once
 	initialized  atomic.Bool
 	checkStarted atomic.Bool // CheckReplicas was called
@@ -176,7 +181,7 @@ func (p *Pool) Ready() bool {
 		return false
 	}
 	for _, r := range p.set.Load().list {
-		if r.ready() {
+		if r.ready() && r.held() == nil {
 			return true
 		}
 	}

@@ -92,7 +92,10 @@ func (r *replica) probeDue(now time.Time) probeKind {
 		if asleep(r.lastErr) {
 			return probeNone // a request to a sleeping Space wakes it: only a call or WakeSleeping may
 		}
-		if r.unreachable && (!r.permanent || !now.Before(r.ejectUntil)) {
+		// Along the back-off only, like every other try: a replica that
+		// stays unreachable is tried (and logged) ever more rarely, up to
+		// once per ejectMax, not every ProbeInterval forever.
+		if r.unreachable && !now.Before(r.ejectUntil) {
 			return probeConnect
 		}
 		if !r.unreachable && !now.Before(r.ejectUntil) {

@@ -48,9 +48,12 @@ type ReplicaStats struct {
 	UnhealthyConnections int `json:"unhealthyConnections"` // sessions whose last check failed
 
 	// Additions.
-	Source              string     `json:"source"`              // Space id or URL (credentials removed)
-	URL                 string     `json:"url,omitempty"`       // resolved base URL, once connected
-	State               string     `json:"state"`               // new, connecting, ready, ejected, probing, half-open, suspect, closed
+	Source string `json:"source"`        // Space id or URL (credentials removed)
+	URL    string `json:"url,omitempty"` // resolved base URL, once connected
+	State  string `json:"state"`         // new, connecting, ready, ejected, probing, half-open, suspect, closed
+	// Operator is the operator's control (control.go): enabled, draining
+	// (no new calls, some still running), drained or disabled.
+	Operator            string     `json:"operator"`
 	Connecting          int        `json:"connecting"`          // sessions being created
 	ReservedSessions    int        `json:"reservedSessions"`    // sticky users' own sessions
 	Calls               uint64     `json:"calls"`               // calls submitted (attempts)
@@ -74,6 +77,10 @@ type ReplicaStats struct {
 	// such Space, a token refused); it is retried every ejectMax (1 min).
 	PermanentFailure bool   `json:"permanentFailure,omitempty"`
 	LastError        string `json:"lastError,omitempty"`
+	// LastErrorAt is when the failure in LastError began (its ejection,
+	// or the hang). LastError is kept after the replica recovers: compare
+	// with State (a dashboard shows it only while the replica is not ready).
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 
 	// SpaceQueue is the Space's own queue as it reported it (estimation
 	// messages of our calls), summed over endpoints, less what it has
@@ -140,6 +147,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 			SessionsCreated:      uint64(s.Created),
 			SessionsDestroyed:    uint64(s.Destroyed()),
 		}
+		rs.Operator = r.operatorState(s.InUse)
 		r.capacityStats(&rs, now, fallback)
 		if down(rs.State) {
 			// Its sessions are no capacity while it is down: none is shown
@@ -158,6 +166,14 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 		rs.Unreachable, rs.PermanentFailure = r.unreachable && !r.ejectUntil.IsZero(), r.permanent
 		if r.lastErr != nil {
 			rs.LastError = r.lastErr.Error()
+			at := r.failedAt
+			if r.suspect {
+				at = r.suspectAt
+			}
+			if !at.IsZero() {
+				at = at.UTC()
+				rs.LastErrorAt = &at
+			}
 		}
 		r.mu.Unlock()
 		if s.HealthCheckRunning {

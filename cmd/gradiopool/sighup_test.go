@@ -189,3 +189,65 @@ func postJSON(t *testing.T, u string, status int, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestServeSIGHUPRotatesKeys: with GRADIOPOOL_API_KEYS_FILE and
+// GRADIOPOOL_ADMIN_TOKEN_FILE, a SIGHUP after the files changed rotates the
+// keys and the token in the running process: the old ones are refused, the
+// new ones pass, no restart; the values never reach the log.
+func TestServeSIGHUPRotatesKeys(t *testing.T) {
+	sim := gradiotest.NewServer(gradiotest.DefaultApp())
+	defer sim.Close()
+	dir := t.TempDir()
+	keys, token := filepath.Join(dir, "keys"), filepath.Join(dir, "admin")
+	write := func(path, s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(keys, "key-0ld\n")
+	write(token, "t0ken-0ld\n")
+	g := startServe(t, []string{"GRADIOPOOL_LOG_FORMAT=json", "GRADIOPOOL_API_KEYS_FILE=" + keys, "GRADIOPOOL_ADMIN_TOKEN_FILE=" + token},
+		"--replicas", sim.URL, "--listen", "127.0.0.1:0")
+	status := func(method, path, bearer string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, g.url+path, strings.NewReader(`{"data":["x"]}`))
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status("POST", "/v1/predict/upper", "key-0ld") != 200 || status("GET", "/api/admin/pool-stats", "t0ken-0ld") != 200 {
+		t.Fatalf("the start's key and token do not work:\n%s", g.stderr.String())
+	}
+	write(keys, "# rotated\nkey-n3w\n")
+	write(token, "t0ken-n3w\n")
+	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, g, `"msg":"configuration reloaded"`)
+	for _, c := range []struct {
+		method, path, bearer string
+		want                 int
+	}{
+		{"POST", "/v1/predict/upper", "key-0ld", 403},
+		{"POST", "/v1/predict/upper", "key-n3w", 200},
+		{"GET", "/api/admin/pool-stats", "t0ken-0ld", 403},
+		{"GET", "/api/admin/pool-stats", "t0ken-n3w", 200},
+	} {
+		if got := status(c.method, c.path, c.bearer); got != c.want {
+			t.Errorf("%s %s with %s after SIGHUP: %d, want %d", c.method, c.path, c.bearer, got, c.want)
+		}
+	}
+	if l := logLine(g, `"msg":"configuration reloaded"`); !strings.Contains(l, "GRADIOPOOL_API_KEYS") || !strings.Contains(l, "GRADIOPOOL_ADMIN_TOKEN") {
+		t.Errorf("reload line = %s, want both secrets applied", l)
+	}
+	for _, s := range []string{"key-0ld", "key-n3w", "t0ken"} {
+		if strings.Contains(g.stderr.String(), s) {
+			t.Errorf("a secret (%s) reached the log", s)
+		}
+	}
+}

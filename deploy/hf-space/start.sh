@@ -14,7 +14,9 @@ export GRADIOPOOL_URL="http://${GRADIOPOOL_LISTEN}"
 
 /app/bin/gradiopool serve &
 gw=$!
-node /app/app/server.mjs &
+# APP_MAIN: the app's entry point (the Next.js image sets its standalone
+# server.js).
+node "${APP_MAIN:-/app/app/server.mjs}" &
 app=$!
 
 stop() {

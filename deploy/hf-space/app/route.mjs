@@ -3,9 +3,10 @@
 // @gradio/client, on behalf of the signed-in user.
 //
 // Plain JavaScript with JSDoc types, so that Node 20 runs it as it is (no
-// build step); `tsc --checkJs` or an editor type-checks it. In a Next.js
-// app the same body goes in app/api/predict/route.ts as
-// `export async function POST(req: Request)`.
+// build step); `tsc --checkJs` or an editor type-checks it. It opens a new
+// Client (a new Gradio session) per request, so an app's gr.State does not
+// survive between a user's requests: ../nextjs/ (the Next.js App Router
+// version, app/api/predict/route.ts) keeps one Client per signed-in user.
 
 import { Client } from "@gradio/client";
 

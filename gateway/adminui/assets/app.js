@@ -53,9 +53,45 @@ function replicaCard(name) {
   if (!card) {
     card = $("#replica-card").content.firstElementChild.cloneNode(true);
     card.dataset.replica = name;
+    card.querySelectorAll("button[data-action]").forEach((b) =>
+      b.addEventListener("click", () => control(name, b.dataset.action, card)));
     $("#replicas").appendChild(card);
   }
   return card;
+}
+
+// control drains, disables or enables a replica (the admin API, with the
+// login cookie), then polls at once so that the card and the events show it.
+async function control(name, action, card) {
+  card.querySelectorAll("button[data-action]").forEach((b) => { b.disabled = true; });
+  let msg = "";
+  try {
+    const res = await fetch("/api/admin/replicas/" + encodeURIComponent(name) + "/" + action,
+      { method: "POST", credentials: "same-origin", cache: "no-store" });
+    if (res.status === 401) { window.location.reload(); return; }
+    const doc = await res.json().catch(() => ({}));
+    if (res.ok) {
+      card.dataset.operator = doc.operator;
+      setField(card, "operator", doc.operator);
+    } else {
+      msg = (doc.error && doc.error.message) || ("HTTP " + res.status);
+    }
+  } catch (err) {
+    msg = err.message;
+  }
+  setField(card, "control_error", msg);
+  clearTimeout(state.timer);
+  poll();
+}
+
+// health says what the sessions are worth now: a replica that takes no
+// calls (ejected, hung, probing, held by an operator) only holds them,
+// whatever their own last checks said.
+function health(r) {
+  if (r.serving) return r.healthy + " healthy · " + r.unhealthy + " unhealthy";
+  const open = r.in_use + r.idle;
+  const why = r.operator && r.operator !== "enabled" ? r.operator : r.state;
+  return open + " open, not serving (" + why + ")";
 }
 
 function renderReplica(r, names) {
@@ -66,7 +102,14 @@ function renderReplica(r, names) {
   let stateText = r.state;
   if (r.permanent_failure) stateText += " · permanent failure (retried every minute)";
   else if (r.ejected_seconds_left > 0) stateText += " · " + num(r.ejected_seconds_left, 0) + " s left";
+  const op = r.operator || "enabled";
+  if (op !== "enabled") stateText += " · " + op;
   setField(card, "state", stateText);
+  card.dataset.operator = op;
+  card.dataset.serving = r.serving ? "true" : "false";
+  setField(card, "operator", op);
+  const already = { drain: op === "draining" || op === "drained", disable: op === "disabled", enable: op === "enabled" };
+  for (const b of card.querySelectorAll("button[data-action]")) b.disabled = already[b.dataset.action];
   setField(card, "in_use", String(r.in_use));
   setField(card, "idle", String(r.idle));
   setField(card, "connecting", String(r.connecting));
@@ -86,8 +129,10 @@ function renderReplica(r, names) {
   setField(card, "sessions_destroyed", num(c.session_destroyed || 0, 0));
   setField(card, "wait", ms(r.wait_p50_ms) + " / " + ms(r.wait_p95_ms));
   setField(card, "call", ms(r.call_p50_ms) + " / " + ms(r.call_p95_ms));
-  setField(card, "health", r.healthy + " healthy · " + r.unhealthy + " unhealthy");
-  setField(card, "last_error", r.last_error || "");
+  setField(card, "health", health(r));
+  setField(card, "last_error", r.last_error
+    ? (r.last_error_unix_ms ? "since " + clock(r.last_error_unix_ms) + ": " : "") + r.last_error
+    : "");
   const max = Math.max(r.max, r.in_use + r.idle + r.connecting, 1);
   const bar = card.querySelector(".bar");
   bar.querySelector(".in-use").style.width = (100 * r.in_use / max) + "%";
@@ -263,8 +308,10 @@ function render(doc) {
     setField(document, "waiting", String(last.waiting));
     setField(document, "user_assignments", String(last.user_assignments));
     setField(document, "updated", clock(last.unix_ms));
-    const ready = last.replicas.filter((r) => r.state === "ready").length;
-    setField(document, "status", ready + " of " + last.replicas.length + " replicas ready");
+    // A replica an operator holds takes no calls: not counted as ready.
+    const held = last.replicas.filter((r) => r.operator && r.operator !== "enabled").length;
+    const ready = last.replicas.filter((r) => r.state === "ready" && !(r.operator && r.operator !== "enabled")).length;
+    setField(document, "status", ready + " of " + last.replicas.length + " replicas ready" + (held ? " · " + held + " held by an operator" : ""));
     for (const r of last.replicas) renderReplica(r, names);
   }
   const sp = span();
