@@ -309,7 +309,7 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		cancel()
 		stopOnDrain()
 		slot.Release()
-		f.reportCall(meta, CodeClientClosed)
+		f.reportCall(meta, codeClientClosed)
 		return nil
 	}
 	br.jobs[id] = &bridgeJob{cancel: cancel}
@@ -328,7 +328,7 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 			// The caller cancelled it while its join was on the way
 			// (cancelJob told it): not the replica's fault.
 			slot.Done(gradio.JoinMaybeAccepted, err)
-			f.reportCall(meta, CodeClientClosed)
+			f.reportCall(meta, codeClientClosed)
 			return nil
 		}
 		switch gradio.ClassifyJoin(err) {
@@ -345,8 +345,8 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		}
 		slot.Done(gradio.JoinMaybeAccepted, err)
 		f.stats.lost.Add(1)
-		f.reportCall(meta, CodeReplicaLost)
-		f.annotate(r, slog.String("error_code", CodeReplicaLost))
+		f.reportCall(meta, codeReplicaLost)
+		f.annotate(r, slog.String("error_code", codeReplicaLost))
 		f.errDetail(w, http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err)
 		return nil
 	}
@@ -379,13 +379,13 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 	switch {
 	case err == nil:
 	case errors.As(err, &ae):
-		code = CodeAppError
+		code = codeAppError
 	case f.stopCalls.Err() != nil:
-		code = CodeShutdown
+		code = codeShutdown
 	case errors.Is(err, context.Canceled):
-		code = CodeClientClosed
+		code = codeClientClosed
 	default:
-		code = CodeReplicaLost
+		code = codeReplicaLost
 		f.stats.lost.Add(1)
 	}
 	s.mu.Lock()
@@ -400,8 +400,8 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 func (f *FrontDoor) bridgeCallerFault(w http.ResponseWriter, r *http.Request, slot *pool.Slot, meta callMeta, err error, status int, msg string) {
 	slot.Done(gradio.JoinCallerFault, err)
 	f.stats.callerFaults.Add(1)
-	f.reportCall(meta, CodeBadInput)
-	f.annotate(r, slog.String("error_code", CodeBadInput))
+	f.reportCall(meta, codeBadInput)
+	f.annotate(r, slog.String("error_code", codeBadInput))
 	detail(w, status, msg)
 }
 

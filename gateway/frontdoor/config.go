@@ -184,22 +184,27 @@ type CallEnd struct {
 	User     string        // the user's loggable hash (Config.HashUser); "" anonymous
 	Wait     time.Duration // from the join's arrival to a slot
 	Duration time.Duration // from the join's arrival to the end
-	// Code is "" for a completed call, CodeAppError when the app answered
+	// Code is "" for a completed call, "app_error" when the app answered
 	// with an error (process_completed with success false: gr.Error), else
-	// why the call failed: CodeNoReplica, CodeRefused, CodeReplicaLost,
-	// CodeBadInput, CodeClientClosed, CodeExpired, CodeShutdown, CodeNotRead.
+	// why the call failed: "no_replica" (no replica could take the join),
+	// "refused" (every replica tried refused it), "replica_lost" (accepted,
+	// or maybe, then the replica was lost: never run again),
+	// "bad_arguments" (the app refused its input), "client_closed" (the
+	// caller's stream went away), "expired" (its session expired),
+	// "shutdown" (the front door closed), "not_read" (no data stream within
+	// ReadGrace: given up).
 	Code string
 }
 
 // CallEnd codes.
 const (
-	CodeAppError     = "app_error"
-	CodeNoReplica    = "no_replica"    // no replica could take the join
-	CodeRefused      = "refused"       // every replica tried refused the join
-	CodeReplicaLost  = "replica_lost"  // accepted (or maybe), then the replica was lost
-	CodeBadInput     = "bad_arguments" // the app refused the join's input
-	CodeClientClosed = "client_closed" // the caller's stream went away with the call in flight
-	CodeExpired      = "expired"       // the session expired with the call in flight
-	CodeShutdown     = "shutdown"      // the front door closed with the call in flight
-	CodeNotRead      = "not_read"      // no data stream was opened within ReadGrace: cancelled
+	codeAppError     = "app_error"
+	codeNoReplica    = "no_replica"    // no replica could take the join
+	codeRefused      = "refused"       // every replica tried refused the join
+	codeReplicaLost  = "replica_lost"  // accepted (or maybe), then the replica was lost
+	codeBadInput     = "bad_arguments" // the app refused the join's input
+	codeClientClosed = "client_closed" // the caller's stream went away with the call in flight
+	codeExpired      = "expired"       // the session expired with the call in flight
+	codeShutdown     = "shutdown"      // the front door closed with the call in flight
+	codeNotRead      = "not_read"      // no data stream was opened within ReadGrace: cancelled
 )

@@ -128,7 +128,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			// was joined after, for the caller's next stream.
 			return
 		}
-		s.releaseStream(CodeClientClosed)
+		s.releaseStream(codeClientClosed)
 	}
 	// notes writes the gateway's own messages: estimations of the calls
 	// in its queue, the end of those that got no replica, and the
@@ -480,7 +480,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			// close_stream (held), with which it ends the caller's stream.
 			code := ""
 			if msg.Success != nil && !*msg.Success {
-				code = CodeAppError
+				code = codeAppError
 			}
 			s.complete(*msg.EventID, code)
 			if s.holdsLastCompletion() && s.streamDrained() {
@@ -536,7 +536,7 @@ func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, c
 			"success": false, "title": "Error",
 		})
 		_ = out.data(rec)
-		s.complete(id, CodeReplicaLost)
+		s.complete(id, codeReplicaLost)
 		f.stats.lost.Add(1)
 	}
 	if len(ids) > 0 && stopped {

@@ -266,7 +266,7 @@ func (f *FrontDoor) Close() error {
 	f.perClient = map[string]int{}
 	f.mu.Unlock()
 	for _, s := range all {
-		s.releaseAll(CodeShutdown)
+		s.releaseAll(codeShutdown)
 	}
 	return f.ups.close()
 }
@@ -340,7 +340,7 @@ func (f *FrontDoor) sweep() {
 	}
 	f.mu.Unlock()
 	for _, s := range dead {
-		n := s.releaseAll(CodeExpired)
+		n := s.releaseAll(codeExpired)
 		f.stats.expired.Add(1)
 		f.log.Debug("front door: session expired", slog.String("session", shortHash(s.front)), slog.Int("calls_released", n))
 	}

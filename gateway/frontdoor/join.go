@@ -184,8 +184,8 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 		}
 		tried = append(tried, b.Replica)
 	}
-	f.reportCall(meta, CodeRefused)
-	f.annotate(r, slog.String("error_code", CodeRefused))
+	f.reportCall(meta, codeRefused)
+	f.annotate(r, slog.String("error_code", codeRefused))
 	if last == nil {
 		detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
 		return
@@ -204,11 +204,11 @@ const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client cal
 // attempt: later ones answer with the last replica's refusal).
 func (f *FrontDoor) noSlot(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, err error) {
 	if r.Context().Err() != nil {
-		f.reportCall(meta, CodeClientClosed)
+		f.reportCall(meta, codeClientClosed)
 		return
 	}
-	f.reportCall(meta, CodeNoReplica)
-	f.annotate(r, slog.String("error_code", CodeNoReplica))
+	f.reportCall(meta, codeNoReplica)
+	f.annotate(r, slog.String("error_code", codeNoReplica))
 	f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(s.front)), slog.Any("error", err))
 	if busy := f.busyDetail(err, meta.start); busy != "" {
 		// Not 503: the official JS client shows its own "This
@@ -415,8 +415,8 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		// Sent, no answer: the app may have queued it. Never run twice.
 		slot.Release()
 		f.stats.lost.Add(1)
-		f.reportCall(meta, CodeReplicaLost)
-		f.annotate(r, slog.String("error_code", CodeReplicaLost))
+		f.reportCall(meta, codeReplicaLost)
+		f.annotate(r, slog.String("error_code", codeReplicaLost))
 		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
 		return nil, true
 	}
@@ -425,8 +425,8 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	if err != nil {
 		slot.Release()
 		f.stats.lost.Add(1)
-		f.reportCall(meta, CodeReplicaLost)
-		f.annotate(r, slog.String("error_code", CodeReplicaLost))
+		f.reportCall(meta, codeReplicaLost)
+		f.annotate(r, slog.String("error_code", codeReplicaLost))
 		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
 		return nil, true
 	}
@@ -448,8 +448,8 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		// replica would refuse it too, and the replica is not at fault.
 		slot.Done(gradio.JoinCallerFault, jerr)
 		f.stats.callerFaults.Add(1)
-		f.reportCall(meta, CodeBadInput)
-		f.annotate(r, slog.String("error_code", CodeBadInput))
+		f.reportCall(meta, codeBadInput)
+		f.annotate(r, slog.String("error_code", codeBadInput))
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
 		f.callerFault(w, resp.StatusCode, ctype, rb, jerr)
@@ -458,7 +458,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	// Maybe accepted (a proxy's 504, an answer without an event id): never
 	// run again.
 	slot.Done(gradio.JoinMaybeAccepted, jerr)
-	f.reportCall(meta, CodeReplicaLost)
+	f.reportCall(meta, codeReplicaLost)
 	f.replicaAnswer(w, resp.StatusCode, ctype, rb,
 		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again")
 	return nil, true

@@ -190,7 +190,7 @@ func (f *FrontDoor) evictIdleLocked(client string, now time.Time) []*callerSessi
 // endEvicted ends the sessions evictIdleLocked took out.
 func (f *FrontDoor) endEvicted(evicted []*callerSession) {
 	for _, s := range evicted {
-		s.releaseAll(CodeExpired)
+		s.releaseAll(codeExpired)
 		f.stats.expired.Add(1)
 	}
 	if len(evicted) > 0 {
@@ -337,7 +337,7 @@ func (s *callerSession) graceOver(eventID string) {
 	if !unread || s.f.ctx.Err() != nil {
 		return
 	}
-	if !s.complete(eventID, CodeNotRead) {
+	if !s.complete(eventID, codeNotRead) {
 		return // ended meanwhile
 	}
 	s.f.stats.notRead.Add(1)
