@@ -246,3 +246,30 @@ func TestPeerHeaderFromCaller(t *testing.T) {
 		t.Fatalf("the peers' upload route without a token: %d %s, want 403", a.status, a.body)
 	}
 }
+
+// TestStickyUserOwnerLost: the gateway owning a signed-in user is killed;
+// the user's next /v1 call at another gateway gets 503 owner_lost at once
+// (the gateway's own error shape), and the call after it runs there (the
+// user binds anew; its gr.State starts empty).
+func TestStickyUserOwnerLost(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	cfg := clusterConfig(t, "stickylost", []string{sim.URL}, 4, 5*time.Second)
+	cfg.Pool.StickySessions = true
+	link, aURL, _ := openGatewayBehindProxy(t, cfg)
+	bURLs, _ := openGateways(t, cfg, 1)
+	if a := do(t, "POST", aURL+"/v1/predict/counter", `{"data":["a1"]}`, gateway.UserHeader, "carol@example.com"); !strings.Contains(a.body, `"1 items: a1"`) {
+		t.Fatalf("at A: %d %s", a.status, a.body)
+	}
+	if a := do(t, "POST", bURLs[0]+"/v1/predict/counter", `{"data":["a2"]}`, gateway.UserHeader, "carol@example.com"); !strings.Contains(a.body, `"2 items: a1, a2"`) {
+		t.Fatalf("at B, forwarded to A: %d %s", a.status, a.body)
+	}
+	link.Stop()
+	a := do(t, "POST", bURLs[0]+"/v1/predict/counter", `{"data":["b1"]}`, gateway.UserHeader, "carol@example.com")
+	if a.status != http.StatusServiceUnavailable || errorCode(t, a.body) != "owner_lost" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("with A killed: %d %s, want 503 owner_lost with Retry-After", a.status, a.body)
+	}
+	if a := do(t, "POST", bURLs[0]+"/v1/predict/counter", `{"data":["b2"]}`, gateway.UserHeader, "carol@example.com"); a.status != 200 || !strings.Contains(a.body, `"1 items: b2"`) {
+		t.Fatalf("the call after: %d %s, want a fresh state at B", a.status, a.body)
+	}
+}

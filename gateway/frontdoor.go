@@ -128,7 +128,7 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	for _, rt := range fd.Routes() {
 		h := rt.Handler
 		if o != nil && rt.Session != frontdoor.NoSession {
-			h = o.route(func(r *http.Request) (string, bool) {
+			h = o.route(gradioDoor, func(r *http.Request) (string, bool) {
 				if hash := frontdoor.SessionHash(r, rt.Session, g.cfg.MaxBodyBytes); hash != "" {
 					return "fd:" + hash, rt.Binds
 				}

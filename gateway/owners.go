@@ -246,7 +246,7 @@ func (g *Gateway) userOwned(h http.HandlerFunc) http.HandlerFunc {
 	if o == nil || !g.cfg.Pool.StickySessions {
 		return h
 	}
-	return o.route(func(r *http.Request) (string, bool) {
+	return o.route(apiDoor, func(r *http.Request) (string, bool) {
 		u, err := pool.ParseUser(r.Header.Get(UserHeader))
 		if err != nil || u == "" {
 			return "", false // anonymous, or a bad header the handler answers
@@ -258,10 +258,21 @@ func (g *Gateway) userOwned(h http.HandlerFunc) http.HandlerFunc {
 // ownedKey finds the key a request belongs to.
 type ownedKey func(r *http.Request) (key string, claim bool)
 
+// door is the shape a route's caller expects its errors in: the Gradio
+// front door's ({"detail"}, and Gradio's unexpected_error on a stream) or
+// the gateway's own API ({"error": {"code", "message"}}, and an error
+// event on a stream).
+type door int
+
+const (
+	gradioDoor door = iota
+	apiDoor
+)
+
 // route wraps h: a request whose key another gateway owns is forwarded
 // there; one this gateway owns (or claims now), or that has no key, or
 // that a peer forwarded (never forwarded twice: no loop), is served by h.
-func (o *owners) route(keyOf ownedKey, h http.HandlerFunc) http.HandlerFunc {
+func (o *owners) route(d door, keyOf ownedKey, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		peer, forged := o.fromPeer(r)
 		if forged {
@@ -293,7 +304,7 @@ func (o *owners) route(keyOf ownedKey, h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		o.forward(w, r, k, rec)
+		o.forward(w, r, d, k, rec)
 	}
 }
 
@@ -305,20 +316,21 @@ type forwarding struct {
 	key    string
 	rec    ownerRecord
 	target *url.URL
-	stream bool // an event stream: a lost owner ends it with an error event
+	door   door
+	stream bool // the caller waits for an event stream (a front-door GET)
 }
 
 // forward sends r to rec's gateway and relays its answer.
-func (o *owners) forward(w http.ResponseWriter, r *http.Request, k string, rec ownerRecord) {
+func (o *owners) forward(w http.ResponseWriter, r *http.Request, d door, k string, rec ownerRecord) {
+	fw := &forwarding{key: k, rec: rec, door: d, stream: d == gradioDoor && r.Method == http.MethodGet}
 	target, err := url.Parse(rec.addr)
 	if err != nil || target.Host == "" {
-		o.release(k, rec)
-		detailError(w, http.StatusServiceUnavailable, ownerLostDetail)
+		o.ownerLost(w, fw)
 		return
 	}
+	fw.target = target
 	p, lost := o.watch.begin(rec.addr)
 	defer o.watch.end(p)
-	fw := &forwarding{key: k, rec: rec, target: target, stream: r.Method == http.MethodGet}
 	if lost {
 		o.ownerLost(w, fw)
 		return
@@ -357,24 +369,39 @@ func (o *owners) forwardFailed(w http.ResponseWriter, r *http.Request, err error
 }
 
 // ownerLost releases the lost owner's record of the session and answers
-// the caller in Gradio's shape.
+// the caller in its door's shape.
 func (o *owners) ownerLost(w http.ResponseWriter, fw *forwarding) {
 	o.release(fw.key, fw.rec)
-	if fw.stream {
+	switch {
+	case fw.door == apiDoor:
+		writeError(w, errOwnerLost())
+	case fw.stream:
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(lostEvent())
-		return
+		_, _ = w.Write(lostEvent(fw.door))
+	default:
+		detailError(w, http.StatusServiceUnavailable, ownerLostDetail)
 	}
-	detailError(w, http.StatusServiceUnavailable, ownerLostDetail)
 }
 
-// lostEvent is what a stream gets when its owner is lost: Gradio's
-// unexpected_error, which the official clients report to every call of
-// the stream, then close_stream, without which the JS client takes the
-// stream for open and puts its next calls on it (they would never end).
-func lostEvent() []byte {
+// errOwnerLost is the gateway API's answer when the gateway owning the
+// caller's user is lost.
+func errOwnerLost() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Code: "owner_lost", RetryAfter: 1,
+		Message: "gradiopool: the gateway that held this user's session stopped answering; its calls in flight are lost and not run again; retry"}
+}
+
+// lostEvent is what a stream gets when its owner is lost. Through the
+// front door: Gradio's unexpected_error, which the official clients report
+// to every call of the stream, then close_stream, without which the JS
+// client takes the stream for open and puts its next calls on it (they
+// would never end). Through the gateway's API: its error event.
+func lostEvent(d door) []byte {
+	if d == apiDoor {
+		b, _ := json.Marshal(map[string]*apiError{"error": errOwnerLost()})
+		return append(append([]byte("event: error\ndata: "), b...), '\n', '\n')
+	}
 	b, _ := json.Marshal(map[string]any{"msg": "unexpected_error", "message": ownerLostDetail, "success": false})
 	out := append(append([]byte("data: "), b...), '\n', '\n')
 	return append(out, "data: {\"msg\":\"close_stream\",\"event_id\":null}\n\n"...)
@@ -402,7 +429,7 @@ func (o *owners) watchStream(resp *http.Response) error {
 		}
 		o.watch.markLost(fw.rec.addr)
 		o.release(fw.key, fw.rec)
-		return lostEvent()
+		return lostEvent(fw.door)
 	}}
 	return nil
 }
