@@ -89,6 +89,7 @@ var flagSections = []struct{ section, title string }{
 	{"", "Gateway: upstream connections, bodies, drain, results kept, bounds per client"},
 	{"frontdoor", "Gradio front door (frontdoor.*)"},
 	{"cluster", "Several gateways through Redis (cluster.*)"},
+	{"autoscale", "Spaces parked when idle and woken ahead of demand (autoscale.*)"},
 	{"log", "Logs (log.*)"},
 }
 
