@@ -82,43 +82,29 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	if p == nil || g.cfg.FrontDoor.Disabled {
 		return
 	}
-	fd, err := frontdoor.New(p, frontdoor.Config{
-		SessionTTL:              g.cfg.FrontDoor.SessionTTL,
-		UploadDir:               g.cfg.FrontDoor.UploadDir,
-		TrustForwarded:          g.cfg.FrontDoor.TrustForwardedHeaders,
-		ForwardCallerToken:      g.cfg.FrontDoor.ForwardCallerToken,
-		ShowReplicaErrors:       g.cfg.FrontDoor.ShowReplicaErrors,
-		CallerAuthIsKey:         len(g.cfg.Secrets.APIKeys) > 0,
-		MaxBodyBytes:            g.cfg.MaxBodyBytes,
-		ReadGrace:               g.cfg.FrontDoor.ReadGrace,
-		MaxSessions:             g.cfg.FrontDoor.MaxSessions,
-		MaxSessionsPerClient:    g.cfg.FrontDoor.MaxSessionsPerClient,
-		ClientID:                g.clientID,
-		MaxFileBytes:            g.cfg.FrontDoor.MaxFileBytes,
-		MaxFilesPerUpload:       g.cfg.FrontDoor.MaxFilesPerUpload,
-		MaxUploadBytesPerClient: g.cfg.FrontDoor.MaxUploadBytesPerClient,
-		MaxUploadBytes:          g.cfg.FrontDoor.MaxUploadBytes,
-		UploadTTL:               g.cfg.FrontDoor.UploadTTL,
-		PublicURL:               g.cfg.FrontDoor.PublicURL,
-		FileURLTTL:              g.cfg.FrontDoor.FileURLTTL,
-		ListenAddr:              g.cfg.Listen,
-		BeginCall: func(r *http.Request) (func(), bool) {
-			return g.clientCalls.begin(g.clientID(r))
-		},
-		HashKey:         []byte(g.cfg.Secrets.HashKey), // empty: random per process
-		AppID:           g.clusterAppID(),
-		HashUser:        g.backend.UserTag,
-		Logger:          g.log,
-		Annotate:        addLog,
-		PinSessions:     g.cfg.FrontDoor.PinSessions,
-		PinnedEndpoints: g.cfg.FrontDoor.PinnedEndpoints,
-		OnCall: func(c frontdoor.CallEnd) {
-			g.metrics.observeCall(CallRecord{Route: routeFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
-				Wait: c.Wait, Total: c.Duration, Code: c.Code})
-		},
-		UploadHome:  g.uploadHome(),
-		FetchUpload: g.fetchUpload(),
-	})
+	// The settings a reload may change (frontDoorLive), then the others.
+	fc := frontDoorLive(g.cfg)
+	fc.UploadDir = g.cfg.FrontDoor.UploadDir
+	fc.TrustForwarded = g.cfg.FrontDoor.TrustForwardedHeaders
+	fc.ForwardCallerToken = g.cfg.FrontDoor.ForwardCallerToken
+	fc.CallerAuthIsKey = len(g.cfg.Secrets.APIKeys) > 0
+	fc.MaxBodyBytes = g.cfg.MaxBodyBytes
+	fc.ClientID = g.clientID
+	fc.PublicURL = g.cfg.FrontDoor.PublicURL
+	fc.ListenAddr = g.cfg.Listen
+	fc.BeginCall = func(r *http.Request) (func(), bool) { return g.clientCalls.begin(g.clientID(r)) }
+	fc.HashKey = []byte(g.cfg.Secrets.HashKey) // empty: random per process
+	fc.AppID = g.clusterAppID()
+	fc.HashUser = g.backend.UserTag
+	fc.Logger = g.log
+	fc.Annotate = addLog
+	fc.OnCall = func(c frontdoor.CallEnd) {
+		g.metrics.observeCall(CallRecord{Route: routeFrontDoor, Replica: c.Replica, Endpoint: c.Endpoint,
+			Wait: c.Wait, Total: c.Duration, Code: c.Code})
+	}
+	fc.UploadHome = g.uploadHome()
+	fc.FetchUpload = g.fetchUpload()
+	fd, err := frontdoor.New(p, fc)
 	if err != nil {
 		g.log.Error("front door disabled", "error", err)
 		return
@@ -145,6 +131,19 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		open("GET "+peerUploadPath+"{id}", o.handlePeerUpload(fd))
 	}
 	g.metrics.register(&frontDoorCollector{fd: fd})
+}
+
+// frontDoorLive is the part of the front door's configuration a reload
+// may change (frontdoor.FrontDoor.Reconfigure): the keys marked live.
+func frontDoorLive(c Config) frontdoor.Config {
+	fd := c.FrontDoor
+	return frontdoor.Config{
+		SessionTTL: fd.SessionTTL, ReadGrace: fd.ReadGrace, UploadTTL: fd.UploadTTL, FileURLTTL: fd.FileURLTTL,
+		MaxSessions: fd.MaxSessions, MaxSessionsPerClient: fd.MaxSessionsPerClient,
+		MaxFileBytes: fd.MaxFileBytes, MaxFilesPerUpload: fd.MaxFilesPerUpload,
+		MaxUploadBytesPerClient: fd.MaxUploadBytesPerClient, MaxUploadBytes: fd.MaxUploadBytes,
+		ShowReplicaErrors: fd.ShowReplicaErrors, PinSessions: fd.PinSessions, PinnedEndpoints: fd.PinnedEndpoints,
+	}
 }
 
 // owners is the cluster's owner records and forwarding, nil outside a

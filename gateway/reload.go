@@ -127,6 +127,9 @@ func (g *Gateway) Reload() (Reloaded, error) {
 		}
 		g.history.setMax(applied.Pool.WithDefaults().MaxConnections)
 	}
+	if g.front != nil {
+		g.front.Reconfigure(frontDoorLive(applied))
+	}
 	rl.running = applied
 	g.secrets.Store(&secrets)
 	g.clientCalls.setMax(perClientLimit(applied))

@@ -226,3 +226,35 @@ func TestReloadMovesFrontDoorSessions(t *testing.T) {
 		t.Errorf("front door stats %+v: want 3 sessions moved, 3 with state lost", st)
 	}
 }
+
+// TestReloadFrontDoorLimits: the front door's bounds change by a reload,
+// without a restart: a session cap of 2 per client refuses a third
+// session, then a reload raising it to 3 lets it in; the key is reported
+// applied, not refused.
+func TestReloadFrontDoorLimits(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	defer sim.Close()
+	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4}}
+	cfg.FrontDoor.MaxSessionsPerClient = 2
+	_, url, _, set := reloadGateway(t, cfg)
+	upper := fnIndexOf(t, url, "upper")
+	for i := range 2 {
+		if got := fdCall(t, url, fmt.Sprintf("limit%d", i), upper, "x"); got != "X" {
+			t.Fatalf("session %d: %q", i, got)
+		}
+	}
+	if _, err := fdJoin(url, "limit2", upper, "x"); err == nil || !strings.Contains(err.Error(), "429") {
+		t.Fatalf("a third session under a cap of 2: %v, want 429", err)
+	}
+	next := cfg
+	next.FrontDoor.MaxSessionsPerClient = 3
+	set(next, nil)
+	r := do(t, "POST", url+"/api/admin/reload", "")
+	var out gateway.Reloaded
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &out) != nil || !slices.Contains(out.Applied, "frontdoor.max_sessions_per_client") || len(out.Refused) != 0 {
+		t.Fatalf("reload: %d %s", r.status, r.body)
+	}
+	if got := fdCall(t, url, "limit2", upper, "y"); got != "Y" {
+		t.Fatalf("the third session after the reload: %q", got)
+	}
+}

@@ -140,7 +140,7 @@ func (f *FrontDoor) root(r *http.Request) string {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if f.cfg.TrustForwarded {
+	if f.conf().TrustForwarded {
 		host := r.Host
 		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
 			scheme = p
@@ -150,8 +150,8 @@ func (f *FrontDoor) root(r *http.Request) string {
 		}
 		return scheme + "://" + host
 	}
-	if f.cfg.PublicURL != "" {
-		return strings.TrimRight(f.cfg.PublicURL, "/")
+	if f.conf().PublicURL != "" {
+		return strings.TrimRight(f.conf().PublicURL, "/")
 	}
 	// The Host header is the caller's to choose: reflected, a name of the
 	// caller's would be announced as the app's root (and in its file URLs)
@@ -162,7 +162,7 @@ func (f *FrontDoor) root(r *http.Request) string {
 	}
 	f.hostWarn.Do(func() {
 		f.log.Warn("front door: a request's Host is not the listen address: /config announces the listen address; set frontdoor.public_url to the address callers use",
-			slog.String("listen", f.cfg.ListenAddr))
+			slog.String("listen", f.conf().ListenAddr))
 	})
 	return scheme + "://" + f.fallbackHost()
 }
@@ -174,7 +174,7 @@ func (f *FrontDoor) hostAllowed(host string) bool {
 	if host == "" || strings.ContainsAny(host, "/\\ \"'<>@") {
 		return false
 	}
-	if f.cfg.ListenAddr != "" && strings.EqualFold(host, f.cfg.ListenAddr) {
+	if f.conf().ListenAddr != "" && strings.EqualFold(host, f.conf().ListenAddr) {
 		return true
 	}
 	name := host
@@ -192,7 +192,7 @@ func (f *FrontDoor) hostAllowed(host string) bool {
 // fallbackHost is the announced host when the Host header is not
 // allowed: the listen address, a wildcard one as localhost.
 func (f *FrontDoor) fallbackHost() string {
-	h, port, err := net.SplitHostPort(f.cfg.ListenAddr)
+	h, port, err := net.SplitHostPort(f.conf().ListenAddr)
 	if err != nil {
 		return "localhost"
 	}

@@ -482,7 +482,7 @@ func (c *bridgeConv) event(ev gradio.Event) {
 }
 
 func (c *bridgeConv) output(data []json.RawMessage, generating bool) map[string]any {
-	return map[string]any{"data": data, "is_generating": generating, "duration": secondsOrNil(c.f.cfg.Now().Sub(c.start)),
+	return map[string]any{"data": data, "is_generating": generating, "duration": secondsOrNil(c.f.conf().Now().Sub(c.start)),
 		"average_duration": nil, "render_config": nil, "changed_state_ids": []int{}}
 }
 
@@ -511,7 +511,7 @@ func (c *bridgeConv) errorMessage(err error) map[string]any {
 		text = stoppedDetail
 	case c.f.ctx.Err() != nil:
 		text = "gradiopool: the gateway closed while this call ran"
-	case c.f.cfg.ShowReplicaErrors:
+	case c.f.conf().ShowReplicaErrors:
 		text = "gradiopool: the call failed at the replica: " + err.Error()
 	}
 	return map[string]any{"msg": "process_completed", "event_id": c.id,

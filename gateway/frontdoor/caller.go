@@ -30,15 +30,15 @@ func (f *FrontDoor) owner(r *http.Request) string {
 	if v == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, f.cfg.HashKey)
+	m := hmac.New(sha256.New, f.conf().HashKey)
 	m.Write([]byte("owner\x00" + v))
 	return hex.EncodeToString(m.Sum(nil)[:12])
 }
 
 // clientID names r's client for the session limits (Config.ClientID).
 func (f *FrontDoor) clientID(r *http.Request) string {
-	if f.cfg.ClientID != nil {
-		return f.cfg.ClientID(r)
+	if f.conf().ClientID != nil {
+		return f.conf().ClientID(r)
 	}
 	if o := f.owner(r); o != "" {
 		return "owner:" + o
@@ -88,11 +88,11 @@ func newBackendHash() string {
 // callerHeaders copies what the caller may send to the replica: its own
 // token and X-IP-Token when ForwardCallerToken is set.
 func (f *FrontDoor) callerHeaders(r *http.Request, out http.Header) {
-	if !f.cfg.ForwardCallerToken {
+	if !f.conf().ForwardCallerToken {
 		return
 	}
 	tok := r.Header.Get("X-HF-Authorization")
-	if tok == "" && !f.cfg.CallerAuthIsKey {
+	if tok == "" && !f.conf().CallerAuthIsKey {
 		tok = r.Header.Get("Authorization")
 	}
 	if tok != "" {

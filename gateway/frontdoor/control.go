@@ -34,7 +34,7 @@ func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.stream()()
 	rc := startSSE(w)
-	t := time.NewTicker(f.cfg.HeartbeatInterval)
+	t := time.NewTicker(f.conf().HeartbeatInterval)
 	defer t.Stop()
 	for {
 		if rc.Data([]byte("ALIVE")) != nil {

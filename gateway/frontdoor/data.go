@@ -77,7 +77,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	b := s.binding()
 	f.annotate(r, slog.String("replica", b.Replica))
 	if u, err := user(r); err == nil && u != "" {
-		f.annotate(r, slog.String("user", f.cfg.HashUser(u)))
+		f.annotate(r, slog.String("user", f.conf().HashUser(u)))
 	}
 	// The replicas' streams also end at StopCalls (a drain's time-out);
 	// the caller's stream then gets its calls' errors (failLane).
@@ -166,7 +166,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	// While only the gateway feeds the stream (its queue, the bridge; no
 	// replica's stream relayed, whose own heartbeats pass), Gradio's
 	// heartbeat keeps proxies from closing it during a long wait.
-	hb := time.NewTicker(f.cfg.HeartbeatInterval)
+	hb := time.NewTicker(f.conf().HeartbeatInterval)
 	defer hb.Stop()
 	for {
 		select {
@@ -513,7 +513,7 @@ const sequentialFor = 10 * time.Second
 func (s *callerSession) holdsLastCompletion() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.overlapAt.IsZero() || s.f.cfg.Now().Sub(s.overlapAt) > sequentialFor
+	return s.overlapAt.IsZero() || s.f.conf().Now().Sub(s.overlapAt) > sequentialFor
 }
 
 // failLane reports every call in flight of s on replica as lost (Gradio's
@@ -527,7 +527,7 @@ func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, c
 		switch {
 		case stopped:
 			msg = stoppedDetail
-		case f.cfg.ShowReplicaErrors:
+		case f.conf().ShowReplicaErrors:
 			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", replica, cause)
 		}
 		rec, _ := json.Marshal(map[string]any{

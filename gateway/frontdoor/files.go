@@ -45,10 +45,10 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.start()
-	limit := f.cfg.MaxFileBytes
+	limit := f.conf().MaxFileBytes
 	if limit == 0 {
 		// Gradio's own bound for the app, else the gateway's body bound.
-		limit = f.cfg.MaxBodyBytes
+		limit = f.conf().MaxBodyBytes
 		if app, _, err := f.reference(r.Context()); err == nil && app.Config().MaxFileSize > 0 {
 			limit = app.Config().MaxFileSize
 		}
@@ -73,9 +73,9 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 			detail(w, http.StatusBadRequest, "malformed multipart body: "+err.Error())
 			return
 		}
-		if f.cfg.MaxFilesPerUpload > 0 && parts >= f.cfg.MaxFilesPerUpload {
+		if f.conf().MaxFilesPerUpload > 0 && parts >= f.conf().MaxFilesPerUpload {
 			_ = part.Close()
-			detail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("gradiopool: at most %d files per upload request (frontdoor.max_files_per_upload)", f.cfg.MaxFilesPerUpload))
+			detail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("gradiopool: at most %d files per upload request (frontdoor.max_files_per_upload)", f.conf().MaxFilesPerUpload))
 			return
 		}
 		if part.FormName() != "files" {
@@ -91,8 +91,8 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 			_, _ = fmt.Fprintf(w, "File size exceeded maximum allowed size of %d bytes.", limit)
 			return
 		case errors.Is(err, errClientQuota):
-			w.Header().Set("Retry-After", strconv.Itoa(int(f.cfg.UploadTTL/time.Second)))
-			detail(w, http.StatusTooManyRequests, fmt.Sprintf("gradiopool: this client's uploads kept take %d bytes already (frontdoor.max_upload_bytes_per_client); they expire %s after their upload", f.cfg.MaxUploadBytesPerClient, f.cfg.UploadTTL))
+			w.Header().Set("Retry-After", strconv.Itoa(int(f.conf().UploadTTL/time.Second)))
+			detail(w, http.StatusTooManyRequests, fmt.Sprintf("gradiopool: this client's uploads kept take %d bytes already (frontdoor.max_upload_bytes_per_client); they expire %s after their upload", f.conf().MaxUploadBytesPerClient, f.conf().UploadTTL))
 			return
 		case errors.Is(err, errTotalQuota):
 			detail(w, http.StatusServiceUnavailable, "gradiopool: the gateway's upload space is full (frontdoor.max_upload_bytes); retry later")
@@ -131,10 +131,10 @@ func (f *FrontDoor) OpenUpload(id string) (io.ReadCloser, error) {
 func (f *FrontDoor) fetchedUpload(ctx context.Context, app *gradio.Client, p, id string) (string, bool, error) {
 	unknown := &badFileError{msg: "gradiopool: the upload " + p + " is unknown or expired; upload it again"}
 	home, _, ok := strings.Cut(id, ".")
-	if !ok || f.cfg.FetchUpload == nil || home == f.cfg.UploadHome {
+	if !ok || f.conf().FetchUpload == nil || home == f.conf().UploadHome {
 		return "", false, unknown
 	}
-	rc, err := f.cfg.FetchUpload(ctx, home, id)
+	rc, err := f.conf().FetchUpload(ctx, home, id)
 	if errors.Is(err, ErrUploadNotFound) {
 		return "", false, unknown
 	}
@@ -261,10 +261,10 @@ func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, 
 // sign is the capability of replica index idx's file p.
 func (f *FrontDoor) sign(idx int, p string) string {
 	exp := int64(0) // never
-	if ttl := f.cfg.FileURLTTL; ttl > 0 {
+	if ttl := f.conf().FileURLTTL; ttl > 0 {
 		// Rounded up to the minute: the URLs of one file are the same
 		// for a minute (caches), and live between ttl and ttl + 1 min.
-		exp = (f.cfg.Now().Add(ttl).Unix() + 59) / 60 * 60
+		exp = (f.conf().Now().Add(ttl).Unix() + 59) / 60 * 60
 	}
 	e := strconv.FormatInt(exp, 36)
 	return e + "." + f.mac(idx, e, p)
@@ -272,7 +272,7 @@ func (f *FrontDoor) sign(idx int, p string) string {
 
 // mac is the signature of replica idx's file p until expiry e (base 36).
 func (f *FrontDoor) mac(idx int, e, p string) string {
-	m := hmac.New(sha256.New, f.cfg.HashKey)
+	m := hmac.New(sha256.New, f.conf().HashKey)
 	m.Write([]byte("file\x00" + strconv.Itoa(idx) + "\x00" + e + "\x00" + p))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
@@ -307,7 +307,7 @@ func (f *FrontDoor) verifyFile(vp string) (int, string, bool) {
 		return 0, "", false
 	}
 	exp, err := strconv.ParseInt(e, 36, 64)
-	if err != nil || (exp != 0 && !f.cfg.Now().Before(time.Unix(exp, 0))) {
+	if err != nil || (exp != 0 && !f.conf().Now().Before(time.Unix(exp, 0))) {
 		return 0, "", false // expired (Config.FileURLTTL)
 	}
 	return idx, p, true

@@ -21,8 +21,8 @@ import (
 
 // annotate adds attrs to r's access line (Config.Annotate).
 func (f *FrontDoor) annotate(r *http.Request, attrs ...slog.Attr) {
-	if f.cfg.Annotate != nil {
-		f.cfg.Annotate(r, attrs...)
+	if f.conf().Annotate != nil {
+		f.conf().Annotate(r, attrs...)
 	}
 }
 
@@ -31,11 +31,11 @@ func (f *FrontDoor) reportCall(m callMeta, code string) {
 	if m.release != nil {
 		m.release()
 	}
-	if f.cfg.OnCall == nil {
+	if f.conf().OnCall == nil {
 		return
 	}
-	f.cfg.OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
-		Duration: f.cfg.Now().Sub(m.start), Code: code})
+	f.conf().OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
+		Duration: f.conf().Now().Sub(m.start), Code: code})
 }
 
 // Route is one HTTP route of the front door. Open routes need no API key
@@ -99,8 +99,10 @@ func SessionHash(r *http.Request, place SessionPlace, maxBody int64) string {
 // FrontDoor serves the Gradio protocol over a pool. It is safe for
 // concurrent use.
 type FrontDoor struct {
-	p   *pool.Pool
-	cfg Config
+	p *pool.Pool
+	// cfg is the configuration in effect: Reconfigure swaps in a copy
+	// with new live settings (conf reads it).
+	cfg atomic.Pointer[Config]
 	log *slog.Logger
 	// fileIDs numbers the replicas in file URLs (the index is signed into
 	// each URL): append-only, so that a URL handed out stays valid when a
@@ -144,26 +146,13 @@ type counters struct {
 // New returns the front door of p. From its first session on it runs a
 // sweeper (sessions, uploads) that Close stops.
 func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = DefaultSessionTTL
-	}
-	if cfg.UploadTTL <= 0 {
-		cfg.UploadTTL = DefaultUploadTTL
-	}
+	cfg.limitDefaults()
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = gradio.DefaultHeartbeatInterval
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	// Zero is the default; a negative bound means none (see Config).
-	cfg.MaxFilesPerUpload = cmp.Or(cfg.MaxFilesPerUpload, DefaultMaxFilesPerUpload)
-	cfg.MaxUploadBytesPerClient = cmp.Or(cfg.MaxUploadBytesPerClient, DefaultMaxUploadBytesPerClient)
-	cfg.MaxUploadBytes = cmp.Or(cfg.MaxUploadBytes, DefaultMaxUploadBytes)
-	cfg.FileURLTTL = cmp.Or(cfg.FileURLTTL, DefaultFileURLTTL)
-	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
-	cfg.MaxSessionsPerClient = cmp.Or(cfg.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
-	cfg.ReadGrace = cmp.Or(cfg.ReadGrace, DefaultReadGrace)
 	cfg.QueueUpdateInterval = cmp.Or(cfg.QueueUpdateInterval, defaultQueueUpdateInterval)
 	if len(cfg.HashKey) == 0 {
 		cfg.HashKey = make([]byte, 32)
@@ -178,7 +167,8 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	if cfg.HashUser == nil {
 		cfg.HashUser = func(string) string { return "" } // no pool: no call is served, no user logged
 	}
-	f := &FrontDoor{p: p, cfg: cfg, log: cfg.Logger, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
+	f := &FrontDoor{p: p, log: cfg.Logger, sessions: map[string]*callerSession{}, perClient: map[string]int{}}
+	f.cfg.Store(&cfg)
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -197,6 +187,44 @@ func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
 	f.drain = make(chan struct{})
 	f.stopCalls, f.stopCallsDone = context.WithCancel(context.Background())
 	return f, nil
+}
+
+// limitDefaults applies the defaults of the settings Reconfigure may
+// change: zero is the default; a negative bound means none (see Config).
+func (c *Config) limitDefaults() {
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.UploadTTL <= 0 {
+		c.UploadTTL = DefaultUploadTTL
+	}
+	c.MaxFilesPerUpload = cmp.Or(c.MaxFilesPerUpload, DefaultMaxFilesPerUpload)
+	c.MaxUploadBytesPerClient = cmp.Or(c.MaxUploadBytesPerClient, DefaultMaxUploadBytesPerClient)
+	c.MaxUploadBytes = cmp.Or(c.MaxUploadBytes, DefaultMaxUploadBytes)
+	c.FileURLTTL = cmp.Or(c.FileURLTTL, DefaultFileURLTTL)
+	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxSessionsPerClient = cmp.Or(c.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
+	c.ReadGrace = cmp.Or(c.ReadGrace, DefaultReadGrace)
+}
+
+// conf is the configuration in effect.
+func (f *FrontDoor) conf() *Config { return f.cfg.Load() }
+
+// Reconfigure applies, while calls run, the settings of live that can
+// change safely: the session, upload and file-URL bounds and time-outs,
+// read grace, pinning and whether replica errors are shown. Calls and
+// sessions in flight keep what they hold; new ones follow the new values.
+// The other fields of live are ignored.
+func (f *FrontDoor) Reconfigure(live Config) {
+	next := *f.conf()
+	next.SessionTTL, next.UploadTTL, next.FileURLTTL, next.ReadGrace = live.SessionTTL, live.UploadTTL, live.FileURLTTL, live.ReadGrace
+	next.MaxSessions, next.MaxSessionsPerClient = live.MaxSessions, live.MaxSessionsPerClient
+	next.MaxFileBytes, next.MaxFilesPerUpload = live.MaxFileBytes, live.MaxFilesPerUpload
+	next.MaxUploadBytesPerClient, next.MaxUploadBytes = live.MaxUploadBytesPerClient, live.MaxUploadBytes
+	next.ShowReplicaErrors, next.PinSessions, next.PinnedEndpoints = live.ShowReplicaErrors, live.PinSessions, slices.Clone(live.PinnedEndpoints)
+	next.limitDefaults()
+	f.cfg.Store(&next)
+	f.ups.setQuotas(next.MaxUploadBytesPerClient, next.MaxUploadBytes)
 }
 
 // start runs the sweeper from the first session on, so that a gateway
@@ -301,7 +329,7 @@ func (f *FrontDoor) Routes() []Route {
 // sweepLoop expires sessions and uploads.
 func (f *FrontDoor) sweepLoop() {
 	defer f.wg.Done()
-	every := min(max(f.cfg.SessionTTL/4, time.Second), time.Minute)
+	every := min(max(f.conf().SessionTTL/4, time.Second), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -323,15 +351,15 @@ const statelessSessionTTL = 2 * time.Minute
 // holding no state after statelessSessionTTL), and the uploads older than
 // UploadTTL.
 func (f *FrontDoor) sweep() {
-	now := f.cfg.Now()
+	now := f.conf().Now()
 	var dead []*callerSession
 	f.mu.Lock()
 	for k, s := range f.sessions {
 		s.mu.Lock()
 		quiet := now.Sub(s.lastSeen)
-		idle := s.streams == 0 && (quiet >= f.cfg.SessionTTL ||
+		idle := s.streams == 0 && (quiet >= f.conf().SessionTTL ||
 			// No state to keep: no call ran on its replica, none runs.
-			s.accepted == 0 && len(s.pending) == 0 && len(s.queued) == 0 && quiet >= min(f.cfg.SessionTTL, statelessSessionTTL))
+			s.accepted == 0 && len(s.pending) == 0 && len(s.queued) == 0 && quiet >= min(f.conf().SessionTTL, statelessSessionTTL))
 		s.mu.Unlock()
 		if idle {
 			f.forgetLocked(k, s)
@@ -344,7 +372,7 @@ func (f *FrontDoor) sweep() {
 		f.stats.expired.Add(1)
 		f.log.Debug("front door: session expired", slog.String("session", shortHash(s.front)), slog.Int("calls_released", n))
 	}
-	f.ups.sweep(now.Add(-f.cfg.UploadTTL))
+	f.ups.sweep(now.Add(-f.conf().UploadTTL))
 }
 
 // appFor returns the app of a replica, or an error for the caller.

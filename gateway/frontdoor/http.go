@@ -45,7 +45,7 @@ func readSmall(resp *http.Response) ([]byte, error) {
 
 // readBody reads a caller's JSON body into a map.
 func (f *FrontDoor) readBody(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, bool) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.cfg.MaxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.conf().MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -73,10 +73,10 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	w = &answerAfterClose{ResponseWriter: w, wait: func() { s.awaitClosed(r.Context()) }}
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
-	meta := callMeta{endpoint: endpoint, start: f.cfg.Now(), kept: new(atomic.Bool)}
+	meta := callMeta{endpoint: endpoint, start: f.conf().Now(), kept: new(atomic.Bool)}
 	handedOff := false // the call waits in the gateway's queue: its goroutine owns release
-	if f.cfg.BeginCall != nil {
-		release, ok := f.cfg.BeginCall(r)
+	if f.conf().BeginCall != nil {
+		release, ok := f.conf().BeginCall(r)
 		if !ok {
 			w.Header().Set("Retry-After", "1")
 			detail(w, http.StatusTooManyRequests, tooManyCallsDetail)
@@ -90,7 +90,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	if u != "" {
-		meta.user = f.cfg.HashUser(u)
+		meta.user = f.conf().HashUser(u)
 		f.annotate(r, slog.String("user", meta.user))
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
@@ -168,7 +168,7 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 			f.noSlot(w, r, s, meta, err)
 			return
 		}
-		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.cfg.Now().Sub(meta.start)
+		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.conf().Now().Sub(meta.start)
 		f.annotate(r, slog.String("replica", b.Replica))
 		ref, done := f.joinAt(w, r, s, slot, b, m, meta)
 		if done {
@@ -177,7 +177,7 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 		f.stats.refused.Add(1)
 		slot.Done(gradio.JoinNotAccepted, ref.err)
 		f.log.Warn("front door: replica refused a join", slog.String("replica", b.Replica),
-			slog.String("session", shortHash(front)), slog.String("user", f.cfg.HashUser(u)), slog.Any("error", ref.err))
+			slog.String("session", shortHash(front)), slog.String("user", f.conf().HashUser(u)), slog.Any("error", ref.err))
 		last = ref
 		if !spread && len(s.inFlightOn(b.Replica)) > 0 {
 			break // the session's other calls run there: it cannot move
@@ -228,7 +228,7 @@ func (f *FrontDoor) busyDetail(err error, start time.Time) string {
 	n := len(f.replicaNames())
 	switch {
 	case errors.Is(err, pool.ErrQueueTimeout):
-		waited := f.cfg.Now().Sub(start).Round(100 * time.Millisecond)
+		waited := f.conf().Now().Sub(start).Round(100 * time.Millisecond)
 		return fmt.Sprintf("gradiopool: all %d replicas are busy; waited %s for one (queue_timeout); retry later", n, waited)
 	case errors.Is(err, pool.ErrQueueFull):
 		return fmt.Sprintf("gradiopool: all %d replicas are busy and the gateway's queue is full (max_waiters); retry later", n)
@@ -240,7 +240,7 @@ func (f *FrontDoor) busyDetail(err error, start time.Time) string {
 // Config.ShowReplicaErrors is set: pool errors name the replicas (their
 // URLs), which callers do not see by default.
 func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err error) {
-	if f.cfg.ShowReplicaErrors && err != nil {
+	if f.conf().ShowReplicaErrors && err != nil {
 		msg += ": " + err.Error()
 	}
 	detail(w, status, msg)
@@ -311,13 +311,13 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		}
 		f.log.Warn("front door: session moved to another replica; its gr.State starts empty there",
 			slog.String("from", b.Replica), slog.String("to", nb.Replica), slog.String("session", shortHash(s.front)),
-			slog.String("user", f.cfg.HashUser(u)), slog.Bool("state_lost", hadState))
+			slog.String("user", f.conf().HashUser(u)), slog.Bool("state_lost", hadState))
 		s.setBinding(ctx, nb)
 		return l, nb, nil
 	}
 	s.setBinding(ctx, nb)
 	f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
-		slog.String("session", shortHash(s.front)), slog.String("user", f.cfg.HashUser(u)))
+		slog.String("session", shortHash(s.front)), slog.String("user", f.conf().HashUser(u)))
 	return l, nb, nil
 }
 
@@ -472,7 +472,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 // otherwise.
 func (f *FrontDoor) callerFault(w http.ResponseWriter, status int, ctype string, body []byte, err error) {
 	switch {
-	case f.cfg.ShowReplicaErrors:
+	case f.conf().ShowReplicaErrors:
 		relay(w, status, ctype, body)
 	case status >= 400 && status < 500 && gradioDetail(body):
 		relay(w, status, "application/json", body)
@@ -490,7 +490,7 @@ func (f *FrontDoor) callerFault(w http.ResponseWriter, status int, ctype string,
 // as msg with the replica's status (its body may hold a traceback or the
 // replica's address).
 func (f *FrontDoor) replicaAnswer(w http.ResponseWriter, status int, ctype string, body []byte, msg string) {
-	if f.cfg.ShowReplicaErrors || (status >= 200 && status < 300) || gradioDetail(body) {
+	if f.conf().ShowReplicaErrors || (status >= 200 && status < 300) || gradioDetail(body) {
 		relay(w, status, ctype, body)
 		return
 	}

@@ -95,7 +95,7 @@ func (qc *queuedCall) aliased() bool {
 
 // queueShown reports whether joins that must wait are answered at once
 // and shown the gateway's queue.
-func (f *FrontDoor) queueShown() bool { return f.cfg.QueueUpdateInterval >= 0 }
+func (f *FrontDoor) queueShown() bool { return f.conf().QueueUpdateInterval >= 0 }
 
 // knownFn reports whether the app (the reference, as a connected replica
 // serving it shows it) has fnIndex. A join of an unknown function waits
@@ -185,13 +185,13 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	s.addQueued(qc)
 	f.stats.queued.Add(1)
 	s.mu.Lock()
-	qc.answered = f.cfg.Now() // the caller hears of the call now
+	qc.answered = f.conf().Now() // the caller hears of the call now
 	s.mu.Unlock()
 	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
 	// A wait nobody reads must not keep its place (and take the slot it
 	// waits for, for nobody): the same grace as a call in flight.
 	var grace *time.Timer
-	if g := f.cfg.ReadGrace; g > 0 {
+	if g := f.conf().ReadGrace; g > 0 {
 		grace = time.AfterFunc(g, func() {
 			if s.unread() && s.cancelQueuedCall(qc.id) {
 				f.stats.notRead.Add(1)
@@ -236,7 +236,7 @@ func cmpStatus(s int) int {
 // at most one per Config.QueueUpdateInterval and only when the rank, the
 // queue's size or whether an ETA is known changed, until done.
 func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw positioner, done <-chan struct{}) {
-	t := time.NewTicker(f.cfg.QueueUpdateInterval)
+	t := time.NewTicker(f.conf().QueueUpdateInterval)
 	defer t.Stop()
 	last := pool.QueuePosition{Rank: -1}
 	for {

@@ -41,7 +41,8 @@ func (f *fakePos) leave() {
 // since it last wrote: no storm.
 func TestShowQueueBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &FrontDoor{cfg: Config{QueueUpdateInterval: 500 * time.Millisecond}}
+		f := &FrontDoor{}
+		f.cfg.Store(&Config{QueueUpdateInterval: 500 * time.Millisecond})
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
 		qc := &queuedCall{id: "gw1"}
 		s.addQueued(qc)
@@ -83,7 +84,8 @@ func TestShowQueueBounded(t *testing.T) {
 // after its first estimation; a call not waiting (Left) sends nothing.
 func TestShowQueueOnlyChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &FrontDoor{cfg: Config{QueueUpdateInterval: 500 * time.Millisecond}}
+		f := &FrontDoor{}
+		f.cfg.Store(&Config{QueueUpdateInterval: 500 * time.Millisecond})
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
 		qc := &queuedCall{id: "gw2"}
 		s.addQueued(qc)

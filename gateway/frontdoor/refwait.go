@@ -133,7 +133,7 @@ func (f *FrontDoor) streamUntilReference(w http.ResponseWriter, r *http.Request,
 	}()
 	defer cancel() // not waited for: see awaitReference
 	rc := startSSE(w)
-	hb := time.NewTicker(f.cfg.HeartbeatInterval)
+	hb := time.NewTicker(f.conf().HeartbeatInterval)
 	defer hb.Stop()
 	for {
 		for _, m := range s.takeQueuedNotes() {

@@ -108,7 +108,7 @@ func (e *sessionLimitError) Error() string {
 // a new session counts toward the client's and the total limits, and past
 // either the answer is a *sessionLimitError.
 func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string, create bool) (*callerSession, error) {
-	now := f.cfg.Now()
+	now := f.conf().Now()
 	f.mu.Lock()
 	s := f.sessions[front]
 	f.mu.Unlock()
@@ -125,21 +125,21 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 		f.mu.Lock()
 		if s = f.sessions[front]; s == nil {
 			var evicted []*callerSession
-			if f.cfg.MaxSessions > 0 && len(f.sessions) >= f.cfg.MaxSessions {
+			if f.conf().MaxSessions > 0 && len(f.sessions) >= f.conf().MaxSessions {
 				evicted = f.evictIdleLocked("", now)
 			}
-			if f.cfg.MaxSessionsPerClient > 0 && f.perClient[client] >= f.cfg.MaxSessionsPerClient {
+			if f.conf().MaxSessionsPerClient > 0 && f.perClient[client] >= f.conf().MaxSessionsPerClient {
 				evicted = append(evicted, f.evictIdleLocked(client, now)...)
 			}
 			switch {
-			case f.cfg.MaxSessions > 0 && len(f.sessions) >= f.cfg.MaxSessions:
+			case f.conf().MaxSessions > 0 && len(f.sessions) >= f.conf().MaxSessions:
 				f.mu.Unlock()
 				f.stats.sessionsRefused.Add(1)
-				return nil, &sessionLimitError{Max: f.cfg.MaxSessions}
-			case f.cfg.MaxSessionsPerClient > 0 && f.perClient[client] >= f.cfg.MaxSessionsPerClient:
+				return nil, &sessionLimitError{Max: f.conf().MaxSessions}
+			case f.conf().MaxSessionsPerClient > 0 && f.perClient[client] >= f.conf().MaxSessionsPerClient:
 				f.mu.Unlock()
 				f.stats.sessionsRefused.Add(1)
-				return nil, &sessionLimitError{PerClient: true, Max: f.cfg.MaxSessionsPerClient}
+				return nil, &sessionLimitError{PerClient: true, Max: f.conf().MaxSessionsPerClient}
 			}
 			defer f.endEvicted(evicted)
 			s = ns
@@ -301,15 +301,15 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	}
 	s.pending[eventID] = l
 	if len(s.pending) > 1 {
-		s.overlapAt = s.f.cfg.Now()
+		s.overlapAt = s.f.conf().Now()
 	}
 	if s.calls == nil {
 		s.calls = map[string]callMeta{}
 	}
 	s.calls[eventID] = meta
-	if g := s.f.cfg.ReadGrace; g > 0 {
+	if g := s.f.conf().ReadGrace; g > 0 {
 		if meta.qc != nil && !meta.qc.answered.IsZero() {
-			g = max(g-s.f.cfg.Now().Sub(meta.qc.answered), 0)
+			g = max(g-s.f.conf().Now().Sub(meta.qc.answered), 0)
 		}
 		if s.graces == nil {
 			s.graces = map[string]*time.Timer{}
@@ -343,7 +343,7 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.stats.notRead.Add(1)
 	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
 		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
-		slog.String("endpoint", meta.endpoint), logattr.Ms("grace", s.f.cfg.ReadGrace))
+		slog.String("endpoint", meta.endpoint), logattr.Ms("grace", s.f.conf().ReadGrace))
 	if meta.bridged {
 		if br := s.bridgeOf(false); br != nil {
 			br.cancelJob(eventID)
@@ -541,7 +541,7 @@ func (s *callerSession) stream() func() {
 	return func() {
 		s.mu.Lock()
 		s.streams--
-		s.lastSeen = s.f.cfg.Now()
+		s.lastSeen = s.f.conf().Now()
 		s.mu.Unlock()
 	}
 }

@@ -26,7 +26,7 @@ import (
 // Everything else runs on the session's replica, as does every call when
 // the reference app is not known yet.
 func (f *FrontDoor) Spreadable(fnIndex json.RawMessage) bool {
-	if f.cfg.PinSessions {
+	if f.conf().PinSessions {
 		return false
 	}
 	var fn int
@@ -56,7 +56,7 @@ func (f *FrontDoor) spreadableIn(c *gradio.Config, fn int) bool {
 	if d == nil || d.Connection == "stream" || d.RenderID != nil || d.RenderedIn != nil {
 		return false
 	}
-	for _, name := range f.cfg.PinnedEndpoints {
+	for _, name := range f.conf().PinnedEndpoints {
 		name = strings.TrimPrefix(strings.TrimSpace(name), "/")
 		if (d.APIName != "" && name == d.APIName) || name == "#"+strconv.Itoa(fn) {
 			return false

@@ -23,11 +23,10 @@ type uploads struct {
 	own     bool // dir is ours to remove
 	dirErr  error
 
+	mu sync.Mutex // guards m, used, total, maxClient and maxTotal
 	// maxClient and maxTotal bound the bytes kept on disk per client and
 	// in total (<= 0: no limit).
 	maxClient, maxTotal int64
-
-	mu    sync.Mutex // guards m, used and total
 	m     map[string]*held
 	used  map[string]int64 // client -> bytes kept (and being written)
 	total int64
@@ -100,6 +99,13 @@ func (q *quotaWriter) Write(p []byte) (int, error) {
 	}
 	q.n += int64(len(p))
 	return q.w.Write(p)
+}
+
+// setQuotas sets the per-client and total bounds (Reconfigure).
+func (u *uploads) setQuotas(maxClient, maxTotal int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.maxClient, u.maxTotal = maxClient, maxTotal
 }
 
 // bytes is what is kept on disk now, in total.
