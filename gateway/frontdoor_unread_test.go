@@ -20,10 +20,20 @@ import (
 // gateway drops the session's stream at the replica, which removes it).
 // A /v1 call then gets the free slot at once.
 func TestFrontDoorUnreadJoinsNeverRun(t *testing.T) {
+	// Gradio 5 drops a session's queued calls when its stream drops; Gradio
+	// 6 keeps them and takes one out of the queue at its cancel.
+	for _, mode := range []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio6} {
+		t.Run(string(mode), func(t *testing.T) { testUnreadJoinsNeverRun(t, mode) })
+	}
+}
+
+func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 	gate := make(chan struct{})
 	open := sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(open)
-	sim := gradiotest.NewServer(spreadApp(gate))
+	sim := gradiotest.NewUnstartedServer(spreadApp(gate))
+	sim.Mode = mode
+	sim.Start()
 	t.Cleanup(sim.Close)
 	srv, g, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
 		c.Pool.MaxConnections = 2

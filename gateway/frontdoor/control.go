@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -149,9 +150,15 @@ func (f *FrontDoor) dropAtReplica(b binding) {
 	if err != nil {
 		return
 	}
+	if major, _, _ := strings.Cut(app.Config().Version, "."); atoi(major) >= 6 {
+		// Gradio 6 keeps a session's queue when its stream drops, and its
+		// cancel takes a queued call out of the queue (measured on
+		// 6.25.0): the cancel that follows is enough.
+		return
+	}
 	u := app.URL("queue/data") + "?session_hash=" + url.QueryEscape(b.Backend)
 	for try := range 4 {
-		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second) // its first message, or a heartbeat's wait
+		tctx, tcancel := context.WithTimeout(ctx, time.Second) // its first message (queued calls have one)
 		req, err := app.NewRequest(tctx, http.MethodGet, u, nil)
 		if err != nil {
 			tcancel()
@@ -178,6 +185,12 @@ func (f *FrontDoor) dropAtReplica(b binding) {
 			}
 		}
 	}
+}
+
+// atoi is s as a number, 0 when it is none.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func (f *FrontDoor) cancelAtReplica(b binding, eventID, fnIndex string) {

@@ -538,9 +538,16 @@ func (s *Server) completedLocked(sess *simSession, id string) bool {
 
 // dropSessionLocked is Gradio's clean_events on a dropped stream: queued
 // events are removed, running ones die, the message queue is deleted.
+// Gradio 6 keeps the queued events (measured on 6.25.0: a session's
+// queued calls outlive a dropped stream; its cancel removes them).
 func (s *Server) dropSessionLocked(sess *simSession) {
+	kept := map[string]bool{}
 	for id, ev := range s.events {
 		if ev.q != sess {
+			continue
+		}
+		if ev.status == statusQueued && s.Mode == Gradio6 {
+			kept[id] = true
 			continue
 		}
 		if ev.status == statusQueued {
@@ -551,8 +558,8 @@ func (s *Server) dropSessionLocked(sess *simSession) {
 		ev.kill()
 	}
 	sess.msgs = nil
-	sess.pending = map[string]bool{}
-	sess.hasQueue = false
+	sess.pending = kept
+	sess.hasQueue = len(kept) > 0
 }
 
 func (s *Server) handleData(w http.ResponseWriter, r *http.Request) {
