@@ -27,9 +27,9 @@ type uploads struct {
 	// maxClient and maxTotal bound the bytes kept on disk per client and
 	// in total (<= 0: no limit).
 	maxClient, maxTotal int64
-	m     map[string]*held
-	used  map[string]int64 // client -> bytes kept (and being written)
-	total int64
+	m                   map[string]*held
+	used                map[string]int64 // client -> bytes kept (and being written)
+	total               int64
 }
 
 type held struct {
