@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"syscall"
-	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 )
@@ -26,18 +25,11 @@ import (
 
 // livenessLoop runs the liveness checks until the pool closes.
 func (p *Pool) livenessLoop() {
-	t := time.NewTicker(p.cfg.LivenessInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-t.C:
-		}
+	p.every(p.cfg.LivenessInterval, func() {
 		for _, r := range p.set.Load().list {
 			r.checkLiveness()
 		}
-	}
+	})
 }
 
 // checkLiveness starts a liveness check of the replica in the background

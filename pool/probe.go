@@ -32,7 +32,12 @@ import (
 
 // probeLoop runs the prober until the pool closes.
 func (p *Pool) probeLoop() {
-	t := time.NewTicker(p.cfg.ProbeInterval)
+	p.every(p.cfg.ProbeInterval, func() { p.probeRound(p.now()) })
+}
+
+// every runs f every d until the pool closes.
+func (p *Pool) every(d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -40,7 +45,7 @@ func (p *Pool) probeLoop() {
 			return
 		case <-t.C:
 		}
-		p.probeRound(p.now())
+		f()
 	}
 }
 
