@@ -72,19 +72,25 @@ func openGateways(t testing.TB, cfg gateway.Config, n int) (urls []string, gws [
 				t.Logf("gateway at %s logged (last %d of %d lines):\n%s", ln.Addr(), min(len(lines), 60), len(lines), strings.Join(lines[max(0, len(lines)-60):], "\n"))
 			}
 		})
-		srv := httptest.NewUnstartedServer(g)
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.Start()
-		t.Cleanup(func() {
-			srv.CloseClientConnections()
-			srv.Close()
-			_ = g.Close(context.Background())
-		})
-		urls = append(urls, srv.URL)
+		urls = append(urls, serveGateway(t, ln, g))
 		gws = append(gws, g)
 	}
 	return urls, gws
+}
+
+// serveGateway serves g on ln until the end of the test, then closes it,
+// and returns its URL.
+func serveGateway(t testing.TB, ln net.Listener, g *gateway.Gateway) string {
+	srv := httptest.NewUnstartedServer(g)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = g.Close(context.Background())
+	})
+	return srv.URL
 }
 
 // TestFrontDoorAcrossGatewaysTwoCalls: two calls of one session join at

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,16 +39,8 @@ func openGatewayBehindProxy(t *testing.T, cfg gateway.Config) (*toxiproxy.Proxy,
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(g)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(func() {
-		link.Stop()
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = g.Close(context.Background())
-	})
+	serveGateway(t, ln, g)
+	t.Cleanup(link.Stop) // before the gateway closes (cleanups run last first)
 	return link, "http://" + link.Listen, g
 }
 
