@@ -304,7 +304,7 @@ func (o *owners) route(d door, keyOf ownedKey, h http.HandlerFunc) http.HandlerF
 			h(w, r)
 			return
 		}
-		o.forward(w, r, d, k, rec)
+		o.forward(w, r, d, k, claim, rec, h)
 	}
 }
 
@@ -318,11 +318,16 @@ type forwarding struct {
 	target *url.URL
 	door   door
 	stream bool // the caller waits for an event stream (a front-door GET)
+	// claim and here: a request that binds an unowned key (a join) is
+	// served here by here when its owner could not even be dialled.
+	claim bool
+	here  http.HandlerFunc
+	in    *http.Request // the caller's request, as it reached this gateway
 }
 
 // forward sends r to rec's gateway and relays its answer.
-func (o *owners) forward(w http.ResponseWriter, r *http.Request, d door, k string, rec ownerRecord) {
-	fw := &forwarding{key: k, rec: rec, door: d, stream: d == gradioDoor && r.Method == http.MethodGet}
+func (o *owners) forward(w http.ResponseWriter, r *http.Request, d door, k string, claim bool, rec ownerRecord, here http.HandlerFunc) {
+	fw := &forwarding{key: k, rec: rec, door: d, stream: d == gradioDoor && r.Method == http.MethodGet, claim: claim, here: here, in: r}
 	target, err := url.Parse(rec.addr)
 	if err != nil || target.Host == "" {
 		o.ownerLost(w, fw)
@@ -357,21 +362,63 @@ func (o *owners) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // forwardFailed answers a forwarded request that got no answer: the
-// caller left (nothing to say), or the owner is lost.
+// caller left (nothing to say), or the owner could not be dialled (lost),
+// or the prober found it lost, or this one request failed (a connection
+// cut: the owner may live; its prober decides).
 func (o *owners) forwardFailed(w http.ResponseWriter, r *http.Request, err error) {
 	fw := r.Context().Value(forwardKey{}).(*forwarding)
 	if r.Context().Err() != nil && !o.watch.isLost(fw.rec.addr) {
 		return // the caller went away
 	}
-	o.log.Warn("cluster: the gateway owning a session does not answer", slog.String("owner", fw.rec.id), slog.Any("error", err))
-	o.watch.markLost(fw.rec.addr)
-	o.ownerLost(w, fw)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		o.watch.markLost(fw.rec.addr) // nothing listens there
+		if o.serveHere(w, fw) {
+			return
+		}
+	}
+	o.log.Warn("cluster: a request forwarded to the gateway owning its session failed", slog.String("owner", fw.rec.id),
+		slog.Bool("owner_lost", o.watch.isLost(fw.rec.addr)), slog.Any("error", err))
+	o.answerLost(w, fw)
 }
 
-// ownerLost releases the lost owner's record of the session and answers
-// the caller in its door's shape.
-func (o *owners) ownerLost(w http.ResponseWriter, fw *forwarding) {
+// serveHere serves a binding request (a join) whose owner could not be
+// dialled at this gateway instead, as a new session: it never reached
+// the lost owner, so it cannot run twice. False when it cannot be (not a
+// binding request, its body cannot be read again, or another gateway
+// claimed the key meanwhile).
+func (o *owners) serveHere(w http.ResponseWriter, fw *forwarding) bool {
+	in := fw.in
+	if !fw.claim || in.GetBody == nil || in.Context().Err() != nil {
+		return false
+	}
 	o.release(fw.key, fw.rec)
+	rec, err := o.owner(in.Context(), fw.key, true)
+	if err != nil || rec.id != o.id {
+		return false
+	}
+	body, err := in.GetBody()
+	if err != nil {
+		return false
+	}
+	in.Body = body
+	o.log.Info("cluster: a join whose session's owner is lost binds it here", slog.String("lost_owner", fw.rec.id))
+	fw.here(w, in)
+	return true
+}
+
+// ownerLost answers a request whose owner is known lost.
+func (o *owners) ownerLost(w http.ResponseWriter, fw *forwarding) {
+	o.answerLost(w, fw)
+}
+
+// answerLost answers a forwarded request that failed, in its door's
+// shape; when the owner is lost, the session's owner record is released
+// so that its next request binds it at a live gateway.
+func (o *owners) answerLost(w http.ResponseWriter, fw *forwarding) {
+	if o.watch.isLost(fw.rec.addr) || fw.target == nil {
+		o.release(fw.key, fw.rec)
+	}
 	switch {
 	case fw.door == apiDoor:
 		writeError(w, errOwnerLost())
@@ -424,11 +471,16 @@ func (o *owners) watchStream(resp *http.Response) error {
 		return nil
 	}
 	resp.Body = &streamTail{ReadCloser: resp.Body, ctx: resp.Request.Context(), lost: func() []byte {
-		if !o.watch.isLost(fw.rec.addr) && resp.Request.Context().Err() != nil {
+		lost := o.watch.isLost(fw.rec.addr)
+		if !lost && resp.Request.Context().Err() != nil {
 			return nil // the caller went away
 		}
-		o.watch.markLost(fw.rec.addr)
-		o.release(fw.key, fw.rec)
+		if lost {
+			o.release(fw.key, fw.rec)
+		}
+		// Cut (the owner crashed, or the connection broke): its calls on
+		// this stream are lost to the caller either way. Whether the
+		// owner lives is for a dial or its prober to say.
 		return lostEvent(fw.door)
 	}}
 	return nil
