@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,6 +129,9 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	}
 	g.front = fd
 	for _, rt := range fd.Routes() {
+		if strings.HasPrefix(rt.Pattern, "POST ") && strings.HasSuffix(rt.Pattern, "/cancel") {
+			rt.Handler = g.calls.Cancel(rt.Handler) // cancels /gradio_api/call calls too
+		}
 		if rt.Open {
 			open(rt.Pattern, frontDoorRoute(rt.Handler))
 		} else {

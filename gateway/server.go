@@ -135,6 +135,11 @@ func (g *Gateway) routes() {
 	})
 	open("GET /readyz", g.handleReady)
 	g.mountFrontDoor(api, open)
+	if g.front == nil { // no front door's cancel to wrap: the REST calls' own
+		for _, p := range []string{"POST /gradio_api/cancel", "POST /cancel"} {
+			api(p, g.calls.Cancel(nil))
+		}
+	}
 	g.adminRoutes(m)
 	open("/", g.handleNoRoute)
 	g.unclean = g.wrap("/", authNone, func(w http.ResponseWriter, r *http.Request) {

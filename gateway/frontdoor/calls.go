@@ -8,11 +8,13 @@ package frontdoor
 // error shape serve them all.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -160,6 +162,9 @@ func (c *Calls) handlePost(w http.ResponseWriter, r *http.Request) {
 		c.pending.remove(id) // held, then not started: nothing to keep
 		return
 	}
+	pc.mu.Lock()
+	pc.stop = sc.Stop // for a cancel by its client
+	pc.mu.Unlock()
 	go c.run(sc, pc)
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})
 }
@@ -197,11 +202,14 @@ func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 
 // handleGet streams the records of a call started by handlePost, from the
 // first; it ends after complete or error. Like Gradio, an unknown or
-// expired event id is an `event: error` record with "404: Not Found".
+// expired event id is an `event: error` record with "404: Not Found"; so
+// is the id of another client's call (ClientID: another key, or without
+// keys another address): a result belongs to whoever started it, and an
+// event id seen in a log or a URL is not a key to it.
 func (c *Calls) handleGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	pc := c.pending.get(id, c.cfg.Now())
-	if pc == nil || pc.apiName != r.PathValue("api_name") {
+	if pc == nil || pc.apiName != r.PathValue("api_name") || pc.client != c.cfg.ClientID(r) {
 		s := startCallSSE(w)
 		_ = s.Event("error", mustJSON("404: Not Found"))
 		return
@@ -234,6 +242,62 @@ func (c *Calls) handleGet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// maxCancelBody bounds the body of a cancel read here: Gradio's is three
+// short fields.
+const maxCancelBody = 64 << 10
+
+// Cancel wraps the front door's POST cancel (next; nil when there is no
+// front door) so that it also cancels the calls started here: a cancel
+// whose event_id names a call of this client (ClientID) stops it and
+// answers what it did, {"success":true,"cancelled":true} for a call
+// still running, {"success":false,"cancelled":false,...} for one that
+// had ended. A cancel of an id unknown here goes on to next as it came;
+// without next, or without a session_hash (next would find no session),
+// it is a 404, as is the id of another client's call: one client can
+// neither stop another's call nor learn that it exists.
+func (c *Calls) Cancel(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCancelBody))
+		if err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"detail": "the cancel body is too large or could not be read"})
+			return
+		}
+		var m struct {
+			EventID     string `json:"event_id"`
+			SessionHash string `json:"session_hash"`
+		}
+		_ = json.Unmarshal(b, &m)
+		pc := c.pending.get(m.EventID, c.cfg.Now())
+		if pc != nil && pc.client == c.cfg.ClientID(r) {
+			if pc.cancel() {
+				writeJSON(w, http.StatusOK, map[string]any{"success": true, "cancelled": true})
+			} else {
+				writeJSON(w, http.StatusOK, map[string]any{"success": false, "cancelled": false, "detail": "the call had already ended"})
+			}
+			return
+		}
+		if next == nil || m.SessionHash == "" {
+			writeJSON(w, http.StatusNotFound, map[string]any{"success": false, "detail": "no call with this event_id"})
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next(w, r)
+	}
+}
+
+// cancel stops the call unless it had ended; it reports whether it
+// stopped it.
+func (c *pendingCall) cancel() bool {
+	c.mu.Lock()
+	stop, done := c.stop, c.done
+	c.mu.Unlock()
+	if done || stop == nil {
+		return false
+	}
+	stop()
+	return true
 }
 
 // startCallSSE starts a GET's stream; a result is read once, so no cache
