@@ -93,6 +93,8 @@ var settings = []setting{
 		def: poolDefaults.EjectAfterRefusals, owner: "pool", field: func(c *Config) any { return &c.Pool.EjectAfterRefusals }},
 	{key: "pool.user_assignment_ttl", env: "GRADIOPOOL_POOL_USER_ASSIGNMENT_TTL", flag: "user-assignment-ttl", help: "user -> replica assignment kept after the last call; negative forever",
 		def: poolDefaults.UserAssignmentTTL, owner: "pool", field: func(c *Config) any { return &c.Pool.UserAssignmentTTL }},
+	{key: "pool.max_user_assignments", env: "GRADIOPOOL_POOL_MAX_USER_ASSIGNMENTS", flag: "max-user-assignments", help: "users whose assignment (and sticky session) the gateway keeps in memory; a new one past it evicts the least recently used; negative: no bound",
+		def: poolDefaults.MaxUserAssignments, owner: "pool", field: func(c *Config) any { return &c.Pool.MaxUserAssignments }},
 	{key: "pool.max_waiters", env: "GRADIOPOOL_POOL_MAX_WAITERS", flag: "max-waiters", help: "max callers waiting per replica",
 		def: poolDefaults.MaxWaiters, owner: "pool", live: true, field: func(c *Config) any { return &c.Pool.MaxWaiters }},
 	{key: "pool.sticky_sessions", env: "GRADIOPOOL_POOL_STICKY_SESSIONS", flag: "sticky-sessions", help: "keep a user on one session (gr.State)",

@@ -32,6 +32,9 @@ type Stats struct {
 	Errors         uint64   `json:"errors"`
 	AppErrors      uint64   `json:"appErrors"`
 	Failovers      uint64   `json:"failovers"`
+	// UserAssignmentsEvicted counts the users forgot for
+	// Config.MaxUserAssignments (least recently used first).
+	UserAssignmentsEvicted uint64 `json:"userAssignmentsEvicted"`
 }
 
 // ReplicaStats is one replica's entry of Stats.Pools.
@@ -161,6 +164,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 	if n, err := p.store.Len(sctx); err == nil {
 		st.UserAssignments = n
 	}
+	st.UserAssignmentsEvicted = p.UsersEvicted()
 	if !lastHealth.IsZero() {
 		t := lastHealth.UTC().Truncate(time.Second)
 		st.LastHealthCheck = &t
