@@ -105,7 +105,8 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 		FileURLTTL:              g.cfg.FrontDoor.FileURLTTL,
 		ListenAddr:              g.cfg.Listen,
 		BeginCall: func(r *http.Request) (func(), bool) {
-			return g.clientCalls.begin(g.clientID(r))
+			release, code := g.beginCalls(r)
+			return release, code == ""
 		},
 		HashKey:         []byte(g.cfg.Secrets.HashKey), // empty: random per process
 		AppID:           g.clusterAppID(),

@@ -106,6 +106,11 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 			slog.String("remote", remoteHost(r.RemoteAddr)),
 		}
+		if len(g.trusted) > 0 {
+			if c := g.clientAddr(r); c != remoteHost(r.RemoteAddr) {
+				attrs = append(attrs, slog.String("client", c)) // behind a trusted proxy
+			}
+		}
 		la.mu.Lock()
 		attrs = append(attrs, la.attrs...)
 		la.mu.Unlock()

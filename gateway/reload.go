@@ -108,6 +108,7 @@ func (g *Gateway) Reload() (Reloaded, error) {
 			g.poolBackend.max.Store(int64(applied.Pool.MaxConnections))
 		}
 		g.clientCalls.setMax(perClientLimit(applied))
+		g.userCalls.setMax(perUserLimit(applied), false)
 	}
 	if len(out.Refused) > 0 {
 		g.log.Warn("reload: these settings cannot change while the gateway runs; restart to apply them",

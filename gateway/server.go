@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"sync"
@@ -70,6 +71,8 @@ type Gateway struct {
 	clusterStats func(ctx context.Context) any // nil without a cluster
 	logins       revokedLogins                 // admin login cookies logged out
 	clientCalls  *clientCalls                  // calls in flight per client
+	userCalls    *clientCalls                  // calls in flight per client and user
+	trusted      []netip.Prefix                // trusted_proxies
 	reload       reloader                      // live reloads (reload.go)
 }
 
@@ -102,6 +105,8 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	g.reload.running = cfg
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
+	g.userCalls = newClientCalls(perUserLimit(cfg), false)
+	g.trusted, _ = parseTrustedProxies(cfg.TrustedProxies) // Validate reports a bad one
 	g.calls = frontdoor.NewCalls(frontdoor.CallsConfig{
 		MaxPending: cfg.MaxPendingCalls, MaxPendingPerClient: cfg.MaxPendingCallsPerClient,
 		MaxResultBytes: cfg.MaxPendingResultBytes, MaxBytes: cfg.MaxPendingBytes,
@@ -206,6 +211,17 @@ func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 		return true
 	}
 	return false
+}
+
+// perUserLimit is max_calls_per_user in effect: 0 derives it from the
+// slots, a quarter of replicas × pool.max_connections (at least 1), so
+// that at least four users share them, whoever holds the key.
+func perUserLimit(cfg Config) int {
+	if cfg.MaxCallsPerUser != 0 {
+		return cfg.MaxCallsPerUser
+	}
+	pc := cfg.Pool.WithDefaults()
+	return max(1, len(pc.Replicas)*pc.MaxConnections/4)
 }
 
 // perClientLimit is max_calls_per_client in effect, and whether loopback

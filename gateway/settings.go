@@ -146,6 +146,10 @@ var settings = []setting{
 		def: defaultMaxClientConnectionsPerAddress, field: func(c *Config) any { return &c.MaxClientConnectionsPerAddress }},
 	{key: "max_calls_per_client", env: "GRADIOPOOL_MAX_CALLS_PER_CLIENT", flag: "max-calls-per-client", help: "calls one client (API key, else address) may have in flight, waiting or running; more are answered 429; 0: half of replicas x max_connections, for each key when two or more API keys are set, else for each address but loopback ones (one key, or a web app on the gateway's host: no limit); negative: no limit",
 		def: 0, field: func(c *Config) any { return &c.MaxCallsPerClient }},
+	{key: "max_calls_per_user", env: "GRADIOPOOL_MAX_CALLS_PER_USER", flag: "max-calls-per-user", help: "calls one user (X-Gradiopool-User, within one client) may have in flight; more are answered 429, so that one user of a web app holding the gateway's key cannot take every slot; 0: a quarter of replicas x max_connections (at least 1); negative: no limit",
+		def: 0, field: func(c *Config) any { return &c.MaxCallsPerUser }},
+	{key: "trusted_proxies", env: "GRADIOPOOL_TRUSTED_PROXIES", flag: "trusted-proxies", help: "comma-separated CIDRs (or addresses) of reverse proxies: from these peers only, the client's address is taken from X-Forwarded-For (else Forwarded), the nearest untrusted hop; none: the peer's address",
+		example: "[127.0.0.1/32, 10.0.0.0/8]", field: func(c *Config) any { return &c.TrustedProxies }},
 
 	{key: "log.format", env: "GRADIOPOOL_LOG_FORMAT", flag: "log-format", help: "auto, json or text",
 		def: "auto", field: func(c *Config) any { return &c.Log.Format }},
