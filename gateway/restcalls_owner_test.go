@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -83,5 +84,46 @@ func TestRESTCallResultsBelongToTheirKey(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"event_tag"`) {
 		t.Errorf("the access lines name no event_tag: %.1000s", logs.String())
+	}
+}
+
+// TestPendingBytesFairShare (issue 33): one client's unread
+// /gradio_api/call results cannot take max_pending_bytes from the others.
+// A hog keeps three results unread, the whole bound but one; another
+// client's result, which would pass the bound, is kept: the hog, over its
+// fair share (half the bound between two clients), loses its largest
+// unread result (its GET reads result_too_large), the other client reads
+// its output whole.
+func TestPendingBytesFairShare(t *testing.T) {
+	const size = 600 << 10
+	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{boundsApp()}, func(c *gateway.Config) {
+		c.Secrets.APIKeys = []string{"key-hog", "key-other"}
+		c.MaxPendingBytes = 2 << 20
+		c.MaxPendingResultBytes = 1 << 20
+	})
+	body := fmt.Sprintf(`{"data":[%d]}`, size)
+	var hog []string
+	for range 3 {
+		hog = append(hog, restPostAs(t, srv.URL, "key-hog", "big", body))
+	}
+	waitFor(t, "the hog's three results kept", func() bool { _, b := g.PendingCalls(); return b >= 3*size })
+	other := restPostAs(t, srv.URL, "key-other", "big", body)
+	got := restGetAs(t, srv.URL, "key-other", "big", other)
+	if !strings.Contains(got, "event: complete") || len(got) < size {
+		t.Fatalf("the other client's result beside the hog's: %.300q, want its %d bytes complete", got, size)
+	}
+	cut := 0
+	for _, id := range hog {
+		if r := restGetAs(t, srv.URL, "key-hog", "big", id); strings.Contains(r, "result_too_large") {
+			cut++
+		} else if !strings.Contains(r, "event: complete") {
+			t.Errorf("a hog result neither complete nor cut: %.300q", r)
+		}
+	}
+	if cut != 1 {
+		t.Errorf("%d of the hog's results were dropped for room, want 1", cut)
+	}
+	if n, b := g.PendingCalls(); n != 0 || b != 0 {
+		t.Errorf("after every result was read: %d calls, %d bytes kept", n, b)
 	}
 }

@@ -42,7 +42,9 @@ func hostileSetup(t *testing.T, floorWindow time.Duration) (budget *gradio.Event
 	t.Cleanup(good.Close)
 	budget = gradio.NewEventBudget(shareTotal)
 	budget.SetRateFloor(sse.DefaultRateFloor, floorWindow)
-	opts := []gradio.Option{gradio.WithEventBudget(budget)}
+	// newPool's 2 s header time-out is for fast failures; these streams
+	// carry megabytes under the race detector beside other packages' tests.
+	opts := []gradio.Option{gradio.WithEventBudget(budget), gradio.WithHeaderTimeout(30 * time.Second)}
 	hp = newPool(t, pool.Config{Replicas: []string{bad.URL}, MinConnections: -1, MaxConnections: shareHostile, ConnectRetries: -1, ClientOptions: opts})
 	gp = newPool(t, pool.Config{Replicas: []string{good.URL}, MinConnections: -1, MaxConnections: shareHealthy, ClientOptions: opts})
 	return budget, hp, gp

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -101,6 +102,9 @@ type StartedCall struct {
 type Calls struct {
 	cfg     CallsConfig
 	pending *pendingCalls
+	// reclaimed are the calls whose unread output was dropped to make
+	// room for another client's (reclaim); their run ends them as cut.
+	reclaimed sync.Map // *pendingCall -> struct{}
 }
 
 // NewCalls returns the /gradio_api/call routes configured by cfg.
@@ -178,14 +182,17 @@ func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 	cut := false
 	for ev := range sc.Call.Events() {
 		if ev.Kind == gradio.EventOutput && !cut &&
-			!c.pending.push(pc, record{"generating", mustJSON(nonNil(ev.Data))}, false, false, c.cfg.Now()) {
+			!c.push(pc, record{"generating", mustJSON(nonNil(ev.Data))}, false) {
 			cut = true
 			sc.Stop()
 		}
 	}
 	out, err := sc.Call.Wait(sc.Ctx)
-	if !cut && err == nil && !c.pending.push(pc, record{"complete", mustJSON(nonNil(out))}, true, false, c.cfg.Now()) {
+	if !cut && err == nil && !c.push(pc, record{"complete", mustJSON(nonNil(out))}, true) {
 		cut = true
+	}
+	if _, ok := c.reclaimed.LoadAndDelete(pc); ok {
+		cut = true // its error record is in place already
 	}
 	switch {
 	case cut:
@@ -198,6 +205,98 @@ func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 	default:
 		sc.End(nil)
 	}
+}
+
+// push keeps a record of pc for its GET. When everyone's bound
+// (MaxBytes) refuses it while pc's client holds less than its fair share
+// of that bound (MaxBytes over the clients with unread output), the
+// client holding the most past its own share loses its largest unread
+// call (reclaim) and the record is kept: one client's unread results
+// cannot take the bound from the others.
+func (c *Calls) push(pc *pendingCall, r record, final bool) bool {
+	if c.pending.push(pc, r, final, false, c.cfg.Now()) {
+		return true
+	}
+	for range 8 { // each round frees one call: bounded
+		victim := c.pending.reclaimFor(pc, int64(len(r.data))+int64(len(r.name)), c.cfg.Now())
+		if victim == nil {
+			return false
+		}
+		c.reclaimed.Store(victim, struct{}{})
+		victim.mu.Lock()
+		stop := victim.stop
+		victim.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		if c.pending.push(pc, r, final, false, c.cfg.Now()) {
+			return true
+		}
+	}
+	return false
+}
+
+// reclaimFor frees the largest unread call of the client most over its
+// fair share of maxBytes, when pc's client (taking n more bytes) stays
+// within its own; it returns the call freed (its records replaced by a
+// result_too_large error record, its later records dropped), nil when
+// none is.
+func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) *pendingCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.maxBytes <= 0 || (p.maxResult > 0 && pc.sizeOf()+n > p.maxResult) {
+		return nil
+	}
+	perClient := map[string]int64{}
+	largest := map[string]*pendingCall{}
+	for _, c := range p.calls {
+		sz := c.sizeOf()
+		if sz == 0 {
+			continue
+		}
+		perClient[c.client] += sz
+		if l := largest[c.client]; l == nil || sz > l.sizeOf() {
+			largest[c.client] = c
+		}
+	}
+	clients := len(perClient)
+	if _, ok := perClient[pc.client]; !ok {
+		clients++
+	}
+	fair := p.maxBytes / int64(clients)
+	if perClient[pc.client]+n > fair {
+		return nil // over its own share: its call is the one cut
+	}
+	victim := ""
+	for client, b := range perClient {
+		if client != pc.client && b > fair && (victim == "" || b > perClient[victim]) {
+			victim = client
+		}
+	}
+	if victim == "" {
+		return nil
+	}
+	v := largest[victim]
+	v.mu.Lock()
+	p.bytes -= v.size
+	v.base += len(v.records) // a GET part-way through reads the error record next
+	v.records = []record{{"error", mustJSON(map[string]any{"code": CodeResultTooLarge,
+		"error": "gradiopool: this call's unread output was dropped: its client's unread /gradio_api/call results held more than their share of max_pending_bytes while another client's needed room"})}}
+	v.size = 0
+	v.gone = true // later records are dropped; the GET still reads the error record
+	v.done = true
+	v.finished = now
+	close(v.changed)
+	v.changed = make(chan struct{})
+	v.mu.Unlock()
+	return v
+}
+
+// sizeOf is the bytes of c's unread records.
+func (c *pendingCall) sizeOf() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.size
 }
 
 // handleGet streams the records of a call started by handlePost, from the
