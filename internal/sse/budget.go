@@ -210,6 +210,9 @@ func (b *Budget) reclaim(p *Budget, n int64) bool {
 		if b.takeFree(n) {
 			return true
 		}
+		if a.held() == 0 {
+			break // the rest hold nothing: cutting them frees nothing
+		}
 		a.cut(ErrBudgetReclaimed)
 	}
 	return b.takeFree(n)
