@@ -119,8 +119,9 @@ type Config struct {
 	// user's share) has in flight, as MaxCallsPerClient does per client:
 	// a web app holding the gateway's single key serves many users, and
 	// one of them must not take every slot. Zero means a quarter of the
-	// slots (replicas × pool.max_connections ÷ 4, at least 1: 37 for
-	// three replicas at the defaults). Negative: no limit. Anonymous
+	// slots (replicas × pool.max_connections ÷ 4: 37 for three replicas
+	// at the defaults), at least 8 (in a small pool a user's few calls
+	// wait their turn in the FIFO queue). Negative: no limit. Anonymous
 	// calls have only the client's limit.
 	MaxCallsPerUser int
 	// TrustedProxies are the CIDRs (or single addresses) of the reverse

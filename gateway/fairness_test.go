@@ -72,16 +72,19 @@ func TestCallsPerClientBehindTrustedProxy(t *testing.T) {
 
 // TestCallsPerUser (issue 33): a web app holding the gateway's single key
 // serves many users; at the default max_calls_per_user (a quarter of the
-// slots: 2 of 1 × 8 here) one user holding two calls gets 429 for a
-// third, while another user and anonymous calls of the same key are
-// served.
+// slots, at least 8: 8 of 1 × 16 here) one user holding eight calls gets
+// 429 for a ninth, while another user and anonymous calls of the same key
+// are served.
 func TestCallsPerUser(t *testing.T) {
-	srv, _, _, _ := frontGateway(t, 1, func(c *gateway.Config) { c.Secrets.APIKeys = []string{"the-app-key"} })
+	srv, _, _, _ := frontGateway(t, 1, func(c *gateway.Config) {
+		c.Secrets.APIKeys = []string{"the-app-key"}
+		c.Pool.MaxConnections = 16
+	})
 	auth := []string{"Authorization", "Bearer the-app-key"}
-	holdSlowCalls(t, srv.URL, 2, 2, append(auth, "X-Gradiopool-User", "greedy@example.com")...)
+	holdSlowCalls(t, srv.URL, 8, 8, append(auth, "X-Gradiopool-User", "greedy@example.com")...)
 	a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["x"]}`, append(auth, "X-Gradiopool-User", "Greedy@Example.com")...)
 	if a.status != http.StatusTooManyRequests || errorCode(t, a.body) != "too_many_user_calls" {
-		t.Errorf("a third call of the busy user: %d %s, want 429 too_many_user_calls", a.status, a.body)
+		t.Errorf("a ninth call of the busy user: %d %s, want 429 too_many_user_calls", a.status, a.body)
 	}
 	for _, hdr := range [][]string{append(auth, "X-Gradiopool-User", "other@example.com"), auth} {
 		if a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["x"]}`, hdr...); a.status != http.StatusOK {

@@ -214,15 +214,21 @@ func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 }
 
 // perUserLimit is max_calls_per_user in effect: 0 derives it from the
-// slots, a quarter of replicas × pool.max_connections (at least 1), so
-// that at least four users share them, whoever holds the key.
+// slots, a quarter of replicas × pool.max_connections, so that at least
+// four users share them whoever holds the key, but never under
+// minCallsPerUser: in a small pool a user's few calls wait their turn in
+// the FIFO queue (others wait behind at most that many), where a limit of
+// one or two would refuse an ordinary user's second tab.
 func perUserLimit(cfg Config) int {
 	if cfg.MaxCallsPerUser != 0 {
 		return cfg.MaxCallsPerUser
 	}
 	pc := cfg.Pool.WithDefaults()
-	return max(1, len(pc.Replicas)*pc.MaxConnections/4)
+	return max(minCallsPerUser, len(pc.Replicas)*pc.MaxConnections/4)
 }
+
+// minCallsPerUser is the least derived max_calls_per_user.
+const minCallsPerUser = 8
 
 // perClientLimit is max_calls_per_client in effect, and whether loopback
 // addresses are exempt from it. A value set applies to every client. 0

@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"testing"
+
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestClientAddr (issue 33): forwarded-address headers count only from a
@@ -50,6 +52,25 @@ func TestClientAddr(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "localhost", "10.0.0.1/8/2"} {
 		if _, err := parseTrustedProxies([]string{bad}); err == nil {
 			t.Errorf("trusted_proxies %q accepted", bad)
+		}
+	}
+}
+
+// TestPerUserLimitDefault: max_calls_per_user's derived default is a
+// quarter of the slots, at least 8; a value set wins.
+func TestPerUserLimitDefault(t *testing.T) {
+	three := []string{"http://a", "http://b", "http://c"}
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Pool: pool.Config{Replicas: three}}, 37}, // 3 × 50 / 4
+		{Config{Pool: pool.Config{Replicas: three[:1], MaxConnections: 4}}, 8},
+		{Config{Pool: pool.Config{Replicas: three}, MaxCallsPerUser: 3}, 3},
+		{Config{Pool: pool.Config{Replicas: three}, MaxCallsPerUser: -1}, -1},
+	} {
+		if got := perUserLimit(tc.cfg); got != tc.want {
+			t.Errorf("%+v: %d, want %d", tc.cfg.Pool, got, tc.want)
 		}
 	}
 }
