@@ -179,6 +179,7 @@ func (c *Calls) handlePost(w http.ResponseWriter, r *http.Request) {
 // nobody reads it.
 func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 	defer sc.Done()
+	defer c.reclaimed.Delete(pc) // a mark left by a reclaim after its last look
 	cut := false
 	for ev := range sc.Call.Events() {
 		if ev.Kind == gradio.EventOutput && !cut &&
@@ -218,11 +219,13 @@ func (c *Calls) push(pc *pendingCall, r record, final bool) bool {
 		return true
 	}
 	for range 8 { // each round frees one call: bounded
-		victim := c.pending.reclaimFor(pc, int64(len(r.data))+int64(len(r.name)), c.cfg.Now())
+		victim, running := c.pending.reclaimFor(pc, int64(len(r.data))+int64(len(r.name)), c.cfg.Now())
 		if victim == nil {
 			return false
 		}
-		c.reclaimed.Store(victim, struct{}{})
+		if running { // its run ends it as cut (and deletes the mark)
+			c.reclaimed.Store(victim, struct{}{})
+		}
 		victim.mu.Lock()
 		stop := victim.stop
 		victim.mu.Unlock()
@@ -239,13 +242,13 @@ func (c *Calls) push(pc *pendingCall, r record, final bool) bool {
 // reclaimFor frees the largest unread call of the client most over its
 // fair share of maxBytes, when pc's client (taking n more bytes) stays
 // within its own; it returns the call freed (its records replaced by a
-// result_too_large error record, its later records dropped), nil when
-// none is.
-func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) *pendingCall {
+// result_too_large error record, its later records dropped) and whether
+// it was still running; nil when none is.
+func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) (*pendingCall, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.maxBytes <= 0 || (p.maxResult > 0 && pc.sizeOf()+n > p.maxResult) {
-		return nil
+		return nil, false
 	}
 	perClient := map[string]int64{}
 	largest := map[string]*pendingCall{}
@@ -265,7 +268,7 @@ func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) *pend
 	}
 	fair := p.maxBytes / int64(clients)
 	if perClient[pc.client]+n > fair {
-		return nil // over its own share: its call is the one cut
+		return nil, false // over its own share: its call is the one cut
 	}
 	victim := ""
 	for client, b := range perClient {
@@ -274,10 +277,11 @@ func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) *pend
 		}
 	}
 	if victim == "" {
-		return nil
+		return nil, false
 	}
 	v := largest[victim]
 	v.mu.Lock()
+	running := !v.done
 	p.bytes -= v.size
 	v.base += len(v.records) // a GET part-way through reads the error record next
 	v.records = []record{{"error", mustJSON(map[string]any{"code": CodeResultTooLarge,
@@ -289,7 +293,7 @@ func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) *pend
 	close(v.changed)
 	v.changed = make(chan struct{})
 	v.mu.Unlock()
-	return v
+	return v, running
 }
 
 // sizeOf is the bytes of c's unread records.
