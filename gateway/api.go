@@ -162,7 +162,11 @@ func (g *Gateway) errorLogAttrs(e *apiError) []slog.Attr {
 func (g *Gateway) failCall(w http.ResponseWriter, r *http.Request, route, endpoint string, d time.Duration, err error) {
 	e := callError(r.Context(), err)
 	replica := errReplica(err)
-	g.metrics.observeCall(CallRecord{Route: route, Replica: replica, Endpoint: endpoint, Total: d, Code: e.Code})
+	if !errors.Is(err, gradio.ErrUnknownEndpoint) {
+		// A made-up name is the caller's 404 and no call: it gets no
+		// row in the metrics or the history.
+		g.metrics.observeCall(CallRecord{Route: route, Replica: replica, Endpoint: endpoint, Total: d, Code: e.Code})
+	}
 	addLog(r, slog.String("endpoint", endpoint))
 	addLog(r, g.errorLogAttrs(e)...)
 	if replica != "" {

@@ -114,6 +114,24 @@ type Config struct {
 	// for all its users); with one key, none. A value set applies to every
 	// client. Negative: no limit.
 	MaxCallsPerClient int
+	// MaxCallsPerUser bounds the calls one user (the X-Gradiopool-User
+	// header, counted within its client: another key cannot use up a
+	// user's share) has in flight, as MaxCallsPerClient does per client:
+	// a web app holding the gateway's single key serves many users, and
+	// one of them must not take every slot. Zero means a quarter of the
+	// slots (replicas × pool.max_connections ÷ 4: 37 for three replicas
+	// at the defaults), at least 8 (in a small pool a user's few calls
+	// wait their turn in the FIFO queue). Negative: no limit. Anonymous
+	// calls have only the client's limit.
+	MaxCallsPerUser int
+	// TrustedProxies are the CIDRs (or single addresses) of the reverse
+	// proxies in front of the gateway. A request from one of them is the
+	// client's whose address X-Forwarded-For names (else Forwarded's
+	// for=): the nearest hop, from the right, that is not itself a
+	// trusted proxy. From any other peer those headers are ignored: a
+	// client cannot choose its own address. The client's address keys
+	// the per-client limits and owners when no API keys are set.
+	TrustedProxies []string
 	// Log selects the log format and level.
 	Log LogConfig
 	// FrontDoor configures the Gradio front door (the gateway as one Gradio app).
@@ -281,6 +299,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Cluster.validate()...)
 	errs = append(errs, c.Autoscale.validate(c)...)
+	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
+		bad("trusted_proxies: %v", err)
+	}
 	if c.Listen != "" && !strings.Contains(c.Listen, ":") {
 		bad("listen: %q, want host:port", c.Listen)
 	}

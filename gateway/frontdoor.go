@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,7 +93,10 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	fc.ClientID = g.clientID
 	fc.PublicURL = g.cfg.FrontDoor.PublicURL
 	fc.ListenAddr = g.cfg.Listen
-	fc.BeginCall = func(r *http.Request) (func(), bool) { return g.clientCalls.begin(g.clientID(r)) }
+	fc.BeginCall = func(r *http.Request) (func(), bool) {
+		release, code := g.beginCalls(r)
+		return release, code == ""
+	}
 	fc.HashKey = []byte(g.cfg.Secrets.HashKey) // empty: random per process
 	fc.AppID = g.clusterAppID()
 	fc.HashUser = g.backend.UserTag
@@ -113,6 +117,9 @@ func (g *Gateway) mountFrontDoor(api, open func(pattern string, h http.HandlerFu
 	o := g.owners()
 	for _, rt := range fd.Routes() {
 		h := rt.Handler
+		if strings.HasPrefix(rt.Pattern, "POST ") && strings.HasSuffix(rt.Pattern, "/cancel") {
+			h = g.calls.Cancel(h) // cancels /gradio_api/call calls too (they name no session)
+		}
 		if o != nil && rt.Session != frontdoor.NoSession {
 			h = o.route(gradioDoor, func(r *http.Request) (string, bool) {
 				if hash := frontdoor.SessionHash(r, rt.Session, g.cfg.MaxBodyBytes); hash != "" {

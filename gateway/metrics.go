@@ -161,6 +161,11 @@ func buildInfo() prometheus.Collector {
 // label.
 func (m *Metrics) Register(b Backend) {
 	m.register(&poolCollector{b: b})
+	if p := b.Pool(); p != nil {
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricsNamespace + "_user_assignments_evicted_total",
+			Help: "Users forgotten (least recently used first) to keep at most pool.max_user_assignments."},
+			func() float64 { return float64(p.UsersEvicted()) }))
+	}
 	if src, ok := b.(endpointSource); ok {
 		m.endpoints.setSource(src.EndpointLabels)
 	}

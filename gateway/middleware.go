@@ -100,11 +100,16 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 			slog.String("request_id", reqID),
 			slog.String("method", r.Method),
 			slog.String("route", route),
-			slog.String("path", clip(r.URL.Path, maxLoggedPath)),
+			slog.String("path", clip(g.loggedPath(r), maxLoggedPath)),
 			slog.Int("status", sw.status),
 			slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 			slog.String("remote", remoteHost(r.RemoteAddr)),
+		}
+		if len(g.trusted) > 0 {
+			if c := g.clientAddr(r); c != remoteHost(r.RemoteAddr) {
+				attrs = append(attrs, slog.String("client", c)) // behind a trusted proxy
+			}
 		}
 		la.mu.Lock()
 		attrs = append(attrs, la.attrs...)
@@ -118,6 +123,16 @@ func (g *Gateway) wrap(pattern string, auth authKind, h http.HandlerFunc) http.H
 		}
 		g.log.LogAttrs(r.Context(), level, "http request", attrs...)
 	})
+}
+
+// loggedPath is the request's path as the access log shows it: a
+// /gradio_api/call event id, which reads the call's result, becomes its
+// keyed hash.
+func (g *Gateway) loggedPath(r *http.Request) string {
+	if id := r.PathValue("event_id"); id != "" {
+		return strings.Replace(r.URL.Path, id, "~"+g.backend.UserTag(id), 1)
+	}
+	return r.URL.Path
 }
 
 // validRequestID accepts a caller's X-Request-Id for correlation when it

@@ -126,6 +126,7 @@ func (g *Gateway) Reload() (Reloaded, error) {
 			g.poolBackend.max.Store(int64(applied.Pool.MaxConnections))
 		}
 		g.history.setMax(applied.Pool.WithDefaults().MaxConnections)
+		g.userCalls.setMax(perUserLimit(applied), false)
 	}
 	if g.front != nil {
 		g.front.Reconfigure(frontDoorLive(applied))

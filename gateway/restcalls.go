@@ -49,7 +49,9 @@ func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID 
 		return nil
 	}
 	wait := call.Waited()
-	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()), slog.String("event_id", eventID))
+	// The event id reads the call's result: logs name it by a keyed hash.
+	eventTag := g.backend.UserTag(eventID)
+	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()), slog.String("event_tag", eventTag))
 	end := func(err error) any {
 		rec := CallRecord{Route: routeCall, Replica: call.Replica(), Endpoint: endpoint, Wait: wait, Total: g.now().Sub(start)}
 		switch {
@@ -59,14 +61,14 @@ func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID 
 		case errors.Is(err, frontdoor.ErrResultTooLarge):
 			rec.Code = frontdoor.CodeResultTooLarge
 			g.metrics.observeCall(rec)
-			g.log.LogAttrs(ctx, slog.LevelWarn, "call stopped: its result is too large to keep", slog.String("event_id", eventID),
+			g.log.LogAttrs(ctx, slog.LevelWarn, "call stopped: its result is too large to keep", slog.String("event_tag", eventTag),
 				slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
 			return nil
 		}
 		e := callError(ctx, err)
 		rec.Code = e.Code
 		g.metrics.observeCall(rec)
-		g.log.LogAttrs(ctx, slog.LevelWarn, "call failed", append([]slog.Attr{slog.String("event_id", eventID), slog.String("endpoint", endpoint),
+		g.log.LogAttrs(ctx, slog.LevelWarn, "call failed", append([]slog.Attr{slog.String("event_tag", eventTag), slog.String("endpoint", endpoint),
 			slog.String("replica", call.Replica())}, g.errorLogAttrs(e)...)...)
 		payload := map[string]any{"error": e.Message, "code": e.Code}
 		if e.Title != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -81,6 +82,32 @@ func TestNoStoreEverywhere(t *testing.T) {
 		a := do(t, tc.method, srv.URL+tc.path, tc.body)
 		if got := a.header.Get("Cache-Control"); got != "no-store" {
 			t.Errorf("%s %s: %d, Cache-Control %q", tc.method, tc.path, a.status, got)
+		}
+	}
+	// The streams that carry outputs (queue/data, a REST call's GET) and
+	// the session's heartbeat: only their headers are read.
+	const session = "nostore00001"
+	if _, err := fdJoin(srv.URL, session, fnIndexOf(t, srv.URL, "upper"), "secret"); err != nil {
+		t.Fatal(err)
+	}
+	var posted struct {
+		EventID string `json:"event_id"`
+	}
+	if a := do(t, "POST", srv.URL+"/gradio_api/call/upper", `{"data":["secret"]}`); json.Unmarshal([]byte(a.body), &posted) != nil || posted.EventID == "" {
+		t.Fatalf("POST /gradio_api/call/upper: %d %s", a.status, a.body)
+	}
+	for _, path := range []string{
+		"/gradio_api/queue/data?session_hash=" + session,
+		"/gradio_api/heartbeat/" + session,
+		"/gradio_api/call/upper/" + posted.EventID,
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Cache-Control"); resp.StatusCode != http.StatusOK || got != "no-store" {
+			t.Errorf("GET %s: %d, Cache-Control %q", path, resp.StatusCode, got)
 		}
 	}
 }

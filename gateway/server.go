@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"sync"
@@ -71,6 +72,8 @@ type Gateway struct {
 	clusterStats func(ctx context.Context) any // nil without a cluster
 	logins       revokedLogins                 // admin login cookies logged out
 	clientCalls  *clientCalls                  // calls in flight per client
+	userCalls    *clientCalls                  // calls in flight per client and user
+	trusted      []netip.Prefix                // trusted_proxies
 	reload       reloader                      // live reloads (reload.go)
 	// secrets are the admin token and API keys in effect: a reload
 	// replaces them (reload.go); read them with adminToken and apiKeys.
@@ -108,6 +111,8 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	g.secrets.Store(&liveSecrets{adminToken: cfg.Secrets.AdminToken, apiKeys: cfg.Secrets.APIKeys})
 	g.jobsCtx, g.cancelJobs = context.WithCancelCause(context.Background())
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
+	g.userCalls = newClientCalls(perUserLimit(cfg), false)
+	g.trusted, _ = parseTrustedProxies(cfg.TrustedProxies) // Validate reports a bad one
 	g.calls = frontdoor.NewCalls(frontdoor.CallsConfig{
 		MaxPending: cfg.MaxPendingCalls, MaxPendingPerClient: cfg.MaxPendingCallsPerClient,
 		MaxResultBytes: cfg.MaxPendingResultBytes, MaxBytes: cfg.MaxPendingBytes,
@@ -143,6 +148,11 @@ func (g *Gateway) routes() {
 	})
 	open("GET /readyz", g.handleReady)
 	g.mountFrontDoor(api, open)
+	if g.front == nil { // no front door's cancel to wrap: the REST calls' own
+		for _, p := range []string{"POST /gradio_api/cancel", "POST /cancel"} {
+			api(p, g.calls.Cancel(nil))
+		}
+	}
 	g.adminRoutes(m)
 	open("/", g.handleNoRoute)
 	g.unclean = g.wrap("/", authNone, func(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +226,23 @@ func (g *Gateway) rejectDraining(w http.ResponseWriter) bool {
 	}
 	return false
 }
+
+// perUserLimit is max_calls_per_user in effect: 0 derives it from the
+// slots, a quarter of replicas × pool.max_connections, so that at least
+// four users share them whoever holds the key, but never under
+// minCallsPerUser: in a small pool a user's few calls wait their turn in
+// the FIFO queue (others wait behind at most that many), where a limit of
+// one or two would refuse an ordinary user's second tab.
+func perUserLimit(cfg Config) int {
+	if cfg.MaxCallsPerUser != 0 {
+		return cfg.MaxCallsPerUser
+	}
+	pc := cfg.Pool.WithDefaults()
+	return max(minCallsPerUser, len(pc.Replicas)*pc.MaxConnections/4)
+}
+
+// minCallsPerUser is the least derived max_calls_per_user.
+const minCallsPerUser = 8
 
 // perClientLimit is max_calls_per_client in effect, and whether loopback
 // addresses are exempt from it. A value set applies to every client. 0

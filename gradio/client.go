@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gradiopool/gradiopool/internal/sse"
 	"io"
 	"log/slog"
 	"net"
@@ -47,6 +48,10 @@ type app struct {
 
 	infoMu sync.Mutex // guards info; held while /info is fetched
 	info   *APIInfo
+
+	// budget is the app's part of its EventBudget (eventbudget.go).
+	budgetOnce sync.Once
+	budget     *sse.Budget
 }
 
 // Client is one connected Gradio app plus one session hash. It is safe for

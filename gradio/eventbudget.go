@@ -16,6 +16,14 @@ import (
 // with a *ProtocolError wrapping ErrEventTooLarge, as for one event over
 // its limit.
 //
+// Each connected app (a replica) is one party of the budget: when it is
+// full, an app under its fair share (the total over the apps reading
+// streams) takes room back from the app most over its own, whose largest
+// stream fails; an app over its share fails its own stream. A stream that
+// holds bytes of it must also read at least 32 KiB/s over each 10 s
+// (SetRateFloor), or it fails: a replica cannot hold its share by
+// trickling an event a byte at a time.
+//
 // Held and Total report its use; Take and Give are the readers'.
 type EventBudget = sse.Budget
 
@@ -52,11 +60,20 @@ func WithEventBudget(b *EventBudget) Option {
 // front door relays them).
 func (c *Client) EventBudget() *EventBudget { return c.app.eventBudget() }
 
+// eventBudget is the app's part of its budget: the app is one party of
+// it, whose fair share is the budget over the parties reading streams. A
+// part under its share takes room back from one over its own, whose
+// largest stream then fails (ErrEventTooLarge): a hostile replica's
+// failures stay its own, not its neighbours'.
 func (a *app) eventBudget() *sse.Budget {
-	if a.set.ownBudget {
-		return a.set.eventBudget
-	}
-	return defaultEventBudget
+	a.budgetOnce.Do(func() {
+		root := defaultEventBudget
+		if a.set.ownBudget {
+			root = a.set.eventBudget
+		}
+		a.budget = root.Part()
+	})
+	return a.budget
 }
 
 // eventReader reads an event stream of the app, charged to its budget.

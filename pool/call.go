@@ -122,6 +122,9 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		return nil, ErrClosed
 	}
 	p.init()
+	if err := p.unknownEndpoint(endpoint); err != nil {
+		return nil, err
+	}
 	ctx, ct := p.startCall(withQueueWatch(ctx, opts.Watch), endpoint)
 	key := p.users.hash(user)
 	start := time.Now()
@@ -157,6 +160,13 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		endSpan(span, nil)
 		r.calls.Add(1)
 		span = ct.child(spanJoin, attrReplica.String(r.name), attrAttempt.Int(attempt))
+		if _, err := l.client.Config().Endpoint(endpoint); err != nil {
+			// Unknown to this replica's app (none was connected at the
+			// check above): nothing is recorded under the name.
+			l.Release()
+			ct.end(r.name, failed+1, err)
+			return nil, err
+		}
 		load := r.beginCall(endpoint)
 		stopWatch := r.watchJoin()
 		job, err := l.client.SubmitWith(ctx, gradio.SubmitOptions{Hook: jobHook(load, ct)}, endpoint, args...)
@@ -248,4 +258,26 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 		c.trace.end(r.name, c.attempts, err)
 		close(c.released)
 	})
+}
+
+// unknownEndpoint is the error of a call to an endpoint that no connected
+// replica's app has (gradio.ErrUnknownEndpoint), nil when one has it or
+// none is connected yet. Such a call takes no session, assigns no user
+// and records nothing under its name: a flood of made-up names would
+// otherwise grow the per-endpoint tables (capacity, stats) without bound
+// and every later call's cost with them.
+func (p *Pool) unknownEndpoint(endpoint string) error {
+	var first error
+	for _, r := range p.set.Load().list {
+		app, _ := r.currentApp()
+		if app == nil {
+			continue
+		}
+		_, err := app.Config().Endpoint(endpoint)
+		if err == nil {
+			return nil
+		}
+		first = cmp.Or(first, err)
+	}
+	return first
 }

@@ -43,6 +43,9 @@ const (
 	defaultStalledConnect     = 2 * time.Second
 	defaultEjectAfterRefusals = 3
 	defaultUserAssignmentTTL  = time.Hour
+	// defaultMaxUserAssignments: about 100 bytes each in the in-memory
+	// store, 10 MiB for the lot.
+	defaultMaxUserAssignments = 100_000
 	defaultEjectBase          = time.Second
 	defaultEjectMax           = time.Minute
 	defaultProbeTimeout       = 10 * time.Second
@@ -149,6 +152,13 @@ type Config struct {
 	// moves unless their replica fails. Zero means
 	// 1 h; negative means assignments never expire.
 	UserAssignmentTTL time.Duration
+	// MaxUserAssignments bounds the users the pool keeps state for: their
+	// assignments in its own in-memory store (not in a Store given to it,
+	// e.g. Redis, which bounds itself) and, with StickySessions, their
+	// own sessions. A new user past it evicts the least recently used one
+	// (Stats.UserAssignmentsEvicted), who is assigned afresh at their next
+	// call. Zero means 100 000; negative: no bound (only the TTL).
+	MaxUserAssignments int
 	// Routing chooses the replica of anonymous calls: RouteExpectedTime
 	// (zero, the default) weighs each Space's own queue and run time;
 	// RouteLeastInUse counts only our calls.
@@ -248,6 +258,7 @@ func (c Config) WithDefaults() Config {
 	c.ConnectRetries = cmp.Or(c.ConnectRetries, defaultConnectRetries)
 	c.EjectAfterRefusals = cmp.Or(c.EjectAfterRefusals, defaultEjectAfterRefusals)
 	c.UserAssignmentTTL = cmp.Or(c.UserAssignmentTTL, defaultUserAssignmentTTL)
+	c.MaxUserAssignments = cmp.Or(c.MaxUserAssignments, defaultMaxUserAssignments)
 	c.Routing = cmp.Or(c.Routing, RouteExpectedTime)
 	c.ProbeInterval = cmp.Or(c.ProbeInterval, defaultProbeInterval)
 	c.HangTimeout = cmp.Or(c.HangTimeout, defaultHangTimeout)

@@ -73,7 +73,7 @@ func New(cfg Config) (*Pool, error) {
 	p.users = newUserHasher(cfg.HashKey)
 	p.store = cfg.Store
 	if p.store == nil {
-		p.ownStore = assign.NewMemory(assign.MemoryConfig{})
+		p.ownStore = assign.NewMemory(assign.MemoryConfig{MaxEntries: p.cfg.MaxUserAssignments})
 		p.store = p.ownStore
 	}
 	if cfg.StickySessions {
@@ -130,6 +130,20 @@ func (p *Pool) goBackground(f func()) (started bool) {
 		f()
 	}()
 	return true
+}
+
+// UsersEvicted is how many users the pool forgot for MaxUserAssignments:
+// assignments evicted from its own store and, with StickySessions, users'
+// own sessions closed to make room.
+func (p *Pool) UsersEvicted() uint64 {
+	var n uint64
+	if p.ownStore != nil {
+		n = p.ownStore.Evicted()
+	}
+	if p.sticky != nil {
+		n += p.sticky.evicted.Load()
+	}
+	return n
 }
 
 // UserTag is how the pool's logs and events name user: the first 8 hex

@@ -36,6 +36,9 @@ type Stats struct {
 	// a replica they moved off (removed, drained, failed): their call ran
 	// elsewhere with an empty state.
 	StateLost uint64 `json:"stateLost"`
+	// UserAssignmentsEvicted counts the users forgot for
+	// Config.MaxUserAssignments (least recently used first).
+	UserAssignmentsEvicted uint64 `json:"userAssignmentsEvicted"`
 }
 
 // ReplicaStats is one replica's entry of Stats.Pools.
@@ -198,6 +201,7 @@ func (p *Pool) Stats(ctx context.Context) Stats {
 	if n, err := p.store.Len(sctx); err == nil {
 		st.UserAssignments = n
 	}
+	st.UserAssignmentsEvicted = p.UsersEvicted()
 	if !lastHealth.IsZero() {
 		t := lastHealth.UTC().Truncate(time.Second)
 		st.LastHealthCheck = &t

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -24,6 +25,8 @@ type stickyTable struct {
 	// started again, finds their gr.State gone, and is counted then
 	// (EventStateLost). Swept with the reservations.
 	left map[string]leftState
+	// evicted counts the reservations dropped for MaxUserAssignments.
+	evicted atomic.Uint64
 }
 
 type leftState struct {
@@ -83,11 +86,34 @@ func (t *stickyTable) getLocking(key string, r *replica) (_ *reservation, lost s
 	} else if l, ok := t.left[key]; ok {
 		lost = l.replica
 	}
+	if res == nil {
+		if limit := t.p.cfg.MaxUserAssignments; limit > 0 && len(t.m) >= limit {
+			t.evictLocked()
+		}
+	}
 	delete(t.left, key)
 	res = &reservation{key: key, r: r, token: make(chan struct{}, 1), lastUsed: time.Now()}
 	res.token <- struct{}{}
 	t.m[key] = res
 	return res, lost
+}
+
+// evictLocked drops the least recently used reservation that no call
+// holds, to make room for a new user (MaxUserAssignments). When every one
+// is busy none goes: the table then exceeds the bound by at most the
+// calls in flight, which the replicas' MaxConnections bound.
+// WARNING: t.mu must be held.
+func (t *stickyTable) evictLocked() {
+	var lru *reservation
+	for _, res := range t.m {
+		if len(res.token) == 1 && (lru == nil || res.lastUsed.Before(lru.lastUsed)) {
+			lru = res
+		}
+	}
+	if lru != nil {
+		t.dropLocked(lru)
+		t.evicted.Add(1)
+	}
 }
 
 // dropLocked removes res from the table; its session is closed by whoever

@@ -8,13 +8,16 @@ package frontdoor
 // error shape serve them all.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -99,6 +102,9 @@ type StartedCall struct {
 type Calls struct {
 	cfg     CallsConfig
 	pending *pendingCalls
+	// reclaimed are the calls whose unread output was dropped to make
+	// room for another client's (reclaim); their run ends them as cut.
+	reclaimed sync.Map // *pendingCall -> struct{}
 }
 
 // NewCalls returns the /gradio_api/call routes configured by cfg.
@@ -160,6 +166,9 @@ func (c *Calls) handlePost(w http.ResponseWriter, r *http.Request) {
 		c.pending.remove(id) // held, then not started: nothing to keep
 		return
 	}
+	pc.mu.Lock()
+	pc.stop = sc.Stop // for a cancel by its client
+	pc.mu.Unlock()
 	go c.run(sc, pc)
 	writeJSON(w, http.StatusOK, map[string]string{"event_id": id})
 }
@@ -170,17 +179,21 @@ func (c *Calls) handlePost(w http.ResponseWriter, r *http.Request) {
 // nobody reads it.
 func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 	defer sc.Done()
+	defer c.reclaimed.Delete(pc) // a mark left by a reclaim after its last look
 	cut := false
 	for ev := range sc.Call.Events() {
 		if ev.Kind == gradio.EventOutput && !cut &&
-			!c.pending.push(pc, record{"generating", mustJSON(nonNil(ev.Data))}, false, false, c.cfg.Now()) {
+			!c.push(pc, record{"generating", mustJSON(nonNil(ev.Data))}, false) {
 			cut = true
 			sc.Stop()
 		}
 	}
 	out, err := sc.Call.Wait(sc.Ctx)
-	if !cut && err == nil && !c.pending.push(pc, record{"complete", mustJSON(nonNil(out))}, true, false, c.cfg.Now()) {
+	if !cut && err == nil && !c.push(pc, record{"complete", mustJSON(nonNil(out))}, true) {
 		cut = true
+	}
+	if _, ok := c.reclaimed.LoadAndDelete(pc); ok {
+		cut = true // its error record is in place already
 	}
 	switch {
 	case cut:
@@ -195,13 +208,111 @@ func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 	}
 }
 
+// push keeps a record of pc for its GET. When everyone's bound
+// (MaxBytes) refuses it while pc's client holds less than its fair share
+// of that bound (MaxBytes over the clients with unread output), the
+// client holding the most past its own share loses its largest unread
+// call (reclaim) and the record is kept: one client's unread results
+// cannot take the bound from the others.
+func (c *Calls) push(pc *pendingCall, r record, final bool) bool {
+	if c.pending.push(pc, r, final, false, c.cfg.Now()) {
+		return true
+	}
+	for range 8 { // each round frees one call: bounded
+		victim, running := c.pending.reclaimFor(pc, int64(len(r.data))+int64(len(r.name)), c.cfg.Now())
+		if victim == nil {
+			return false
+		}
+		if running { // its run ends it as cut (and deletes the mark)
+			c.reclaimed.Store(victim, struct{}{})
+		}
+		victim.mu.Lock()
+		stop := victim.stop
+		victim.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		if c.pending.push(pc, r, final, false, c.cfg.Now()) {
+			return true
+		}
+	}
+	return false
+}
+
+// reclaimFor frees the largest unread call of the client most over its
+// fair share of maxBytes, when pc's client (taking n more bytes) stays
+// within its own; it returns the call freed (its records replaced by a
+// result_too_large error record, its later records dropped) and whether
+// it was still running; nil when none is.
+func (p *pendingCalls) reclaimFor(pc *pendingCall, n int64, now time.Time) (*pendingCall, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.maxBytes <= 0 || (p.maxResult > 0 && pc.sizeOf()+n > p.maxResult) {
+		return nil, false
+	}
+	perClient := map[string]int64{}
+	largest := map[string]*pendingCall{}
+	for _, c := range p.calls {
+		sz := c.sizeOf()
+		if sz == 0 {
+			continue
+		}
+		perClient[c.client] += sz
+		if l := largest[c.client]; l == nil || sz > l.sizeOf() {
+			largest[c.client] = c
+		}
+	}
+	clients := len(perClient)
+	if _, ok := perClient[pc.client]; !ok {
+		clients++
+	}
+	fair := p.maxBytes / int64(clients)
+	if perClient[pc.client]+n > fair {
+		return nil, false // over its own share: its call is the one cut
+	}
+	victim := ""
+	for client, b := range perClient {
+		if client != pc.client && b > fair && (victim == "" || b > perClient[victim]) {
+			victim = client
+		}
+	}
+	if victim == "" {
+		return nil, false
+	}
+	v := largest[victim]
+	v.mu.Lock()
+	running := !v.done
+	p.bytes -= v.size
+	v.base += len(v.records) // a GET part-way through reads the error record next
+	v.records = []record{{"error", mustJSON(map[string]any{"code": CodeResultTooLarge,
+		"error": "gradiopool: this call's unread output was dropped: its client's unread /gradio_api/call results held more than their share of max_pending_bytes while another client's needed room"})}}
+	v.size = 0
+	v.gone = true // later records are dropped; the GET still reads the error record
+	v.done = true
+	v.finished = now
+	close(v.changed)
+	v.changed = make(chan struct{})
+	v.mu.Unlock()
+	return v, running
+}
+
+// sizeOf is the bytes of c's unread records.
+func (c *pendingCall) sizeOf() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.size
+}
+
 // handleGet streams the records of a call started by handlePost, from the
 // first; it ends after complete or error. Like Gradio, an unknown or
-// expired event id is an `event: error` record with "404: Not Found".
+// expired event id is an `event: error` record with "404: Not Found"; so
+// is the id of another client's call (ClientID: another key, or without
+// keys another address): a result belongs to whoever started it, and an
+// event id seen in a log or a URL is not a key to it.
 func (c *Calls) handleGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	pc := c.pending.get(id, c.cfg.Now())
-	if pc == nil || pc.apiName != r.PathValue("api_name") {
+	if pc == nil || pc.apiName != r.PathValue("api_name") || pc.client != c.cfg.ClientID(r) {
 		s := startCallSSE(w)
 		_ = s.Event("error", mustJSON("404: Not Found"))
 		return
@@ -267,6 +378,62 @@ func (c *Calls) finish(s *sse.Writer, pc *pendingCall, next int) {
 			return
 		}
 	}
+}
+
+// maxCancelBody bounds the body of a cancel read here: Gradio's is three
+// short fields.
+const maxCancelBody = 64 << 10
+
+// Cancel wraps the front door's POST cancel (next; nil when there is no
+// front door) so that it also cancels the calls started here: a cancel
+// whose event_id names a call of this client (ClientID) stops it and
+// answers what it did, {"success":true,"cancelled":true} for a call
+// still running, {"success":false,"cancelled":false,...} for one that
+// had ended. A cancel of an id unknown here goes on to next as it came;
+// without next, or without a session_hash (next would find no session),
+// it is a 404, as is the id of another client's call: one client can
+// neither stop another's call nor learn that it exists.
+func (c *Calls) Cancel(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCancelBody))
+		if err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"detail": "the cancel body is too large or could not be read"})
+			return
+		}
+		var m struct {
+			EventID     string `json:"event_id"`
+			SessionHash string `json:"session_hash"`
+		}
+		_ = json.Unmarshal(b, &m)
+		pc := c.pending.get(m.EventID, c.cfg.Now())
+		if pc != nil && pc.client == c.cfg.ClientID(r) {
+			if pc.cancel() {
+				writeJSON(w, http.StatusOK, map[string]any{"success": true, "cancelled": true})
+			} else {
+				writeJSON(w, http.StatusOK, map[string]any{"success": false, "cancelled": false, "detail": "the call had already ended"})
+			}
+			return
+		}
+		if next == nil || m.SessionHash == "" {
+			writeJSON(w, http.StatusNotFound, map[string]any{"success": false, "detail": "no call with this event_id"})
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next(w, r)
+	}
+}
+
+// cancel stops the call unless it had ended; it reports whether it
+// stopped it.
+func (c *pendingCall) cancel() bool {
+	c.mu.Lock()
+	stop, done := c.stop, c.done
+	c.mu.Unlock()
+	if done || stop == nil {
+		return false
+	}
+	stop()
+	return true
 }
 
 // startCallSSE starts a GET's stream; a result is read once, so no cache

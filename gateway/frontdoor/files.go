@@ -354,7 +354,7 @@ func (f *FrontDoor) handleFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", "Content-Length", "Content-Disposition", "Content-Range", "Accept-Ranges", "Etag", "Last-Modified", "Cache-Control"} {
+	for _, h := range []string{"Content-Type", "Content-Length", "Content-Disposition", "Content-Range", "Accept-Ranges", "Etag", "Last-Modified"} { // not Cache-Control: the gateway's no-store stands
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}

@@ -76,9 +76,10 @@ func excerpt(b []byte) string {
 	return strings.TrimSpace(string(b))
 }
 
-// startSSE starts the caller's queue/data or heartbeat stream.
+// startSSE starts the caller's queue/data or heartbeat stream: it carries
+// the caller's outputs, which no cache may keep.
 func startSSE(w http.ResponseWriter) *sse.Writer {
-	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Cache-Control", "no-store")
 	return sse.Start(w)
 }
 

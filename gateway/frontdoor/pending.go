@@ -42,6 +42,7 @@ type pendingCall struct {
 	done     bool
 	finished time.Time
 	changed  chan struct{} // closed and replaced on every new record
+	stop     func()        // cancels the call (nil until it started); calls.go
 }
 
 func newPendingCalls(max int, ttl time.Duration) *pendingCalls {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Hostile is a replica that misbehaves on purpose, to test that a client,
@@ -23,6 +24,11 @@ const (
 	// HostileEndlessEvent answers queue/data with "data:" lines and never
 	// the blank line that ends an event.
 	HostileEndlessEvent
+	// HostileTrickleLine answers queue/data with one "data:" line of
+	// HostileBytes, then one more byte a second, never ending the line:
+	// a replica that holds a large partly read event without ever
+	// stalling.
+	HostileTrickleLine
 	// HostileHugeConfig answers /config with a JSON object padded to
 	// HostileBytes.
 	HostileHugeConfig
@@ -55,7 +61,7 @@ func (s *Server) serveHostile(w http.ResponseWriter, r *http.Request, k Knobs) b
 		s.repeat(w, r, []byte(strings.Repeat("x", 4096)), limit)
 		_, _ = w.Write([]byte(`"}`))
 		return true
-	case route == "queue/data" && (k.Hostile == HostileGarbageSSE || k.Hostile == HostileEndlessLine || k.Hostile == HostileEndlessEvent):
+	case route == "queue/data" && (k.Hostile == HostileGarbageSSE || k.Hostile == HostileEndlessLine || k.Hostile == HostileEndlessEvent || k.Hostile == HostileTrickleLine):
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		switch k.Hostile {
@@ -67,10 +73,38 @@ func (s *Server) serveHostile(w http.ResponseWriter, r *http.Request, k Knobs) b
 			}
 		case HostileEndlessEvent:
 			s.repeat(w, r, []byte(`data: {"msg":"heartbeat"}`+"\n"), limit)
+		case HostileTrickleLine:
+			if _, err := w.Write([]byte("data: ")); err == nil {
+				s.repeat(w, r, bytes.Repeat([]byte("x"), 4096), limit)
+				s.trickle(w, r)
+			}
 		}
 		return true
 	}
 	return false
+}
+
+// trickle writes a byte a second until the client goes away or the
+// server closes.
+func (s *Server) trickle(w http.ResponseWriter, r *http.Request) {
+	f, _ := w.(http.Flusher)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if f != nil {
+			f.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := w.Write([]byte("x")); err != nil {
+			return
+		}
+	}
 }
 
 // repeat writes chunk until limit bytes were written, the client went

@@ -78,12 +78,24 @@ func NewReader(r io.Reader) *Reader { return NewReaderSize(r, DefaultMaxLine) }
 // are charged to b (nil: no total limit); when b has no room left, Next
 // fails with ErrBudgetExhausted. Release gives the bytes back (a Reader
 // dropped without it gives them back when it is collected).
+//
+// When r is an io.Closer (a response body), the Budget may cut the
+// stream from another goroutine by closing it: when its part of the
+// Budget held more than its fair share and another part needed room
+// (ErrBudgetReclaimed), or when it held bytes while reading slower than
+// the Budget's rate floor (ErrTooSlow). Next then returns that cause.
 func NewReaderBudget(r io.Reader, maxLine int, b *Budget) *Reader {
-	rd := NewReaderSize(r, maxLine)
-	if b != nil {
-		rd.acct = &account{budget: b}
-		rd.cleanup = runtime.AddCleanup(rd, (*account).refund, rd.acct)
+	if b == nil {
+		return NewReaderSize(r, maxLine)
 	}
+	acct := &account{budget: b}
+	acct.body, _ = r.(io.Closer)
+	rd := NewReaderSize(countingReader{r: r, n: &acct.read}, maxLine)
+	rd.acct = acct
+	if b.root != nil {
+		b.register(acct)
+	}
+	rd.cleanup = runtime.AddCleanup(rd, (*account).refund, rd.acct)
 	return rd
 }
 
@@ -129,6 +141,16 @@ func (r *Reader) Release() {
 // an event not terminated by an empty line before EOF is discarded, as the
 // standard says. Other errors come from the underlying reader.
 func (r *Reader) Next() (Event, error) {
+	ev, err := r.next()
+	if err != nil && r.acct != nil {
+		if cause := r.acct.err(); cause != nil {
+			return Event{}, cause // the Budget cut the stream: the read failed for that
+		}
+	}
+	return ev, err
+}
+
+func (r *Reader) next() (Event, error) {
 	r.dropBlocks(&r.dblocks, &r.dataN)
 	r.shrink()
 	r.data = r.data[:0]
@@ -418,16 +440,8 @@ func (r *Reader) grow(s []byte, n int) ([]byte, error) {
 func (r *Reader) charge(delta int) error {
 	held := r.held + delta
 	if r.acct != nil {
-		over := int64(max(0, held-r.allow))
-		switch charged := r.acct.charged.Load(); {
-		case over > charged:
-			if !r.acct.budget.Take(over - charged) {
-				return ErrBudgetExhausted
-			}
-			r.acct.charged.Store(over)
-		case over < charged:
-			r.acct.charged.Store(over)
-			r.acct.budget.Give(charged - over)
+		if err := r.acct.set(int64(max(0, held-r.allow))); err != nil && delta > 0 {
+			return err
 		}
 	}
 	r.held = held

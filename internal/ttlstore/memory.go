@@ -3,6 +3,7 @@ package ttlstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unique"
 )
@@ -23,13 +24,21 @@ type MemoryConfig struct {
 	SweepInterval time.Duration
 	// Now is the clock expiry is measured on; nil means time.Now.
 	Now func() time.Time
+	// MaxEntries bounds the entries held: a new key past it evicts the
+	// least recently used entry (set, claimed or read last) of its shard,
+	// counted by Evicted. Each of the 64 shards holds at most MaxEntries/64
+	// (rounded up), so the store holds at most that times 64. <= 0: no
+	// bound (entries go only when they expire).
+	MaxEntries int
 }
 
 // Memory is the in-process store. Create it with [NewMemory] and stop its
 // sweeper with [Memory.Close].
 type Memory struct {
-	shards [numShards]shard
-	now    func() time.Time
+	shards   [numShards]shard
+	now      func() time.Time
+	perShard int           // entries one shard may hold; 0: no bound
+	evicted  atomic.Uint64 // entries evicted for MaxEntries
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -45,18 +54,23 @@ type shard struct {
 	_    [32]byte // keeps shards on separate cache lines
 }
 
-// entry is 16 bytes: the expiry in Unix nanoseconds (0 = never) and the
-// value, canonicalised (package unique) so that values that repeat (replica
-// names: a million users on three replicas) are stored once, while a value
-// no entry holds any more is collected.
+// entry is 24 bytes: the expiry in Unix nanoseconds (0 = never), the
+// last use (for MaxEntries' eviction) and the value, canonicalised
+// (package unique) so that values that repeat (replica names: a million
+// users on three replicas) are stored once, while a value no entry holds
+// any more is collected.
 type entry struct {
-	exp int64
-	val unique.Handle[string]
+	exp  int64
+	used int64
+	val  unique.Handle[string]
 }
 
 // NewMemory returns an empty in-memory store and starts its sweeper.
 func NewMemory(cfg MemoryConfig) *Memory {
 	m := &Memory{now: cfg.Now, done: make(chan struct{})}
+	if cfg.MaxEntries > 0 {
+		m.perShard = (cfg.MaxEntries + numShards - 1) / numShards
+	}
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -130,6 +144,9 @@ func (m *Memory) Get(_ context.Context, key string) (string, bool, error) {
 	if ok && e.exp != 0 && e.exp <= now {
 		delete(s.m, key) // lazy expiry
 		ok = false
+	} else if ok && m.perShard > 0 {
+		e.used = now
+		s.m[key] = e
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -153,12 +170,14 @@ func (m *Memory) Set(_ context.Context, key, val string, ttl time.Duration) erro
 	if m.closed() {
 		return ErrClosed
 	}
-	e := entry{val: unique.Make(val), exp: m.expiry(m.now(), ttl)}
+	now := m.now()
+	e := entry{val: unique.Make(val), exp: m.expiry(now, ttl), used: now.UnixNano()}
 	s := m.shardFor(key)
 	s.mu.Lock()
 	if s.m != nil {
 		if _, ok := s.m[key]; !ok {
 			key = cloneKey(key) // do not pin the caller's larger buffer
+			m.makeRoomLocked(s, now.UnixNano())
 		}
 		s.m[key] = e
 		s.peak = max(s.peak, len(s.m))
@@ -175,14 +194,22 @@ func (m *Memory) Claim(_ context.Context, key, val string, ttl time.Duration) (s
 		return "", ErrClosed
 	}
 	now := m.now()
-	e := entry{val: unique.Make(val), exp: m.expiry(now, ttl)}
+	e := entry{val: unique.Make(val), exp: m.expiry(now, ttl), used: now.UnixNano()}
 	s := m.shardFor(key)
 	s.mu.Lock()
-	if old, ok := s.m[key]; ok && (old.exp == 0 || old.exp > now.UnixNano()) {
+	old, ok := s.m[key]
+	if ok && (old.exp == 0 || old.exp > now.UnixNano()) {
+		if m.perShard > 0 {
+			old.used = now.UnixNano()
+			s.m[key] = old
+		}
 		s.mu.Unlock()
 		return old.val.Value(), nil
 	}
 	if s.m != nil {
+		if !ok {
+			m.makeRoomLocked(s, now.UnixNano())
+		}
 		s.m[cloneKey(key)] = e
 		s.peak = max(s.peak, len(s.m))
 	}
@@ -191,6 +218,35 @@ func (m *Memory) Claim(_ context.Context, key, val string, ttl time.Duration) (s
 }
 
 func cloneKey(k string) string { return string([]byte(k)) }
+
+// makeRoomLocked makes room in s, which is about to get a new key, for
+// MaxEntries: an expired entry goes first, else the least recently used.
+// One pass over the shard: its length is bounded by perShard, so a new
+// key's cost does not grow with the number of keys ever seen.
+// WARNING: s.mu must be held.
+func (m *Memory) makeRoomLocked(s *shard, now int64) {
+	if m.perShard <= 0 || len(s.m) < m.perShard {
+		return
+	}
+	var oldest string
+	oldestUsed := int64(0)
+	first := true
+	for k, e := range s.m {
+		if e.exp != 0 && e.exp <= now {
+			delete(s.m, k)
+			return
+		}
+		if first || e.used < oldestUsed {
+			oldest, oldestUsed, first = k, e.used, false
+		}
+	}
+	delete(s.m, oldest)
+	m.evicted.Add(1)
+}
+
+// Evicted is how many entries were evicted for MaxEntries (not counting
+// those that expired).
+func (m *Memory) Evicted() uint64 { return m.evicted.Load() }
 
 // Delete removes key; deleting a missing key is no error.
 func (m *Memory) Delete(_ context.Context, key string) error {

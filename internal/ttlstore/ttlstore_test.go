@@ -211,3 +211,52 @@ func TestNewRedisNeedsClient(t *testing.T) {
 		t.Error("NewRedis without a client succeeded")
 	}
 }
+
+// TestMemoryMaxEntries (issue 33): a flood of new keys never holds more
+// than the bound (rounded up to whole shards), each eviction is counted,
+// and the key evicted is the least recently used: one read keeps a key.
+func TestMemoryMaxEntries(t *testing.T) {
+	ctx := context.Background()
+	m := ttlstore.NewMemory(ttlstore.MemoryConfig{SweepInterval: -1, MaxEntries: 64 * 4})
+	defer m.Close()
+	const bound = 64 * 4
+	// "keep" is read between the writes of the flood: it stays.
+	if err := m.Set(ctx, "keep", "r1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	const flood = 20_000
+	for i := range flood {
+		if err := m.Set(ctx, fmt.Sprintf("user-%d", i), "r2", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Claim(ctx, fmt.Sprintf("claim-%d", i), "r3", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := m.Get(ctx, "keep"); !ok {
+			t.Fatalf("the key read after every write was evicted after %d writes", i)
+		}
+	}
+	n, _ := m.Len(ctx)
+	if n > bound {
+		t.Errorf("%d entries held after %d new keys, bound %d", n, 2*flood+1, bound)
+	}
+	if got, want := m.Evicted(), uint64(2*flood+1-n); got != want {
+		t.Errorf("Evicted() = %d, want %d (keys set %d, held %d)", got, want, 2*flood+1, n)
+	}
+	// The newest keys are held, the oldest went.
+	if _, ok, _ := m.Get(ctx, fmt.Sprintf("user-%d", flood-1)); !ok {
+		t.Error("the newest key was evicted")
+	}
+	if _, ok, _ := m.Get(ctx, "user-0"); ok {
+		t.Error("the oldest key is still held")
+	}
+	// Without a bound nothing is evicted.
+	u := ttlstore.NewMemory(ttlstore.MemoryConfig{SweepInterval: -1})
+	defer u.Close()
+	for i := range 1000 {
+		_ = u.Set(ctx, fmt.Sprintf("user-%d", i), "r", time.Hour)
+	}
+	if n, _ := u.Len(ctx); n != 1000 || u.Evicted() != 0 {
+		t.Errorf("no bound: %d held, %d evicted", n, u.Evicted())
+	}
+}
