@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -45,13 +46,14 @@ func openGatewayBehindProxy(t *testing.T, cfg gateway.Config) (*toxiproxy.Proxy,
 }
 
 // TestFrontDoorOwnerLost: gateway A owns a session whose call runs and
-// whose stream a caller reads through gateway B (forwarded to A); B owns
-// a session of its own with a call running. A is killed (its connections
-// cut, new ones refused) or frozen (it accepts and never answers). The
-// caller at B gets Gradio's unexpected_error within a few seconds, not a
-// stream left open; the next join of that session binds it at B and runs;
-// B's own call and slots are untouched; and the call A held is never run
-// again.
+// another whose call waits in A's queue (the cluster's two slots are
+// taken), both read through gateway B (forwarded to A); B owns a session
+// of its own with a call running. A is killed (its connections cut, new
+// ones refused, the gateway closed) or frozen (it accepts and never
+// answers). Both callers at B get Gradio's unexpected_error then
+// close_stream within a few seconds, not a stream left open; the next join
+// of a lost session binds it at B and runs; B's own call and slots are
+// untouched; and no call A held is run again elsewhere.
 func TestFrontDoorOwnerLost(t *testing.T) {
 	for _, fault := range []string{"killed", "frozen"} {
 		t.Run(fault, func(t *testing.T) {
@@ -62,8 +64,8 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			sim.DefaultConcurrencyLimit = 4 // both held calls run at once
 			sim.Start()
 			t.Cleanup(sim.Close)
-			cfg := clusterConfig(t, "fdlost"+fault, []string{sim.URL}, 4, 5*time.Second)
-			link, aURL, _ := openGatewayBehindProxy(t, cfg)
+			cfg := clusterConfig(t, "fdlost"+fault, []string{sim.URL}, 2, 30*time.Second)
+			link, aURL, gA := openGatewayBehindProxy(t, cfg)
 			bURLs, bs := openGateways(t, cfg, 1)
 			b := bURLs[0]
 			hold, upper := fnIndexOf(t, b, "hold"), fnIndexOf(t, b, "upper")
@@ -74,10 +76,16 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			idB := joinAt(t, b, "ownedbyb", `"data":["b"],"fn_index":`+strconv.Itoa(hold))
 			atB := fdMessages(t, b, "ownedbyb")
 			waitMsg(t, atB, "process_starts")
+			// Both slots taken: a call of another session A owns waits in
+			// A's queue, its stream read through B.
+			joinAt(t, aURL, "waitsata", `"data":["w"],"fn_index":`+strconv.Itoa(upper))
+			waiting := fdMessages(t, b, "waitsata")
+			waitMsg(t, waiting, "estimation")
 
 			switch fault {
 			case "killed":
 				link.Stop()
+				_ = gA.Close(context.Background()) // the process is gone: nothing of A runs on
 			case "frozen":
 				for _, dir := range []string{"downstream", "upstream"} {
 					if _, err := link.Toxics.AddToxicJson(strings.NewReader(`{"name":"freeze-` + dir + `","type":"timeout","stream":"` + dir + `","attributes":{"timeout":0}}`)); err != nil {
@@ -95,6 +103,12 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			if m, ok := <-atA; ok {
 				t.Fatalf("the stream went on after the lost owner's error: %v", m)
 			}
+			if m := waitMsg(t, waiting, "unexpected_error"); !strings.Contains(fmt.Sprint(m["message"]), "stopped answering") {
+				t.Fatalf("the waiting call's stream ended with %v", m)
+			}
+			if m := <-waiting; m["msg"] != "close_stream" {
+				t.Fatalf("the waiting call's error was followed by %v, want close_stream", m)
+			}
 
 			open() // the held calls finish
 			if done := waitMsg(t, atB, "process_completed"); done["event_id"] != idB || done["success"] != true {
@@ -107,6 +121,11 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			waitInFlight(t, bs[0], 0)
 			if n := sim.Executions("hold"); n > 2 {
 				t.Fatalf("hold ran %d times: the call the lost owner held was run again", n)
+			}
+			// upper: "z" at B; "w" waited at A and, a frozen A living on,
+			// may run there once for nobody, never at B.
+			if n, most := sim.Executions("upper"), map[string]int{"killed": 1, "frozen": 2}[fault]; n > most {
+				t.Fatalf("upper ran %d times, at most %d: the call waiting at the lost owner ran elsewhere", n, most)
 			}
 		})
 	}
