@@ -175,6 +175,11 @@ func (s *callerSession) closing() {
 	if s.closingStream == nil {
 		s.closingStream = make(chan struct{})
 	}
+	// Streams of a session overlap: the client opens its next while the
+	// gateway still waits for it to let go of the last (its abort crosses
+	// a balancer and a forwarding gateway). Each closing stream counts, so
+	// that the first to be let go of does not end the others' wait.
+	s.closingN++
 }
 
 // closed ends out's closing, once its caller let go of the stream (ctx
@@ -191,8 +196,10 @@ func (s *callerSession) closed(ctx context.Context, out *muxWriter) {
 	}
 	t.Stop()
 	s.mu.Lock()
-	ch := s.closingStream
-	s.closingStream = nil
+	var ch chan struct{}
+	if s.closingN--; s.closingN <= 0 {
+		ch, s.closingStream, s.closingN = s.closingStream, nil, 0
+	}
 	s.mu.Unlock()
 	if ch != nil {
 		close(ch)

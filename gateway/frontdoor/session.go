@@ -74,6 +74,7 @@ type callerSession struct {
 	// closingStream is open while a stream of s wrote close_stream and
 	// its caller has not let go of it yet (closing, awaitClosed).
 	closingStream chan struct{}
+	closingN      int // the streams of s closing now (closing, closed)
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
 	handling atomic.Int32
