@@ -11,7 +11,8 @@
 // nothing else running, then four workers of that client make ten calls
 // each, one after another, so that the client's stream closes and reopens
 // between them while other joins are on their way (the close race: a join
-// answered around the stream's close_stream).
+// answered around the stream's close_stream). MODE burst: only the twelve
+// calls at once.
 //
 // One JSON line per round: {"name":"round i","ok":bool,"detail":...}; a
 // round that gets no answer within the hang guard fails with where it hung,
@@ -30,8 +31,8 @@ let timeoutMs = 30000;
 for (let i = 3; i < args.length; i++) {
 	if (args[i] === "--timeout-ms") timeoutMs = Number(args[++i]);
 }
-if (!url || !["multiplexed", "many"].includes(mode) || !(rounds > 0)) {
-	process.stderr.write("usage: node concurrent_calls.mjs URL multiplexed|many ROUNDS [--timeout-ms N]\n");
+if (!url || !["multiplexed", "many", "burst"].includes(mode) || !(rounds > 0)) {
+	process.stderr.write("usage: node concurrent_calls.mjs URL multiplexed|many|burst ROUNDS [--timeout-ms N]\n");
 	process.exit(2);
 }
 
@@ -88,6 +89,7 @@ async function round(i) {
 			const got = rs.map((r) => r.data[0]);
 			const want = words.map((w) => w.toUpperCase());
 			if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error(`results ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+			if (mode === "burst") return rs.length;
 			at = "four workers' calls one after another";
 			const worker = async (k) => {
 				for (let j = 0; j < 10; j++) {
