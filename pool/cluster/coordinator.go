@@ -492,21 +492,11 @@ func (c *Coordinator) failed(err error) {
 		}
 	}
 	c.fallbacks.Add(1)
-	// The releases not sent yet: Redis surely still counts them. Those
-	// sent and not acknowledged may have been applied before Redis hung:
-	// they are not counted (a grant beyond what Redis counts could exceed
-	// the limit; one under it only waits).
-	c.relMu.Lock()
-	unsent := make(map[*limiter]int, len(c.relPending))
-	for l, ids := range c.relPending {
-		unsent[l] = len(ids)
-	}
-	c.relMu.Unlock()
 	for _, l := range c.limiters() {
 		l.mu.Lock()
 		// Each registered in Redis (granted there while up), and the
-		// releases it has not been sent.
-		l.heldAtLoss = len(l.held) + min(unsent[l], l.releasing)
+		// releases Redis has not acknowledged: it still counts them.
+		l.heldAtLoss = len(l.held) + l.releasing
 		l.mu.Unlock()
 	}
 	c.upMu.Lock()

@@ -41,13 +41,11 @@ type limiter struct {
 	// acknowledged yet (queued for the releaser, carried by an acquire, or
 	// in flight): Redis still counts them for this gateway.
 	releasing int
-	// heldAtLoss is len(held) plus the releases not yet sent when Redis
-	// was last lost: the leases Redis surely still counts for this gateway
-	// (see Coordinator.localCap). Under load many of them are releases
-	// waiting to be sent: counting only the calls still running left the
-	// gateway "0" and no call ran for a whole LeaseTTL. Releases sent and
-	// not acknowledged are not counted: Redis may have applied them before
-	// it hung, and counting them let the limit be exceeded by one.
+	// heldAtLoss is len(held) + releasing when Redis was last lost: the
+	// leases Redis still counts for this gateway (see
+	// Coordinator.localCap). Under load most of them are releases on
+	// their way: counting only the calls still running left the gateway
+	// "0" and no call ran for a whole LeaseTTL.
 	heldAtLoss int
 	closed     bool
 }
