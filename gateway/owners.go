@@ -330,14 +330,14 @@ func (o *owners) forward(w http.ResponseWriter, r *http.Request, d door, k strin
 	fw := &forwarding{key: k, rec: rec, door: d, stream: d == gradioDoor && r.Method == http.MethodGet, claim: claim, here: here, in: r}
 	target, err := url.Parse(rec.addr)
 	if err != nil || target.Host == "" {
-		o.ownerLost(w, fw)
+		o.answerLost(w, fw)
 		return
 	}
 	fw.target = target
 	p, lost := o.watch.begin(rec.addr)
 	defer o.watch.end(p)
 	if lost {
-		o.ownerLost(w, fw)
+		o.answerLost(w, fw)
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -407,11 +407,6 @@ func (o *owners) serveHere(w http.ResponseWriter, fw *forwarding) bool {
 	return true
 }
 
-// ownerLost answers a request whose owner is known lost.
-func (o *owners) ownerLost(w http.ResponseWriter, fw *forwarding) {
-	o.answerLost(w, fw)
-}
-
 // answerLost answers a forwarded request that failed, in its door's
 // shape; when the owner is lost, the session's owner record is released
 // so that its next request binds it at a live gateway.
@@ -470,7 +465,7 @@ func (o *owners) watchStream(resp *http.Response) error {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return nil
 	}
-	resp.Body = &streamTail{ReadCloser: resp.Body, ctx: resp.Request.Context(), lost: func() []byte {
+	resp.Body = &streamTail{ReadCloser: resp.Body, lost: func() []byte {
 		lost := o.watch.isLost(fw.rec.addr)
 		if !lost && resp.Request.Context().Err() != nil {
 			return nil // the caller went away
@@ -490,7 +485,6 @@ func (o *owners) watchStream(resp *http.Response) error {
 // (nil: the cut is passed on).
 type streamTail struct {
 	io.ReadCloser
-	ctx  context.Context
 	lost func() []byte
 	tail *bytes.Reader
 }

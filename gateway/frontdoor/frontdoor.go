@@ -77,9 +77,10 @@ func SessionHash(r *http.Request, place SessionPlace, maxBody int64) string {
 			maxBody = DefaultMaxBodyBytes
 		}
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), r.Body))
 		if err != nil || int64(len(b)) > maxBody {
-			return "" // the handler answers it
+			// The handler answers it, reading what is left after b.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), r.Body))
+			return ""
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
