@@ -389,7 +389,7 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 		f.stats.lost.Add(1)
 	}
 	s.mu.Lock()
-	_, pending := s.pending[id]
+	pending := s.calls[id] != nil
 	s.mu.Unlock()
 	if pending {
 		s.complete(id, code)

@@ -52,7 +52,7 @@ func TestBridgeSessionExpiryCancelsCalls(t *testing.T) {
 	f := newTestDoor(t, Config{SessionTTL: time.Hour, Now: clk.now})
 	ctx := context.Background()
 	s := f.session(ctx, "old", "", true)
-	s.setBinding(ctx, binding{Replica: "r1", Backend: "gp1"})
+	s.setBinding(binding{Replica: "r1", Backend: "gp1"})
 	br := s.bridgeOf(true)
 	jctx, cancel := context.WithCancel(context.Background())
 	br.mu.Lock()

@@ -90,8 +90,12 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	defer wg.Wait()
 	defer stop()
 
-	out := &muxWriter{w: w, closing: s.closing}
-	defer s.closed(ctx, out)
+	out := &muxWriter{w: w}
+	defer func() {
+		if out.wroteCloseStream() {
+			s.closed(ctx)
+		}
+	}()
 	if pre {
 		out.start() // streamUntilReference started it
 	}
@@ -158,10 +162,8 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		gone()
 		return
 	}
-	if len(active) == 0 && s.streamDrained() {
-		// Only bridged calls, all ended and told: Gradio 5's rule.
-		_ = out.data(closeStream)
-		return
+	if len(active) == 0 && out.closeIfDrained(s, nil) {
+		return // only bridged calls, all ended and told: Gradio 5's rule
 	}
 	// While only the gateway feeds the stream (its queue, the bridge; no
 	// replica's stream relayed, whose own heartbeats pass), Gradio's
@@ -190,8 +192,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				gone()
 				return
 			}
-			if len(active) == 0 && s.streamDrained() {
-				_ = out.data(closeStream)
+			if len(active) == 0 && out.closeIfDrained(s, nil) {
 				return
 			}
 		case e := <-ends:
@@ -218,8 +219,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				gone()
 				return
 			}
-			if len(active) == 0 && s.streamDrained() {
-				_ = out.data(closeStream)
+			if len(active) == 0 && out.closeIfDrained(s, nil) {
 				return
 			}
 		}
@@ -230,15 +230,12 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 // a replica's stream did (or at the first message).
 type muxWriter struct {
 	w      http.ResponseWriter
-	mu     sync.Mutex // guards rc, closed, wroteClose and the writes
+	mu     sync.Mutex // guards rc, closed and the writes
 	rc     *sse.Writer
-	closed bool // finish wrote close_stream: nothing more is written
-	// closing runs before close_stream is written (callerSession.closing).
-	closing    func()
-	wroteClose bool
+	closed bool // closeIfDrained wrote close_stream: nothing more is written
 }
 
-// errStreamFinished is data's answer once finish has closed the stream.
+// errStreamFinished is data's answer once closeIfDrained has closed the stream.
 var errStreamFinished = errors.New("frontdoor: the caller's stream was closed with close_stream")
 
 var closeStream = []byte(`{"msg":"close_stream","event_id":null}`)
@@ -250,46 +247,42 @@ func (m *muxWriter) data(b []byte) error {
 		return errStreamFinished
 	}
 	m.startLocked()
-	if bytes.Equal(b, closeStream) {
-		m.closingLocked()
-	}
 	return m.rc.Data(b)
 }
 
-// closingLocked marks the session's stream as closing before
-// close_stream is written; m.mu is held.
-func (m *muxWriter) closingLocked() {
-	if !m.wroteClose && m.closing != nil {
-		m.closing()
-	}
-	m.wroteClose = true
-}
-
-// wroteCloseStream reports whether close_stream was written.
+// wroteCloseStream reports whether close_stream was written (or its
+// write tried: the session's stream is closing either way).
 func (m *muxWriter) wroteCloseStream() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.wroteClose
+	return m.closed
 }
 
-// finish writes last and close_stream in one write, as Gradio ends a
-// session's stream after its last call's process_completed, and closes the
-// stream. Why one write: the official JS client then reads both before
-// its code sees the call end, so the next call it makes opens a new
-// stream. Written apart, the client could send that next join between
-// them, take the join's answer first (its stream still open, it opens no
-// other) and then close the stream, leaving the new call nothing to
-// read; the gateway cancels such a call at read_grace.
-func (m *muxWriter) finish(last []byte) error {
+// closeIfDrained ends the stream when s has no call left for it
+// (callerSession.closeIfDrained, which marks it closing): it writes last
+// (unless nil) and close_stream in one write, as Gradio ends a session's
+// stream after its last call's process_completed. False, writing
+// nothing, when a call of s is left or the stream is closed already.
+//
+// Why one write: the official JS client then reads both before its code
+// sees the call end, so the next call it makes opens a new stream.
+// Written apart, the client could send that next join between them, take
+// the join's answer first (its stream still open, it opens no other) and
+// then close the stream, leaving the new call nothing to read.
+func (m *muxWriter) closeIfDrained(s *callerSession, last []byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return errStreamFinished
+	if m.closed || !s.closeIfDrained() {
+		return false
 	}
 	m.startLocked()
 	m.closed = true
-	m.closingLocked()
-	return m.rc.DataAll(last, closeStream)
+	if last != nil {
+		_ = m.rc.DataAll(last, closeStream)
+	} else {
+		_ = m.rc.Data(closeStream)
+	}
+	return true
 }
 
 func (m *muxWriter) isClosed() bool {
@@ -452,14 +445,18 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			s.observe(*msg.EventID, ev.Data) // the endpoint's figures, as for /v1 calls
 		}
 		if msg.Msg == "close_stream" {
-			if held != nil && len(s.relayedOn(b.Replica)) == 0 && s.streamDrained() {
-				_ = out.finish(held)
+			if held != nil && out.closeIfDrained(s, held) {
 				return relayed + 1, false, true, nil
 			}
 			if flush() != nil {
 				return relayed, false, false, nil
 			}
-			return relayed, len(s.relayedOn(b.Replica)) > 0, len(s.relayedOn(b.Replica)) == 0, nil
+			// One look: a call accepted between two would make the lane
+			// neither reopen nor end, which runLane takes for the caller
+			// gone (the stream then ended without close_stream, and the
+			// official client waited on it for ever).
+			left := len(s.relayedOn(b.Replica))
+			return relayed, left > 0, left == 0, nil
 		}
 		if flush() != nil {
 			return relayed, false, false, nil

@@ -5,7 +5,7 @@
 // clients (@gradio/client, gradio_client) and plain HTTP callers connect to
 // the gateway unchanged and their calls run on the pool's replicas.
 //
-//	fd := frontdoor.New(p, frontdoor.Config{})   // p is the *pool.Pool
+//	fd := frontdoor.New(p, frontdoor.Config{})   // p: a *pool.Pool (see Pool)
 //	defer fd.Close()
 //	for _, rt := range fd.Routes() { mux.HandleFunc(rt.Pattern, rt.Handler) }
 //

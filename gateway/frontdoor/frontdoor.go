@@ -97,10 +97,28 @@ func SessionHash(r *http.Request, place SessionPlace, maxBody int64) string {
 	return h
 }
 
+// Pool is what the front door needs of the gateway's pool (a
+// *pool.Pool): its replicas, their apps, and a slot on one of them. The
+// front door keeps each call's slot from its join to its end.
+type Pool interface {
+	// Replicas are the replicas' names, in pool order.
+	Replicas() []string
+	// App returns a replica's app, connecting it first if need be.
+	App(ctx context.Context, replica string) (*gradio.Client, error)
+	// ConnectedApp returns a connected replica's app, nil otherwise; it
+	// never waits.
+	ConnectedApp(replica string) *gradio.Client
+	// Reserve waits (at most QueueTimeout) for a slot of a replica.
+	Reserve(ctx context.Context, user string, opts pool.ReserveOptions) (*pool.Slot, error)
+	QueueTimeout() time.Duration
+	// UserTag is the keyed hash a user is logged and counted as.
+	UserTag(user string) string
+}
+
 // FrontDoor serves the Gradio protocol over a pool. It is safe for
 // concurrent use.
 type FrontDoor struct {
-	p *pool.Pool
+	p Pool
 	// cfg is the configuration in effect: Reconfigure swaps in a copy
 	// with new live settings (conf reads it).
 	cfg atomic.Pointer[Config]
@@ -146,7 +164,7 @@ type counters struct {
 
 // New returns the front door of p. From its first session on it runs a
 // sweeper (sessions, uploads) that Close stops.
-func New(p *pool.Pool, cfg Config) (*FrontDoor, error) {
+func New(p Pool, cfg Config) (*FrontDoor, error) {
 	cfg.limitDefaults()
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = gradio.DefaultHeartbeatInterval
@@ -270,7 +288,7 @@ func (f *FrontDoor) CallsInFlight() int {
 	n := 0
 	for _, s := range list {
 		s.mu.Lock()
-		n += len(s.pending)
+		n += len(s.calls)
 		for _, qc := range s.queued {
 			if qc.replica == "" && qc.final == nil {
 				n++ // waits in the gateway's queue
@@ -360,7 +378,7 @@ func (f *FrontDoor) sweep() {
 		quiet := now.Sub(s.lastSeen)
 		idle := s.streams == 0 && (quiet >= f.conf().SessionTTL ||
 			// No state to keep: no call ran on its replica, none runs.
-			s.accepted == 0 && len(s.pending) == 0 && len(s.queued) == 0 && quiet >= min(f.conf().SessionTTL, statelessSessionTTL))
+			s.accepted == 0 && len(s.calls) == 0 && len(s.queued) == 0 && quiet >= min(f.conf().SessionTTL, statelessSessionTTL))
 		s.mu.Unlock()
 		if idle {
 			f.forgetLocked(k, s)

@@ -45,12 +45,12 @@ func TestSessionsExpireWhenIdleWithoutStreams(t *testing.T) {
 	ctx := context.Background()
 
 	idle := f.session(ctx, "idle", "", true)
-	idle.setBinding(ctx, binding{Replica: "r1", Backend: "gp1"})
+	idle.setBinding(binding{Replica: "r1", Backend: "gp1"})
 	idle.mu.Lock()
 	idle.accepted = 1 // a call ran there: its gr.State is worth keeping
 	idle.mu.Unlock()
 	streaming := f.session(ctx, "streaming", "", true)
-	streaming.setBinding(ctx, binding{Replica: "r2", Backend: "gp2"})
+	streaming.setBinding(binding{Replica: "r2", Backend: "gp2"})
 	streaming.mu.Lock()
 	streaming.accepted = 1
 	streaming.mu.Unlock()

@@ -254,6 +254,13 @@ func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err
 // A spread call (spread set) goes to the replica the pool picks, under
 // the session's backend session there; it binds the session only when
 // the session has no replica yet.
+//
+// No lock is held while a slot is awaited: each join reads the binding,
+// waits for its slot, and binds (or moves) the session only if nobody
+// did meanwhile (rebind); a join that lost that race gives its slot back
+// and follows the session to where the winner bound it. So the joins of
+// one session wait in the pool's queues side by side, not behind each
+// other.
 func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tried []string, endpoint string, watch *joinWatch, spread bool) (*pool.Slot, binding, error) {
 	if err := f.ensureReference(ctx); err != nil {
 		return nil, binding{}, err
@@ -267,58 +274,66 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 		b.Replica, b.Backend = l.Replica(), s.laneBackend(l.Replica())
 		return l, b, nil
 	}
-	if err := s.bindMu.lock(ctx, watch, f.p.QueueTimeout()); err != nil {
-		return nil, s.binding(), err
-	}
-	defer s.bindMu.unlock()
-	b := s.binding()
-	skip := slices.Clone(tried)
-	if b.Replica != "" && !slices.Contains(tried, b.Replica) {
-		l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint, Watch: watch.poolWatch()})
-		if err == nil {
-			cerr := f.checkApp(b.Replica, l.App().Config())
-			if cerr == nil {
-				return l, b, nil
+	// Each round either returns or saw the binding change under it; a
+	// binding changes at most once per replica refusing, so this bound is
+	// never reached but by a session moving back and forth.
+	for range len(f.replicaNames()) + 2 {
+		b := s.binding()
+		skip := slices.Clone(tried)
+		if b.Replica != "" && !slices.Contains(tried, b.Replica) {
+			l, err := f.p.Reserve(ctx, u, pool.ReserveOptions{Replica: b.Replica, Endpoint: endpoint, Watch: watch.poolWatch()})
+			if err == nil {
+				cerr := f.checkApp(b.Replica, l.App().Config())
+				switch {
+				case cerr == nil && s.binding() == b:
+					return l, b, nil
+				case cerr == nil: // moved meanwhile: follow it
+					l.Release()
+					continue
+				}
+				l.Release()
+				if len(s.inFlightOn(b.Replica)) > 0 {
+					return nil, b, cerr
+				}
+				// Its app changed to another: move.
+			} else {
+				var re *pool.ReplicaError
+				if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
+					!(errors.As(err, &re) || errors.Is(err, pool.ErrUnknownReplica)) || len(s.inFlightOn(b.Replica)) > 0 {
+					return nil, b, err
+				}
+				// The replica cannot serve (ejected, unreachable, removed by
+				// a reload): move.
+			}
+			skip = append(skip, b.Replica)
+		}
+		l, err := f.pickReplica(ctx, u, skip, endpoint, watch)
+		if err != nil {
+			return nil, b, err
+		}
+		nb, hadState, ok := s.rebind(b, l.Replica())
+		if !ok {
+			if nb.Replica == l.Replica() {
+				return l, nb, nil // another join bound it here meanwhile
 			}
 			l.Release()
-			if len(s.inFlightOn(b.Replica)) > 0 {
-				return nil, b, cerr
+			continue
+		}
+		if b.Replica != "" {
+			f.stats.moved.Add(1)
+			if hadState {
+				f.stats.stateLost.Add(1)
 			}
-			// Its app changed to another: move.
+			f.log.Warn("front door: session moved to another replica; its gr.State starts empty there",
+				slog.String("from", b.Replica), slog.String("to", nb.Replica), slog.String("session", shortHash(s.front)),
+				slog.String("user", f.conf().HashUser(u)), slog.Bool("state_lost", hadState))
 		} else {
-			var re *pool.ReplicaError
-			if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
-				!(errors.As(err, &re) || errors.Is(err, pool.ErrUnknownReplica)) || len(s.inFlightOn(b.Replica)) > 0 {
-				return nil, b, err
-			}
-			// The replica cannot serve (ejected, unreachable, removed by
-			// a reload): move.
+			f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
+				slog.String("session", shortHash(s.front)), slog.String("user", f.conf().HashUser(u)))
 		}
-		skip = append(skip, b.Replica)
-	}
-	l, err := f.pickReplica(ctx, u, skip, endpoint, watch)
-	if err != nil {
-		return nil, b, err
-	}
-	nb := binding{Replica: l.Replica(), Backend: s.laneBackend(l.Replica()), Owner: b.Owner}
-	if b.Replica != "" {
-		f.stats.moved.Add(1)
-		s.mu.Lock()
-		hadState := s.accepted > 0
-		s.mu.Unlock()
-		if hadState {
-			f.stats.stateLost.Add(1)
-		}
-		f.log.Warn("front door: session moved to another replica; its gr.State starts empty there",
-			slog.String("from", b.Replica), slog.String("to", nb.Replica), slog.String("session", shortHash(s.front)),
-			slog.String("user", f.conf().HashUser(u)), slog.Bool("state_lost", hadState))
-		s.setBinding(ctx, nb)
 		return l, nb, nil
 	}
-	s.setBinding(ctx, nb)
-	f.log.Debug("front door: session bound", slog.String("replica", nb.Replica),
-		slog.String("session", shortHash(s.front)), slog.String("user", f.conf().HashUser(u)))
-	return l, nb, nil
+	return nil, s.binding(), errors.New("gradiopool: the session's replica kept changing while its call waited")
 }
 
 // pickReplica reserves a slot on the replica the pool's rule picks,

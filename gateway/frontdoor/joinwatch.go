@@ -8,8 +8,7 @@ import (
 
 // joinWatch is where a join waits, shown to its caller (queued.go): in the
 // pool's queues (its pool.QueueWatch, handed to Reserve) or in the front
-// door's own (the session's earlier joins, bindlock.go; the first replica,
-// refwait.go). Its zero value is not ready: use newJoinWatch.
+// door's own (the first replica, refwait.go). Its zero value is not ready: use newJoinWatch.
 type joinWatch struct {
 	pool pool.QueueWatch
 

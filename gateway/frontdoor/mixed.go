@@ -115,27 +115,32 @@ func (s *callerSession) relayedOn(replica string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
-	for id := range s.pending {
-		if m, ok := s.calls[id]; !ok || (m.replica == replica && !m.bridged) {
+	for id, c := range s.calls {
+		if c.replica == replica && !c.bridged {
 			ids = append(ids, id)
 		}
 	}
 	return ids
 }
 
-// streamDrained reports that s has no call left for its stream: no
-// relayed call in flight, none in the gateway's queue, no bridged call
-// running and no bridge message unwritten. Checked under one lock (the
-// session's, then the bridge's: nothing takes them the other way round),
-// as drained is.
+// streamDrained reports that s has no call left for its stream (see
+// drainedLocked).
 func (s *callerSession) streamDrained() bool {
-	if s.handling.Load() > 0 {
-		return false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.pending {
-		if m, ok := s.calls[id]; !ok || !m.bridged {
+	return s.drainedLocked()
+}
+
+// drainedLocked reports that s has no call left for its stream: no join
+// being handled, no relayed call in flight, none in the gateway's queue,
+// no bridged call running and no bridge message unwritten; s.mu is held
+// (then the bridge's: nothing takes them the other way round).
+func (s *callerSession) drainedLocked() bool {
+	if s.handling > 0 {
+		return false
+	}
+	for _, c := range s.calls {
+		if !c.bridged {
 			return false
 		}
 	}
@@ -158,9 +163,11 @@ func (s *callerSession) streamDrained() bool {
 // session waits for that before it is answered.
 const closeAckWait = time.Second
 
-// closing marks s's stream as closing: it is about to write close_stream.
-// Until its caller lets go of it (closed), a join of s is not answered
-// (awaitClosed).
+// closeIfDrained marks a stream of s as closing when s has no call left
+// for it (drainedLocked), in one step under s.mu, as a join starts
+// (handlingJoin): a join that started before keeps the stream open, and
+// one that starts after is answered once the caller let go of the stream
+// (closed, awaitClosed). A stream that closes must be marked so.
 //
 // Why: the official JS client puts a joined call on its open stream and
 // opens none while it has one; it closes its stream when it reads
@@ -168,10 +175,14 @@ const closeAckWait = time.Second
 // close_stream was written but before the client read it would put the
 // call on the closing stream: its messages are never read (the client's
 // close race, PROTOCOL.md 4.8). Answered after the client let go of the
-// stream, the call opens a new one.
-func (s *callerSession) closing() {
+// stream, the call opens a new one. A check of drained apart from the
+// mark would let a join start and be answered between them.
+func (s *callerSession) closeIfDrained() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.drainedLocked() {
+		return false
+	}
 	if s.closingStream == nil {
 		s.closingStream = make(chan struct{})
 	}
@@ -180,14 +191,12 @@ func (s *callerSession) closing() {
 	// a balancer and a forwarding gateway). Each closing stream counts, so
 	// that the first to be let go of does not end the others' wait.
 	s.closingN++
+	return true
 }
 
-// closed ends out's closing, once its caller let go of the stream (ctx
-// ended) or closeAckWait passed; for a stream that wrote close_stream.
-func (s *callerSession) closed(ctx context.Context, out *muxWriter) {
-	if !out.wroteCloseStream() {
-		return
-	}
+// closed ends a stream's closing (closeIfDrained), once its caller let go
+// of the stream (ctx ended) or closeAckWait passed.
+func (s *callerSession) closed(ctx context.Context) {
 	t := time.NewTimer(closeAckWait)
 	select {
 	case <-ctx.Done():
@@ -233,9 +242,13 @@ func (s *callerSession) awaitClosed(ctx context.Context) {
 // stays open until the join is answered; its call is then in flight, or
 // it failed and the stream may close.
 func (s *callerSession) handlingJoin() func() {
-	s.handling.Add(1)
+	s.mu.Lock()
+	s.handling++
+	s.mu.Unlock()
 	return func() {
-		s.handling.Add(-1)
+		s.mu.Lock()
+		s.handling--
+		s.mu.Unlock()
 		s.poke()
 	}
 }
@@ -249,23 +262,14 @@ func (s *callerSession) handlingJoin() func() {
 func (s *callerSession) releaseStream(code string) {
 	s.cancelQueued()
 	s.mu.Lock()
-	var ls []*pool.Slot
-	var calls []callMeta
-	for id, l := range s.pending {
-		m, ok := s.calls[id]
-		if ok && m.bridged {
-			continue
+	var ended []*call
+	for id, c := range s.calls {
+		if !c.bridged {
+			ended = append(ended, s.takeLocked(id))
 		}
-		ls = append(ls, l)
-		if ok {
-			calls = append(calls, m)
-		}
-		delete(s.pending, id)
-		delete(s.calls, id)
-		s.stopGrace(id)
 	}
 	for rid, gid := range s.alias {
-		if _, ok := s.pending[rid]; !ok {
+		if s.calls[rid] == nil {
 			delete(s.queued, gid)
 			delete(s.alias, rid)
 		}
@@ -275,14 +279,7 @@ func (s *callerSession) releaseStream(code string) {
 	if br != nil {
 		br.cancelAll()
 	}
-	for _, l := range ls {
-		if l != nil { // nil: a call another gateway holds
-			l.Release()
-		}
-	}
-	for _, meta := range calls {
-		s.f.reportCall(meta, code)
-	}
+	s.endCalls(ended, code)
 }
 
 // bridgeMessages returns the bridge's messages for the caller's stream.

@@ -1,8 +1,8 @@
 package frontdoor
 
 // The gateway's own queue, shown as Gradio shows its own: a join that
-// must wait (for a slot, every replica busy; for the session's earlier
-// joins, bindlock.go; for the first replica, refwait.go) is answered at
+// must wait (for a slot, every replica busy; for the first replica,
+// refwait.go) is answered at
 // once with an event id of the gateway's, and the caller's queue/data
 // stream carries Gradio estimation messages (rank, queue size, ETA) while
 // it waits; a bridged call (bridge.go) runs under that id. Once
@@ -137,8 +137,7 @@ func (c *capture) Write(b []byte) (int, error) {
 }
 
 // joinQueued runs place (routeJoin, via placeJoin) for the caller; when the
-// call has to wait (for a slot, the session's earlier joins, the first
-// replica) it answers the join with a gateway event id and returns true
+// call has to wait (for a slot, the first replica) it answers the join with a gateway event id and returns true
 // (the call's goroutine then owns meta.release); otherwise the caller gets
 // place's answer as it would have.
 func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, place func(http.ResponseWriter, *http.Request, callMeta)) bool {
@@ -380,24 +379,6 @@ func (s *callerSession) waitingQueued() bool {
 	return false
 }
 
-// drained reports that s has no call left for its stream: none in flight
-// and none in the gateway's queue. Checked at once, under one lock: a
-// call accepted after the stream started its lanes (startBusy) is in
-// flight here, and its wake token makes the stream start its lane.
-func (s *callerSession) drained() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.pending) > 0 {
-		return false
-	}
-	for _, qc := range s.queued {
-		if qc.replica == "" {
-			return false
-		}
-	}
-	return true
-}
-
 // cancelQueued ends the waits of s's queued calls and forgets them (the
 // caller's stream is gone: Gradio drops a session's calls then).
 func (s *callerSession) cancelQueued() {
@@ -452,7 +433,7 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 		if gid, ok := s.alias[eventID]; ok {
 			return gid, true
 		}
-		_, known := s.pending[eventID]
+		known := s.calls[eventID] != nil
 		return "", known
 	}
 	gid, known := look()

@@ -135,7 +135,7 @@ func TestQueuedStreamHeartbeats(t *testing.T) {
 		if n := strings.Count(rec.Body.String(), `{"msg":"heartbeat"}`); n != 3 {
 			t.Errorf("%d heartbeats in 3.5 s at 1 s, want 3; stream %q", n, rec.Body.String())
 		}
-		if s.drained() != true {
+		if s.streamDrained() != true {
 			t.Error("the gone caller's queued call is still there")
 		}
 	})

@@ -139,8 +139,9 @@ func (f *FrontDoor) streamUntilReference(w http.ResponseWriter, r *http.Request,
 		for _, m := range s.takeQueuedNotes() {
 			_ = rc.Data(m)
 		}
-		if s.drained() {
-			_ = rc.Data([]byte(`{"msg":"close_stream","event_id":null}`))
+		if s.closeIfDrained() {
+			_ = rc.Data(closeStream)
+			s.closed(r.Context())
 			return w, true, true
 		}
 		select {

@@ -32,23 +32,19 @@ type callerSession struct {
 	f      *FrontDoor
 	client string // Config.ClientID of its creator: its session limit
 
-	// bindMu serialises binding the session to a replica (its first join,
-	// or a move after a refusal): two joins racing must not pick two
-	// replicas. Its waiting joins are shown their place (bindlock.go).
-	bindMu bindLock
-
-	mu      sync.Mutex // guards the fields below; no I/O under it
-	bind    binding
-	pending map[string]*pool.Slot // calls in flight: event id -> slot
+	mu   sync.Mutex // guards the fields below; no I/O under it
+	bind binding
+	// calls are the calls in flight (accepted by a replica, or run by
+	// the bridge), by the replica's event id (the bridge's own for a
+	// bridged call).
+	calls map[string]*call
 	// early holds the event ids whose process_completed passed before their
 	// join's answer was handled (the replica ran the call at once and its
 	// stream was open): addPending then frees the slot at once.
-	early    map[string]string      // event id -> its end's code (see CallEnd)
-	calls    map[string]callMeta    // calls in flight: what OnCall reports at their end
-	accepted int                    // calls the current replica accepted (state may exist there)
-	streams  int                    // open data and heartbeat streams
-	readers  int                    // open data streams (ReadGrace)
-	graces   map[string]*time.Timer // calls in flight -> their ReadGrace timer
+	early    map[string]string // event id -> its end's code (see CallEnd)
+	accepted int               // calls the current replica accepted (state may exist there)
+	streams  int               // open data and heartbeat streams
+	readers  int               // open data streams (ReadGrace)
 	// lanes maps each replica the session's calls ran on to the backend
 	// session hash there (bind's replica to bind.Backend): a spread call
 	// (see Spreadable) runs on another replica than bind's.
@@ -77,7 +73,7 @@ type callerSession struct {
 	closingN      int // the streams of s closing now (closing, closed)
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
-	handling atomic.Int32
+	handling int
 	// overlapAt is when s last had two calls in flight at once (see
 	// holdsLastCompletion).
 	overlapAt time.Time
@@ -118,7 +114,7 @@ func (f *FrontDoor) sessionFor(ctx context.Context, front, owner, client string,
 			return nil, nil
 		}
 		b := binding{Owner: owner}
-		ns := &callerSession{front: front, f: f, client: client, bind: b, pending: map[string]*pool.Slot{}, lastSeen: now, wake: make(chan struct{}, 1)}
+		ns := &callerSession{front: front, f: f, client: client, bind: b, calls: map[string]*call{}, lastSeen: now, wake: make(chan struct{}, 1)}
 		if b.Replica != "" {
 			ns.lanes = map[string]string{b.Replica: b.Backend}
 		}
@@ -178,7 +174,7 @@ func (f *FrontDoor) evictIdleLocked(client string, now time.Time) []*callerSessi
 			continue
 		}
 		s.mu.Lock()
-		idle := s.streams == 0 && len(s.pending) == 0 && len(s.queued) == 0 && now.Sub(s.lastSeen) >= sessionLiveFor
+		idle := s.streams == 0 && len(s.calls) == 0 && len(s.queued) == 0 && now.Sub(s.lastSeen) >= sessionLiveFor
 		s.mu.Unlock()
 		if idle {
 			f.forgetLocked(k, s)
@@ -230,11 +226,31 @@ func (s *callerSession) binding() binding {
 	return s.bind
 }
 
-// setBinding records a new binding (first join or move) in the store.
-func (s *callerSession) setBinding(ctx context.Context, b binding) {
+// setBinding makes b the session's binding.
+func (s *callerSession) setBinding(b binding) {
 	s.mu.Lock()
 	s.bindLocked(b)
 	s.mu.Unlock()
+}
+
+// rebind binds s to replica (a new backend session there, unless s ran
+// calls there before) if its binding is still was: the first join, or a
+// move. Otherwise (another join bound or moved it meanwhile) it returns
+// the binding now and false. hadState: s left a replica that had
+// accepted its calls.
+func (s *callerSession) rebind(was binding, replica string) (now binding, hadState, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bind != was {
+		return s.bind, false, false
+	}
+	be, known := s.lanes[replica]
+	if !known {
+		be = newBackendHash()
+	}
+	hadState = was.Replica != "" && s.accepted > 0
+	s.bindLocked(binding{Replica: replica, Backend: be, Owner: was.Owner})
+	return s.bind, hadState, true
 }
 
 // bindLocked makes b the session's binding here; s.mu is held.
@@ -250,8 +266,16 @@ func (s *callerSession) bindLocked(b binding) {
 // maxEarly bounds the early completions a session remembers.
 const maxEarly = 256
 
-// callMeta is what the front door knows of a call in flight, for its
-// CallEnd report.
+// call is a call in flight: its slot, what its end reports, and the
+// timer that ends it if nobody reads it (Config.ReadGrace).
+type call struct {
+	callMeta
+	slot  *pool.Slot // nil: a bridged call's, held by its job
+	grace *time.Timer
+}
+
+// callMeta is what the front door knows of a call, for its CallEnd
+// report, from its join on.
 type callMeta struct {
 	replica, endpoint, user string
 	watch                   *joinWatch // the call's wait, shown to the caller (queued.go); nil: not shown
@@ -300,22 +324,16 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 		s.alias[eventID] = meta.qc.id
 		meta.qc.replica, meta.qc.est = eventID, nil
 	}
-	s.pending[eventID] = l
-	if len(s.pending) > 1 {
+	c := &call{callMeta: meta, slot: l}
+	s.calls[eventID] = c
+	if len(s.calls) > 1 {
 		s.overlapAt = s.f.conf().Now()
 	}
-	if s.calls == nil {
-		s.calls = map[string]callMeta{}
-	}
-	s.calls[eventID] = meta
 	if g := s.f.conf().ReadGrace; g > 0 {
 		if meta.qc != nil && !meta.qc.answered.IsZero() {
 			g = max(g-s.f.conf().Now().Sub(meta.qc.answered), 0)
 		}
-		if s.graces == nil {
-			s.graces = map[string]*time.Timer{}
-		}
-		s.graces[eventID] = time.AfterFunc(g, func() { s.graceOver(eventID) })
+		c.grace = time.AfterFunc(g, func() { s.graceOver(eventID) })
 	}
 	s.mu.Unlock()
 }
@@ -326,13 +344,15 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 // alive for ever). It is cancelled at the replica and its slot freed.
 func (s *callerSession) graceOver(eventID string) {
 	s.mu.Lock()
-	delete(s.graces, eventID)
-	_, pending := s.pending[eventID]
-	meta := s.calls[eventID]
-	unread := pending && s.readers == 0
+	c := s.calls[eventID]
+	unread := c != nil && s.readers == 0
+	var meta callMeta
 	b := s.bind
-	if meta.backend != "" { // the call's own replica (a spread call's is not bind's)
-		b.Replica, b.Backend = meta.replica, meta.backend
+	if c != nil {
+		meta = c.callMeta
+		if meta.backend != "" { // the call's own replica (a spread call's is not bind's)
+			b.Replica, b.Backend = meta.replica, meta.backend
+		}
 	}
 	s.mu.Unlock()
 	if !unread || s.f.ctx.Err() != nil {
@@ -380,62 +400,56 @@ func (s *callerSession) reading() func() {
 	}
 }
 
-// stopGrace stops the ReadGrace timer of eventID ("" all); s.mu is held.
-func (s *callerSession) stopGrace(eventID string) {
-	if eventID == "" {
-		for id, t := range s.graces {
-			t.Stop()
-			delete(s.graces, id)
-		}
-		return
+// takeLocked forgets call id and stops its grace; s.mu is held.
+func (s *callerSession) takeLocked(id string) *call {
+	c := s.calls[id]
+	if c == nil {
+		return nil
 	}
-	if t := s.graces[eventID]; t != nil {
-		t.Stop()
-		delete(s.graces, eventID)
+	delete(s.calls, id)
+	if c.grace != nil {
+		c.grace.Stop()
 	}
+	return c
 }
 
 // complete releases the slot of a call that ended; false when this
-// instance does not hold it (the join went to another gateway, or its
-// answer has not been handled yet: such an early completion is remembered
-// for addPending).
+// instance does not hold it (its join's answer has not been handled yet:
+// such an early completion is remembered for addPending).
 //
 // code is how it ended, for Config.OnCall (see CallEnd.Code).
 func (s *callerSession) complete(eventID, code string) bool {
 	s.mu.Lock()
-	l, ok := s.pending[eventID]
-	meta, known := s.calls[eventID]
-	delete(s.pending, eventID)
-	delete(s.calls, eventID)
+	c := s.takeLocked(eventID)
 	if gid, ok := s.alias[eventID]; ok {
 		delete(s.alias, eventID)
 		delete(s.queued, gid)
 	}
-	s.stopGrace(eventID)
-	if !ok {
+	if c == nil {
 		if s.early == nil || len(s.early) >= maxEarly {
 			s.early = map[string]string{}
 		}
 		s.early[eventID] = code
 	}
 	s.mu.Unlock()
-	if l != nil {
-		l.Release()
+	if c == nil {
+		return false
 	}
-	if known {
-		s.f.reportCall(meta, code)
+	if c.slot != nil {
+		c.slot.Release()
 	}
-	return l != nil
+	s.f.reportCall(c.callMeta, code)
+	return true
 }
 
 // observe feeds a relayed message of call eventID to its slot's
 // per-endpoint figures (queue, run time, concurrency_limited).
 func (s *callerSession) observe(eventID string, data []byte) {
 	s.mu.Lock()
-	l := s.pending[eventID]
+	c := s.calls[eventID]
 	s.mu.Unlock()
-	if l != nil {
-		l.Observe(data)
+	if c != nil && c.slot != nil {
+		c.slot.Observe(data)
 	}
 }
 
@@ -443,8 +457,8 @@ func (s *callerSession) observe(eventID string, data []byte) {
 func (s *callerSession) inFlight() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.pending))
-	for id := range s.pending {
+	ids := make([]string, 0, len(s.calls))
+	for id := range s.calls {
 		ids = append(ids, id)
 	}
 	return ids
@@ -472,9 +486,9 @@ func (s *callerSession) busyLanes() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string]string{}
-	for id := range s.pending {
-		if m, ok := s.calls[id]; ok && m.replica != "" && !m.bridged {
-			out[m.replica] = m.backend
+	for _, c := range s.calls {
+		if c.replica != "" && !c.bridged {
+			out[c.replica] = c.backend
 		}
 	}
 	return out
@@ -485,8 +499,8 @@ func (s *callerSession) inFlightOn(replica string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
-	for id := range s.pending {
-		if m, ok := s.calls[id]; !ok || m.replica == replica {
+	for id, c := range s.calls {
+		if c.replica == replica {
 			ids = append(ids, id)
 		}
 	}
@@ -498,8 +512,8 @@ func (s *callerSession) inFlightOn(replica string) []string {
 func (s *callerSession) laneOf(eventID string) (replica, backend string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.calls[eventID]; ok && m.replica != "" {
-		return m.replica, m.backend
+	if c := s.calls[eventID]; c != nil && c.replica != "" {
+		return c.replica, c.backend
 	}
 	return s.bind.Replica, s.bind.Backend
 }
@@ -511,27 +525,31 @@ func (s *callerSession) laneOf(eventID string) (replica, backend string) {
 func (s *callerSession) releaseAll(code string) int {
 	s.cancelQueued()
 	s.mu.Lock()
-	ls, calls := s.pending, s.calls
-	s.pending, s.calls = map[string]*pool.Slot{}, nil
+	var ended []*call
+	for id := range s.calls {
+		ended = append(ended, s.takeLocked(id))
+	}
 	for rid, gid := range s.alias {
 		delete(s.queued, gid)
 		delete(s.alias, rid)
 	}
-	s.stopGrace("")
 	br := s.br
 	s.mu.Unlock()
 	if br != nil {
 		br.close()
 	}
-	for _, l := range ls {
-		if l != nil { // nil: a call another gateway holds
-			l.Release()
+	s.endCalls(ended, code)
+	return len(ended)
+}
+
+// endCalls frees the slots of calls taken out of s and reports their end.
+func (s *callerSession) endCalls(ended []*call, code string) {
+	for _, c := range ended {
+		if c.slot != nil {
+			c.slot.Release()
 		}
+		s.f.reportCall(c.callMeta, code)
 	}
-	for _, meta := range calls {
-		s.f.reportCall(meta, code)
-	}
-	return len(ls)
 }
 
 // stream counts an open stream until the returned func runs.

@@ -53,7 +53,7 @@ func (f *FrontDoor) Stats() Stats {
 		if s.bind.Replica != "" {
 			st.Pinned[s.bind.Replica]++
 		}
-		st.InFlight += len(s.pending)
+		st.InFlight += len(s.calls)
 		s.mu.Unlock()
 	}
 	st.Created = f.stats.created.Load()

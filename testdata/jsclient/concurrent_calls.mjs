@@ -63,10 +63,25 @@ async function drain(job) {
 	}
 }
 
+// clientState is what the client holds when a round hangs: whether it
+// believes its stream open, the calls it waits for, and the messages it
+// keeps for calls it has no answer of yet.
+function clientState(client) {
+	if (!client) return "no client";
+	return JSON.stringify({
+		session: client.session_hash,
+		stream_open: client.stream_status && client.stream_status.open,
+		waiting_for: Object.keys(client.event_callbacks || {}),
+		unclosed: [...(client.unclosed_events || [])],
+		kept_for_unknown: Object.keys(client.pending_stream_messages || {})
+	});
+}
+
 async function round(i) {
 	let at = "connect";
+	let client;
 	const work = (async () => {
-		const client = await Client.connect(url, { events: ["data", "status"] });
+		client = await Client.connect(url, { events: ["data", "status"] });
 		try {
 			if (mode === "multiplexed") {
 				at = "long call";
@@ -105,7 +120,7 @@ async function round(i) {
 		}
 	})();
 	try {
-		const n = await guard(work, () => `round ${i} (at: ${at})`);
+		const n = await guard(work, () => `round ${i} (at: ${at}; client: ${clientState(client)})`);
 		out({ name: `round ${i}`, ok: true, detail: n });
 		return true;
 	} catch (e) {
