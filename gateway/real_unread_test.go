@@ -56,7 +56,7 @@ func TestRealUnreadJoinsNeverRun(t *testing.T) {
 		t.Skip(envRealRelayed + " and " + envRealBridged + " are not set (comma-separated URLs of real Gradio apps: sse_v3; older)")
 	}
 	for _, u := range urls {
-		t.Run(u, func(t *testing.T) {
+		t.Run(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), func(t *testing.T) {
 			proto := realProtocol(t, u)
 			srv, _, _ := frontGatewayOver(t, []string{u}, func(c *gateway.Config) {
 				c.Pool.MaxConnections = 2
