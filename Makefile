@@ -109,7 +109,9 @@ abuse:
 # test-real runs the Go client's protocol suite, the official JS client's
 # conformance suite (sse_v3 apps) and the raw-wire suite against the real
 # Gradio apps listed in GRADIOPOOL_REAL_URLS (comma-separated), then the
-# pool and the gateway on three of them, and rewrites the table in
+# pool and the gateway on three of them (and, opt-in, the given-up joins
+# and the replica short of threads on servers of their own:
+# GRADIOPOOL_REAL_RELAYED / _BRIDGED / _THREADS), and rewrites the table in
 # docs/COMPATIBILITY.md. Without the variable it prints one line and passes
 # (CI has no real servers). docs/COMPATIBILITY.md says how to start them.
 test-real:

@@ -1,10 +1,8 @@
 package gateway_test
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -15,22 +13,51 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
+const (
+	envRealRelayed = "GRADIOPOOL_REAL_RELAYED"
+	envRealBridged = "GRADIOPOOL_REAL_BRIDGED"
+)
+
 // TestRealUnreadJoinsNeverRun is TestFrontDoorUnreadJoinsNeverRun on REAL
-// Gradio servers speaking sse_v3 (4.44, 5.x, 6.x: the front door relays
-// them), one at a time, named in GRADIOPOOL_REAL_RELAYED (comma-separated
-// URLs of the reference app, testdata/realgradio/app.py). A slow call
-// holds the app's one running place; three joins nobody reads follow, one
-// holding the gateway's second slot (queued at the replica), two waiting
-// in the gateway's queue. After read_grace a probe call made straight at
-// the replica is told it is first in line (rank 0): nothing the gateway gave
-// up is still queued there. Skipped without the variable.
+// Gradio servers, one at a time: those named in GRADIOPOOL_REAL_RELAYED
+// (sse_v3: 4.44, 5.x, 6.x; the front door relays them) and in
+// GRADIOPOOL_REAL_BRIDGED (3.50 ws, 4.8 sse, 4.16 sse_v1, 4.20 sse_v2; the
+// front door bridges them with the Go client), comma-separated URLs of the
+// reference app (testdata/realgradio/app.py). A slow call holds the app's
+// one running place; three joins nobody reads follow, one holding the
+// gateway's second slot (queued at the replica), two waiting in the
+// gateway's queue. After read_grace nothing the gateway gave up may still
+// be queued at the replica (docs/notes-queued-takeback.md says per release
+// what takes a queued call back):
+//
+//   - from Gradio 4.8 on, where a call taken back leaves the app's queue at
+//     once, a probe call made straight at the replica (Go client) is told
+//     it is first in line (rank 0);
+//   - on Gradio 3.x (ws), whose queue keeps a call whose WebSocket closed
+//     until its turn or the next estimation broadcast (it then never runs:
+//     its data is asked for at its turn), the witness is gr.State: the
+//     joins nobody reads are counter("gone") calls of their own sessions,
+//     queued behind the slow call in Gradio 3's one queue; once the grace
+//     is over each session reads its stream and calls counter("after"),
+//     queued after its given-up call. Its answer says "1 items: after"
+//     unless the given-up call ran first.
+//
+// Skipped without the variables.
 func TestRealUnreadJoinsNeverRun(t *testing.T) {
-	v := os.Getenv("GRADIOPOOL_REAL_RELAYED")
-	if v == "" {
-		t.Skip("GRADIOPOOL_REAL_RELAYED is not set (comma-separated URLs of real sse_v3 Gradio apps)")
+	var urls []string
+	for _, env := range []string{envRealRelayed, envRealBridged} {
+		for _, u := range strings.Split(os.Getenv(env), ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				urls = append(urls, u)
+			}
+		}
 	}
-	for _, u := range strings.Split(v, ",") {
-		t.Run(u, func(t *testing.T) {
+	if len(urls) == 0 {
+		t.Skip(envRealRelayed + " and " + envRealBridged + " are not set (comma-separated URLs of real Gradio apps: sse_v3; older)")
+	}
+	for _, u := range urls {
+		t.Run(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), func(t *testing.T) {
+			proto := realProtocol(t, u)
 			srv, _, _ := frontGatewayOver(t, []string{u}, func(c *gateway.Config) {
 				c.Pool.MaxConnections = 2
 				c.Pool.QueueTimeout = time.Minute
@@ -39,63 +66,104 @@ func TestRealUnreadJoinsNeverRun(t *testing.T) {
 			joinAt(t, srv.URL, "realocc", `"data":[15],"fn_index":`+slow)
 			occ := fdMessages(t, srv.URL, "realocc")
 			waitMsg(t, occ, "process_starts")
+			if proto == "ws" {
+				unreadStateWitness(t, srv.URL, u)
+				return
+			}
 			for i := range 3 {
 				joinAt(t, srv.URL, "realunread"+strconv.Itoa(i), `"data":[1],"fn_index":`+slow)
 			}
 			time.Sleep(frontdoorGrace + 2*time.Second)
-			rank := probeRank(t, u, slow)
+			rank := probeRank(t, u)
 			if rank != 0 {
-				t.Fatalf("a call joined straight at the replica after the grace is at rank %d: calls the gateway gave up are still queued there", rank)
+				t.Fatalf("%s (%s): a call joined straight at the replica after the grace is at rank %d: calls the gateway gave up are still queued there", u, proto, rank)
 			}
-			t.Logf("%s: a probe after the grace is first in line (rank 0)", u)
+			t.Logf("%s (%s): a probe after the grace is first in line (rank 0)", u, proto)
 		})
 	}
 }
 
-// probeRank joins slow(1) straight at the real app u under a session of
-// its own and returns the rank of its first estimation (-1: none seen
-// before it started).
-func probeRank(t *testing.T, u, fn string) int {
+// unreadStateWitness is the Gradio 3 (ws) half of
+// TestRealUnreadJoinsNeverRun: see there.
+func unreadStateWitness(t *testing.T, base, u string) {
+	counter := strconv.Itoa(fnIndexOf(t, base, "counter"))
+	for i := range 3 {
+		joinAt(t, base, "realunread"+strconv.Itoa(i), `"data":["gone",null],"fn_index":`+counter)
+	}
+	time.Sleep(frontdoorGrace + 2*time.Second)
+	for i := range 3 {
+		s := "realunread" + strconv.Itoa(i)
+		joinAt(t, base, s, `"data":["after",null],"fn_index":`+counter)
+		got := ""
+		// A stream may first end with the given-up call's own (cancelled)
+		// completion, which has no data: the next one carries the answer.
+		for try := 0; try < 3 && got == ""; try++ {
+			for m := range fdMessages(t, base, s) {
+				if m["msg"] != "process_completed" {
+					continue
+				}
+				out, _ := json.Marshal(m["output"])
+				var o struct {
+					Data []any `json:"data"`
+				}
+				_ = json.Unmarshal(out, &o)
+				if len(o.Data) > 0 {
+					got, _ = o.Data[0].(string)
+					break
+				}
+			}
+		}
+		if got != "1 items: after" {
+			t.Errorf("%s: session %d's call after the grace answered %q, want \"1 items: after\": the call the gateway gave up ran first", u, i, got)
+			continue
+		}
+		t.Logf("%s (ws): session %d's call after the grace answered %q: its given-up call never ran", u, i, got)
+	}
+}
+
+// realProtocol is the protocol of the real app u as the Go client names
+// it (sse_v3, sse_v2, sse_v1, sse or ws).
+func realProtocol(t *testing.T, u string) string {
 	t.Helper()
 	c, err := gradio.Connect(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	hash := "probe" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	body := `{"data":[1],"fn_index":` + fn + `,"session_hash":"` + hash + `","event_data":null,"trigger_id":null}`
-	resp, err := http.Post(c.URL("queue/join"), "application/json", strings.NewReader(body))
+	return c.Config().Protocol
+}
+
+// probeRank submits slow(0) straight at the real app u with the Go client
+// (any protocol) in a session of its own and returns the rank of its first
+// queue estimation (-1: it started before any was seen). The probe is
+// cancelled then; on releases that cannot take a queued call back it runs
+// later, for no time.
+func probeRank(t *testing.T, u string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, err := gradio.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	data, err := http.Get(c.URL("queue/data") + "?session_hash=" + hash)
+	defer c.Close()
+	j, err := c.Submit(ctx, "/slow", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer data.Body.Close()
-	sc := bufio.NewScanner(data.Body)
-	for sc.Scan() {
-		d, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var m struct {
-			Msg  string `json:"msg"`
-			Rank *int   `json:"rank"`
-		}
-		if json.Unmarshal([]byte(d), &m) != nil {
-			continue
-		}
-		switch m.Msg {
-		case "estimation":
-			if m.Rank != nil {
-				return *m.Rank
+	defer func() { _ = j.Cancel(context.Background()) }()
+	for ev := range j.Events() {
+		switch ev.Kind {
+		case gradio.EventQueued:
+			if ev.Rank >= 0 {
+				return ev.Rank
 			}
-		case "process_starts":
+		case gradio.EventStarted:
 			return -1
+		case gradio.EventCompleted, gradio.EventError:
+			t.Fatalf("the probe ended before it was queued or started: %v", ev.Err)
 		}
 	}
-	t.Fatal(fmt.Errorf("the probe's stream ended: %v", sc.Err()))
+	t.Fatal("the probe's events ended: no queue estimation, no start")
 	return -1
 }

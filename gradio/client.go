@@ -197,6 +197,14 @@ func (c *Client) LastMessage() time.Time {
 	return time.Time{}
 }
 
+// NoteStreamMessage records that a queue/data stream of this app brought
+// a message (a heartbeat included) that the caller read itself, as a
+// gateway relaying its callers' streams does ([Client.Do]):
+// [Client.LastMessage] counts it like a message of this client's own
+// streams, so that an app busy with relayed calls only is not taken for
+// hung when it answers requests late.
+func (c *Client) NoteStreamMessage() { c.app.lastMsg.Store(time.Now().UnixNano()) }
+
 // BaseURL returns the app's base URL (no trailing slash): the URL given to
 // Connect or the host the Hub returned.
 func (c *Client) BaseURL() string { return c.app.base }

@@ -78,6 +78,30 @@ func (s *appSession) runStream() {
 	}
 }
 
+// streamDeadline is the latest deadline of the session's pending calls
+// when it lies beyond the header time-out from now. False when none does
+// (calls without a deadline extend nothing): the header time-out then
+// bounds the wait for the stream's headers, so that a hung app cannot hold
+// them for ever.
+func (s *appSession) streamDeadline() (time.Time, bool) {
+	d := s.app.set.headerTimeout
+	if d <= 0 {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var latest time.Time
+	for _, j := range s.pending {
+		if dl, ok := j.ctx.Deadline(); ok && dl.After(latest) {
+			latest = dl
+		}
+	}
+	if latest.IsZero() || time.Until(latest) <= d {
+		return time.Time{}, false
+	}
+	return latest, true
+}
+
 // readStream reads one queue/data response. It returns the number of
 // messages read and nil at a clean end (close_stream or EOF), or the error
 // that broke it.
@@ -94,10 +118,23 @@ func (s *appSession) readStream(pre bool) (int, error) {
 		return 0, err
 	}
 	req.Header["Accept"] = sseAcc
-	resp, err := a.do(req, true)
+	headerTimeout := true
+	if deadline, ok := s.streamDeadline(); ok {
+		// As a join (see join): an app short of threads answers the
+		// stream late (Gradio's queue/data has a synchronous login
+		// check), while its pending calls may run; its headers are
+		// awaited as long as a pending call's deadline allows.
+		headerTimeout = false
+		late := time.AfterFunc(time.Until(deadline), cancel)
+		defer late.Stop()
+	}
+	resp, err := a.do(req, headerTimeout)
 	if err != nil {
 		if s.ctx.Err() != nil {
 			return 0, nil
+		}
+		if !headerTimeout && ctx.Err() != nil {
+			err = fmt.Errorf("%w (no response headers by the latest deadline of the session's calls)", err)
 		}
 		return 0, fmt.Errorf("queue/data: %w", err)
 	}

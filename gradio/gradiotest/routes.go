@@ -65,7 +65,17 @@ func (s *Server) buildRoutes() *routeTable {
 			release()
 			s.protect(w, r, s.handleJoin)
 		})
-		t.exact["queue/data"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleData) })
+		t.exact["queue/data"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+			// So does the stream's (Gradio 4.x-5.x: queue/data depends on
+			// login_check too; measured on real 5.49.1 short of threads,
+			// its headers came up to a minute late).
+			release, ok := s.thread(r.Context())
+			if !ok {
+				return
+			}
+			release()
+			s.protect(w, r, s.handleData)
+		})
 	} else { // sse v0: the join is the GET stream, data goes up by POST
 		t.exact["queue/join"] = onlyMethod(http.MethodGet, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleJoinV0) })
 		t.exact["queue/data"] = onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, s.handleDataV0) })
