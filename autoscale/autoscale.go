@@ -201,14 +201,17 @@ type repState struct {
 	awakeSince time.Time
 	draining   bool
 	drainSince time.Time
-	parkedHere bool // SetParked(true) is in force
-	wakeSent   time.Time
-	wakeTimes  []time.Duration
-	actions    []time.Time // parks and wakes, last day
-	disabled   error       // 403: no longer managed
-	hold       Hold
-	holdUntil  time.Time
-	lastReason string
+	parkedHere bool // parked by the policy (drained or paused)
+	// localParked is what this gateway's pool was told (Target.SetParked):
+	// parkedHere, also when another gateway of a cluster decided it.
+	localParked bool
+	wakeSent    time.Time
+	wakeTimes   []time.Duration
+	actions     []time.Time // parks and wakes, last day
+	disabled    error       // 403: no longer managed
+	hold        Hold
+	holdUntil   time.Time
+	lastReason  string
 	// dry run: would-be state
 	dryParked  bool
 	dryParkAt  time.Time
@@ -237,6 +240,16 @@ type Controller struct {
 	// waitingTicks counts the ticks in a row with callers waiting.
 	waitingTicks int
 	actions      []Action // last 200
+	// loads is this tick's demand per replica (over the cluster).
+	loads map[string]Load
+	// shared (a cluster) decides which gateway acts; token is the lease's
+	// fencing token while this one does (0: another, leader, does);
+	// unsaved are the actions not yet in the shared log.
+	shared    Shared
+	token     int64
+	leader    string
+	sharedErr bool
+	unsaved   []Action
 
 	mu      sync.Mutex
 	counts  map[[2]string]uint64
@@ -348,16 +361,31 @@ func (c *Controller) Tick(ctx context.Context) {
 	c.mu.Unlock()
 	defer c.publish(now)
 	defer c.publishETA()
-	c.refresh(ctx, now)
+
+	// This gateway's demand; in a cluster, every gateway's.
+	c.loads = map[string]Load{}
+	for _, r := range c.reps {
+		c.loads[r.Name] = c.target.Load(r.Name)
+	}
+	poolWaiting := c.target.Waiting()
+	if c.shared != nil {
+		var ok bool
+		if poolWaiting, ok = c.sync(ctx, now, poolWaiting); !ok {
+			return // no Redis: nothing is decided (another gateway may act)
+		}
+	}
+	if c.acting() {
+		c.refresh(ctx, now)
+	}
 
 	// Demand and capacity.
 	// waiting: callers queued for the pool as a whole and for a session
 	// on some replica alike.
-	waiting := c.target.Waiting()
+	waiting := poolWaiting
 	demand := float64(waiting)
 	capacity := 1
 	for _, r := range c.reps {
-		l := c.target.Load(r.Name)
+		l := c.loads[r.Name]
 		demand += float64(l.InUse + l.Waiting)
 		waiting += l.Waiting
 		capacity = max(capacity, l.Capacity)
@@ -400,6 +428,19 @@ func (c *Controller) Tick(ctx context.Context) {
 		need = max(need, runningN+(waiting+capacity-1)/capacity)
 	}
 	c.need = need
+	if !c.acting() {
+		// Another gateway of the cluster decides: this one applies its
+		// decisions to its own pool.
+		if c.cfg.Mode == ModeOn {
+			for _, r := range c.reps {
+				c.applyParked(r)
+			}
+		}
+		return
+	}
+	if c.shared != nil {
+		defer c.save(ctx)
+	}
 
 	// Who is awake (or waking), in the order they are kept: holds first,
 	// then those not draining, then configuration order. The order must
@@ -557,14 +598,12 @@ func (c *Controller) setStage(r *repState, stage string, now time.Time) {
 		r.awakeSince = now
 		r.lastNeeded = now
 		if r.parkedHere && c.cfg.Mode == ModeOn {
-			c.target.SetParked(r.Name, false)
-			r.parkedHere = false
+			c.setParked(r, false)
 		}
 	}
 	if parkedStage(stage) && c.cfg.Mode == ModeOn && !r.parkedHere {
 		// parked by us earlier, by HF's sleep time or by hand: a state
-		c.target.SetParked(r.Name, true)
-		r.parkedHere = true
+		c.setParked(r, true)
 	}
 }
 
@@ -574,8 +613,7 @@ func (c *Controller) hubFailed(r *repState, now time.Time, op string, err error)
 		r.disabled = fmt.Errorf("autoscale: stopped managing %s: the Hub refused the token (%d) on %s; it needs the Space owner's token with write access", r.Space, he.Status, op)
 		c.log.Error("autoscale: replica no longer managed", "replica", r.Name, "space", r.Space, "status", he.Status, "op", op)
 		if r.parkedHere && c.cfg.Mode == ModeOn {
-			c.target.SetParked(r.Name, false) // let the pool's own health checks judge it
-			r.parkedHere = false
+			c.setParked(r, false) // let the pool's own health checks judge it
 		}
 		c.record(Action{At: now, Replica: r.Name, Kind: op, Result: ResultFailed, Reason: "hub refused the token", Error: err.Error()})
 		return
@@ -600,6 +638,9 @@ func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reaso
 		r.awakeSince, r.lastNeeded = now, now
 		c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultDryRun, Reason: reason})
 		return true
+	}
+	if !c.mayAct() {
+		return false
 	}
 	rt, err := c.hub.Restart(ctx, r.Space)
 	if err != nil {
@@ -637,13 +678,15 @@ func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reaso
 			return
 		}
 		r.draining, r.drainSince = true, now
-		c.target.SetParked(r.Name, true)
-		r.parkedHere = true
+		c.setParked(r, true)
 		c.record(Action{At: now, Replica: r.Name, Kind: ActionDrain, Result: ResultOK, Reason: reason})
 	}
-	l := c.target.Load(r.Name)
+	l := c.loads[r.Name] // over every gateway of a cluster
 	if l.InUse+l.Waiting > 0 && now.Sub(r.drainSince) < c.cfg.DrainTimeout {
 		return // calls in flight finish first
+	}
+	if !c.mayAct() {
+		return
 	}
 	rt, err := c.hub.Pause(ctx, r.Space)
 	if err != nil {
@@ -663,8 +706,7 @@ func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reaso
 func (c *Controller) undrain(r *repState, now time.Time, reason string) {
 	r.draining = false
 	if r.parkedHere {
-		c.target.SetParked(r.Name, false)
-		r.parkedHere = false
+		c.setParked(r, false)
 	}
 	c.record(Action{At: now, Replica: r.Name, Kind: ActionDrain, Result: "cancelled", Reason: reason})
 }
@@ -677,6 +719,9 @@ func (c *Controller) count(kind, result string) {
 
 func (c *Controller) record(a Action) {
 	c.count(a.Kind, a.Result)
+	if c.shared != nil {
+		c.unsaved = append(c.unsaved, a)
+	}
 	c.actions = append(c.actions, a)
 	if len(c.actions) > 200 {
 		c.actions = c.actions[len(c.actions)-200:]
@@ -702,6 +747,9 @@ func (c *Controller) SetHold(replica string, h Hold, d time.Duration) error {
 			ph := pendingHold{hold: h}
 			if h != HoldAuto {
 				ph.until = c.now().Add(d)
+			}
+			if c.shared != nil { // every gateway's, applied by the acting one
+				return c.shared.SetHold(context.Background(), replica, h, ph.until)
 			}
 			c.mu.Lock()
 			c.holds[replica] = ph

@@ -45,6 +45,22 @@ type Status struct {
 	// EstimatedCostPerHour is the awake replicas times the price.
 	EstimatedCostPerHour float64 `json:"estimatedCostPerHour"`
 	HubCallsLeft         *int    `json:"hubCallsLeft,omitempty"`
+	// Cluster is set in a cluster: which gateway acts.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+}
+
+// ClusterStatus says which gateway of a cluster acts (holds the lease).
+type ClusterStatus struct {
+	// Acting: this gateway decides and calls the Hub; the others apply
+	// its decisions to their pools.
+	Acting bool `json:"acting"`
+	// Leader is the acting gateway's id (empty: none, or Redis lost).
+	Leader string `json:"leader"`
+	// FencingToken numbers the lease: every takeover increments it.
+	FencingToken int64 `json:"fencingToken,omitempty"`
+	// RedisUp is false while the shared state cannot be read (then no
+	// gateway of this one's acts).
+	RedisUp bool `json:"redisUp"`
 }
 
 // Status reports the controller's state as of the last Tick.
@@ -72,7 +88,10 @@ func (c *Controller) publish(now time.Time) {
 func (c *Controller) statusAt(now time.Time) Status {
 	st := Status{Mode: c.cfg.Mode, Demand: c.demand, Forecast: c.forecast, Need: c.need, MinAwake: *c.cfg.MinAwake,
 		Actions: append([]Action(nil), c.actions...)}
-	if hc, ok := c.hub.(*HubClient); ok {
+	if c.shared != nil {
+		st.Cluster = &ClusterStatus{Acting: c.token > 0, Leader: c.leader, FencingToken: c.token, RedisUp: !c.sharedErr}
+	}
+	if hc, ok := c.hub.(*HubClient); ok && c.acting() {
 		left, _ := hc.Budget()
 		st.HubCallsLeft = &left
 	}

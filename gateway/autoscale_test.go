@@ -1,8 +1,15 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,9 +121,6 @@ func TestAutoscaleOffAndValidation(t *testing.T) {
 	}{
 		{"bad mode", func(c *gateway.Config) { c.Autoscale.Mode = "maybe" }, "autoscale.mode"},
 		{"no token", func(c *gateway.Config) { c.Autoscale.Mode = "on" }, "HF_TOKEN"},
-		{"cluster", func(c *gateway.Config) {
-			c.Autoscale.Mode, c.Secrets.HFToken, c.Cluster.RedisURL, c.Secrets.HashKey = "on", "hf_x", "redis://127.0.0.1:1", "k"
-		}, "cluster"},
 		{"min_awake", func(c *gateway.Config) { c.Autoscale.MinAwake = -2 }, "min_awake"},
 		{"budget", func(c *gateway.Config) { c.Autoscale.MaxActionsPerHour, c.Autoscale.MaxActionsPerDay = 5, 2 }, "max_actions"},
 	} {
@@ -173,5 +177,141 @@ func TestAutoscaleCallWaitsForWake(t *testing.T) {
 	a = <-done
 	if a.status != 200 || !strings.Contains(a.body, "X") {
 		t.Fatalf("after the wake: %d %s", a.status, a.body)
+	}
+}
+
+// TestAutoscaleClusterOneGatewayActs: two gateways of one cluster with
+// autoscale.mode on: exactly one acts (holds the lease), a hold set at the
+// other reaches it, and both pools take the paused Space out. The acting
+// gateway then dies without giving its lease up: within the lease's TTL
+// the other acts (a larger fencing token) and wakes the Space for a hold
+// set at it; each Space was paused once and restarted once.
+func TestAutoscaleClusterOneGatewayActs(t *testing.T) {
+	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
+	hub := gradiotest.NewHub()
+	t.Cleanup(func() {
+		hub.Close()
+		for _, s := range srvs {
+			s.Close()
+		}
+	})
+	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
+	hub.SetOwnerToken("hf_owner")
+	hub.AddSpace("o/a", srvs[0])
+	hub.AddSpace("o/b", srvs[1])
+	cfg := clusterConfig(t, "asc", []string{"o/a", "o/b"}, 4, 3*time.Second)
+	cfg.Secrets.HFToken = "hf_owner"
+	cfg.Autoscale.Mode = "on"
+	cfg.Autoscale.Interval = 20 * time.Millisecond
+	// Each gateway reaches the Hub through a proxy of its own that counts
+	// its policy's calls.
+	var hubCalls [2]atomic.Int64
+	var urls []string
+	var gws []*gateway.Gateway
+	for i := range 2 {
+		target, _ := url.Parse(hub.URL)
+		rp := httputil.NewSingleHostReverseProxy(target)
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/runtime") || strings.HasSuffix(r.URL.Path, "/pause") || strings.HasSuffix(r.URL.Path, "/restart") {
+				hubCalls[i].Add(1) // the policy's (the pool resolves Space ids too)
+			}
+			rp.ServeHTTP(w, r)
+		}))
+		t.Cleanup(proxy.Close)
+		cfg := cfg
+		cfg.HubURL = proxy.URL
+		u, g := openGateways(t, cfg, 1)
+		urls, gws = append(urls, u...), append(gws, g...)
+	}
+
+	type status struct {
+		Cluster *struct {
+			Acting       bool
+			Leader       string
+			FencingToken int64
+		}
+		Replicas []struct{ Name, Stage, State string }
+	}
+	get := func(u string) status {
+		var st status
+		a := do(t, "GET", u+"/api/admin/autoscale", "")
+		if a.status != 200 {
+			t.Fatalf("GET autoscale: %d %s", a.status, a.body)
+		}
+		if err := json.Unmarshal([]byte(a.body), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		for i := 0; i < 400; i++ {
+			if cond() {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("never: %s", what)
+	}
+	acting := -1
+	poll("one gateway acts", func() bool {
+		s0, s1 := get(urls[0]), get(urls[1])
+		if s0.Cluster == nil || s1.Cluster == nil {
+			return false
+		}
+		if s0.Cluster.Acting && s1.Cluster.Acting {
+			t.Fatal("both gateways act")
+		}
+		switch {
+		case s0.Cluster.Acting && s1.Cluster.Leader == s0.Cluster.Leader:
+			acting = 0
+		case s1.Cluster.Acting && s0.Cluster.Leader == s1.Cluster.Leader:
+			acting = 1
+		}
+		return acting >= 0
+	})
+	other := 1 - acting
+	token := get(urls[acting]).Cluster.FencingToken
+	if a := do(t, "POST", urls[other]+"/api/admin/autoscale/replicas/b", `{"hold":"parked","duration":"1h"}`); a.status != 200 {
+		t.Fatalf("hold at the other gateway: %d %s", a.status, a.body)
+	}
+	poll("o/b paused", func() bool { return hub.Stage("o/b") == gradiotest.StagePaused })
+	for i, g := range gws {
+		poll(fmt.Sprintf("gateway %d's pool parks b", i), func() bool {
+			return g.Pool().Stats(context.Background()).Pools["b"].State == pool.StateParked
+		})
+	}
+	for i := range 4 { // calls through the gateway that does not act go to a
+		a := do(t, "POST", urls[other]+"/v1/predict/upper", `{"data":["x"]}`, "X-User-Id", fmt.Sprintf("u%d@example.com", i))
+		if a.status != 200 || !strings.Contains(a.body, `"replica":"a"`) {
+			t.Fatalf("call %d with b parked: %d %s", i, a.status, a.body)
+		}
+	}
+
+	if n := hubCalls[other].Load(); n != 0 {
+		t.Fatalf("the gateway that does not act made %d Hub calls", n)
+	}
+	if hubCalls[acting].Load() == 0 {
+		t.Fatal("the acting gateway made no Hub call")
+	}
+
+	gws[acting].KillAutoscale() // dies: no release, its lease runs out
+	poll("the other gateway acts", func() bool {
+		c := get(urls[other]).Cluster
+		return c != nil && c.Acting && c.FencingToken > token
+	})
+	if a := do(t, "POST", urls[other]+"/api/admin/autoscale/replicas/b", `{"hold":"awake","duration":"1h"}`); a.status != 200 {
+		t.Fatalf("hold awake: %d %s", a.status, a.body)
+	}
+	poll("o/b running again", func() bool { return hub.Stage("o/b") == gradiotest.StageRunning })
+	poll("the acting gateway's pool takes b back", func() bool {
+		return gws[other].Pool().Stats(context.Background()).Pools["b"].State != pool.StateParked
+	})
+	var stages []string
+	for _, tr := range hub.Transitions("o/b") {
+		stages = append(stages, tr.Stage)
+	}
+	if got := strings.Join(stages, " "); got != "PAUSED BUILDING APP_STARTING RUNNING" {
+		t.Errorf("o/b went %s, want one pause and one restart", got)
 	}
 }
