@@ -389,13 +389,21 @@ func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.Queue
 
 // waitingEvent is the data of a waiting event: rank (0-based) and size
 // of the gateway's queue for a session of the replica, eta in seconds
-// (null until a call was measured).
+// (null until a call was measured). While every replica is parked
+// (autoscale) and the call waits for a wake, waking is true, rank and
+// queue_size are its place among the calls waiting so, and eta is the
+// time until the wake the policy expects (null until it has woken a
+// Space).
 func waitingEvent(pos pool.QueuePosition) map[string]any {
 	var eta any
 	if pos.ETAKnown {
 		eta = math.Round(pos.ETA.Seconds()*1000) / 1000
 	}
-	return map[string]any{"rank": max(pos.Rank, 0), "queue_size": max(pos.Size, pos.Rank+1, 1), "eta": eta}
+	ev := map[string]any{"rank": max(pos.Rank, 0), "queue_size": max(pos.Size, pos.Rank+1, 1), "eta": eta}
+	if pos.Waking {
+		ev["waking"] = true
+	}
+	return ev
 }
 
 // writeEvent forwards one update; complete and error are written by the

@@ -1,9 +1,11 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -314,4 +316,162 @@ func TestAutoscaleClusterOneGatewayActs(t *testing.T) {
 	if got := strings.Join(stages, " "); got != "PAUSED BUILDING APP_STARTING RUNNING" {
 		t.Errorf("o/b went %s, want one pause and one restart", got)
 	}
+}
+
+// wakeRig is one replica's Space held parked by the policy (min_awake
+// -1), the Hub waking it in about 2 s.
+func wakeRig(t *testing.T) (*httptest.Server, *gradiotest.Hub) {
+	t.Helper()
+	srv := gradiotest.NewServer(nil)
+	hub := gradiotest.NewHub()
+	t.Cleanup(func() {
+		hub.Close()
+		srv.Close()
+	})
+	hub.SetStartTimes(time.Second, time.Second)
+	hub.AddSpace("o/a", srv)
+	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a"}, MinConnections: 1, MaxConnections: 2}}
+	cfg.Secrets.HFToken = "hf_owner"
+	cfg.Autoscale.Mode = "on"
+	cfg.Autoscale.MinAwake = -1
+	cfg.Autoscale.Interval = 10 * time.Millisecond
+	cfg.Autoscale.WakeTimeout = time.Minute
+	gw, _ := openGateway(t, cfg)
+	if a := do(t, "POST", gw.URL+"/v1/predict/upper", `{"data":["warm"]}`); a.status != 200 { // the front door learns the app
+		t.Fatalf("warm-up: %d %s", a.status, a.body)
+	}
+	if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/a", `{"hold":"parked","duration":"1h"}`); a.status != 200 {
+		t.Fatalf("hold: %d %s", a.status, a.body)
+	}
+	for i := 0; i < 500 && hub.Stage("o/a") != gradiotest.StagePaused; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := hub.Stage("o/a"); got != gradiotest.StagePaused {
+		t.Fatalf("stage %s", got)
+	}
+	return gw, hub
+}
+
+// readSSE sends each line of a stream to lines until it ends.
+func readSSE(t *testing.T, resp *http.Response, lines chan<- string) {
+	defer close(lines)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		lines <- sc.Text()
+	}
+}
+
+// TestAutoscaleSubmitShowsWakeETA: a /v1/submit call that finds every
+// replica parked starts its stream with waiting events that say it waits
+// for a wake ("waking": true), then, once the policy woke the Space, the
+// wake's ETA; then it runs.
+func TestAutoscaleSubmitShowsWakeETA(t *testing.T) {
+	gw, _ := wakeRig(t)
+	resp, err := http.Post(gw.URL+"/v1/submit/upper", "application/json", strings.NewReader(`{"data":["x"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go readSSE(t, resp, lines)
+	var waiting []map[string]any
+	event := ""
+	first := true
+	for line := range lines {
+		if first { // the stream started while the call waits: end the hold
+			first = false
+			if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/a", `{"hold":"auto"}`); a.status != 200 {
+				t.Fatalf("auto: %d %s", a.status, a.body)
+			}
+		}
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "waiting":
+			var m map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m); err != nil {
+				t.Fatal(err)
+			}
+			waiting = append(waiting, m)
+		case strings.HasPrefix(line, "data: ") && event == "error":
+			t.Fatalf("error: %s", line)
+		}
+	}
+	if event != "complete" {
+		t.Fatalf("stream ended with %q", event)
+	}
+	withETA := 0
+	for _, m := range waiting {
+		if m["waking"] != true {
+			t.Errorf("waiting event without waking: %v", m)
+		}
+		if eta, ok := m["eta"].(float64); ok {
+			if eta <= 0 || eta > 120 { // the policy's estimate until a wake is measured: 2 min
+				t.Errorf("wake eta %v", eta)
+			}
+			withETA++
+		}
+	}
+	if len(waiting) == 0 || withETA == 0 {
+		t.Fatalf("waiting events %v: want some with the wake's eta", waiting)
+	}
+}
+
+// TestAutoscaleFrontDoorShowsWakeETA: a Gradio client's join that finds
+// every replica parked is answered at once (its event id) and its stream
+// carries estimation messages whose rank_eta is the wake's ETA, then the
+// result.
+func TestAutoscaleFrontDoorShowsWakeETA(t *testing.T) {
+	gw, _ := wakeRig(t)
+	const hash = "wakeeta01"
+	done := make(chan string, 1)
+	go func() { done <- joinAtErr(gw.URL, hash, `"data":["a"],"fn_index":0`) }()
+	var joined string
+	select {
+	case joined = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the join waits for the wake instead of being answered")
+	}
+	if !strings.Contains(joined, "event_id") {
+		t.Fatalf("join: %s", joined)
+	}
+	if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/a", `{"hold":"auto"}`); a.status != 200 {
+		t.Fatalf("auto: %d %s", a.status, a.body)
+	}
+	resp, err := http.Get(gw.URL + "/gradio_api/queue/data?session_hash=" + hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go readSSE(t, resp, lines)
+	withETA, completed := 0, false
+	for line := range lines {
+		var m map[string]any
+		if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m) != nil {
+			continue
+		}
+		switch m["msg"] {
+		case "estimation":
+			if eta, ok := m["rank_eta"].(float64); ok && eta > 0 && eta <= 120 {
+				withETA++
+			}
+		case "process_completed":
+			completed = m["success"] == true
+		}
+	}
+	if withETA == 0 || !completed {
+		t.Fatalf("estimations with the wake's eta: %d, completed: %v", withETA, completed)
+	}
+}
+
+// joinAtErr posts a join and returns the answer's body (with its status).
+func joinAtErr(base, hash, body string) string {
+	resp, err := http.Post(base+"/gradio_api/queue/join", "application/json",
+		strings.NewReader(`{`+body+`,"session_hash":"`+hash+`","event_data":null,"trigger_id":null}`))
+	if err != nil {
+		return err.Error()
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return fmt.Sprintf("%d %s", resp.StatusCode, b)
 }
