@@ -29,7 +29,11 @@ type ReplicaStatus struct {
 	AwakeSeconds float64 `json:"awakeSeconds"`
 	// SavedGPUHours (dry run) is the time it would have been parked.
 	SavedGPUHours float64 `json:"savedGpuHours,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	// CostPerHour is what the replica's Space bills now by the policy's
+	// view (its price while awake or starting, else 0; in dry run what
+	// it would bill had the policy acted).
+	CostPerHour float64 `json:"costPerHour"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // Status is the controller's state.
@@ -42,7 +46,8 @@ type Status struct {
 	Replicas []ReplicaStatus `json:"replicas"`
 	// Actions are the latest actions (taken, or in dry run planned).
 	Actions []Action `json:"actions"`
-	// EstimatedCostPerHour is the awake replicas times the price.
+	// EstimatedCostPerHour is the replicas' CostPerHour summed: the awake
+	// (and starting) replicas times the price.
 	EstimatedCostPerHour float64 `json:"estimatedCostPerHour"`
 	HubCallsLeft         *int    `json:"hubCallsLeft,omitempty"`
 	// Cluster is set in a cluster: which gateway acts.
@@ -132,9 +137,12 @@ func (c *Controller) statusAt(now time.Time) Status {
 			rs.Next = "wake when demand or its forecast needs it"
 		case c.effWaking(r):
 			rs.State, rs.Why = "waking", "woken for demand"
+			if r.stage == StageStarting { // the Hub bills a start, not a build
+				rs.CostPerHour = c.cfg.PricePerHour
+			}
 		case c.effAwake(r):
 			rs.State = "awake"
-			st.EstimatedCostPerHour += c.cfg.PricePerHour
+			rs.CostPerHour = c.cfg.PricePerHour
 			switch {
 			case r.hold == HoldAwake:
 				rs.Why = "held awake"
@@ -151,6 +159,12 @@ func (c *Controller) statusAt(now time.Time) Status {
 		default:
 			rs.State, rs.Why = "other", "stage not the policy's to change"
 		}
+		if rs.State == "draining" || rs.State == "unmanaged" || rs.State == "other" {
+			if awake(r.stage) || r.stage == StageStarting {
+				rs.CostPerHour = c.cfg.PricePerHour
+			}
+		}
+		st.EstimatedCostPerHour += rs.CostPerHour
 		st.Replicas = append(st.Replicas, rs)
 	}
 	return st
