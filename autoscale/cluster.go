@@ -108,7 +108,7 @@ func (c *Controller) save(ctx context.Context) {
 	state := make(map[string]SharedReplica, len(c.reps))
 	for _, r := range c.reps {
 		sr := SharedReplica{Stage: r.stage, StageAt: r.stageAt, Known: r.known, LastNeeded: r.lastNeeded,
-			AwakeSince: r.awakeSince, Draining: r.draining, DrainSince: r.drainSince, Parked: r.parkedHere,
+			AwakeSince: r.awakeSince, Draining: r.draining, DrainSince: r.drainSince, Parked: r.parkedHere, SleepSet: r.sleepSet,
 			WakeSent: r.wakeSent, WakeTimes: r.wakeTimes, Actions: r.actions, DryParked: r.dryParked,
 			DryParkAt: r.dryParkAt, DrySaved: r.drySaved, AwakeTotal: r.awakeTotal}
 		if r.disabled != nil {
@@ -138,7 +138,7 @@ func (c *Controller) loadShared(state map[string]SharedReplica) {
 			continue
 		}
 		r.stage, r.stageAt, r.known, r.lastNeeded = sr.Stage, sr.StageAt, sr.Known, sr.LastNeeded
-		r.awakeSince, r.draining, r.drainSince, r.parkedHere = sr.AwakeSince, sr.Draining, sr.DrainSince, sr.Parked
+		r.awakeSince, r.draining, r.drainSince, r.parkedHere, r.sleepSet = sr.AwakeSince, sr.Draining, sr.DrainSince, sr.Parked, sr.SleepSet
 		r.wakeSent, r.wakeTimes, r.actions = sr.WakeSent, sr.WakeTimes, sr.Actions
 		r.dryParked, r.dryParkAt, r.drySaved, r.awakeTotal = sr.DryParked, sr.DryParkAt, sr.DrySaved, sr.AwakeTotal
 		r.disabled = nil

@@ -75,6 +75,7 @@ type SharedReplica struct {
 	Draining   bool            `json:"draining,omitempty"`
 	DrainSince time.Time       `json:"drainSince"`
 	Parked     bool            `json:"parked,omitempty"`
+	SleepSet   bool            `json:"sleepSet,omitempty"`
 	WakeSent   time.Time       `json:"wakeSent"`
 	WakeTimes  []time.Duration `json:"wakeTimes,omitempty"`
 	Actions    []time.Time     `json:"actions,omitempty"`

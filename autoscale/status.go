@@ -134,6 +134,10 @@ func (c *Controller) statusAt(now time.Time) Status {
 			if r.hold == HoldParked {
 				rs.Why = "held parked"
 			}
+			if r.sleepSet && awake(r.stage) {
+				rs.Why += "; sleep time set: its Space stops once idle that long"
+				rs.CostPerHour = c.cfg.PricePerHour // it bills until it stops
+			}
 			rs.Next = "wake when demand or its forecast needs it"
 		case c.effWaking(r):
 			rs.State, rs.Why = "waking", "woken for demand"

@@ -40,6 +40,12 @@ type AutoscaleConfig struct {
 	// WakeTimeout: a call that finds every replica parked waits this long
 	// for a wake, then gets 503 with Retry-After.
 	WakeTimeout time.Duration
+	// ParkLever is pause (pause the Space) or sleep (set a short sleep
+	// time, SleepTime: the Space stops itself once idle that long and
+	// wakes on a visit, without a build).
+	ParkLever string
+	// SleepTime is the sleep time the sleep lever sets.
+	SleepTime time.Duration
 }
 
 const defaultHubURL = "https://huggingface.co"
@@ -65,6 +71,12 @@ func (a AutoscaleConfig) validate(c *Config) []error {
 	}
 	if a.MaxActionsPerHour < 1 || a.MaxActionsPerDay < a.MaxActionsPerHour {
 		bad("autoscale.max_actions_per_hour (%d) must be at least 1 and autoscale.max_actions_per_day (%d) at least as large", a.MaxActionsPerHour, a.MaxActionsPerDay)
+	}
+	if _, err := autoscale.ParseLever(a.ParkLever); err != nil {
+		bad("%v", err)
+	}
+	if a.SleepTime < time.Second {
+		bad("autoscale.sleep_time: %v, must be at least 1s", a.SleepTime)
 	}
 	if a.HubCallBudget < 1 {
 		bad("autoscale.hub_call_budget: %d, must be at least 1", a.HubCallBudget)
@@ -113,11 +125,13 @@ func startAutoscale(cfg Config, p *pool.Pool, logger *slog.Logger, metrics *Metr
 		hubURL = defaultHubURL
 	}
 	minAwake := max(cfg.Autoscale.MinAwake, 0)
+	lever, _ := autoscale.ParseLever(cfg.Autoscale.ParkLever) // validated
 	client := autoscale.NewHubClient(hubURL, cfg.Secrets.HFToken, cfg.Autoscale.HubCallBudget, nil, nil)
 	ctl := autoscale.New(autoscale.Config{
 		Mode: mode, MinAwake: &minAwake, ParkAfter: cfg.Autoscale.ParkAfter,
 		MinAwakeAfterWake: cfg.Autoscale.MinAwakeAfterWake,
 		MaxActionsPerHour: cfg.Autoscale.MaxActionsPerHour, MaxActionsPerDay: cfg.Autoscale.MaxActionsPerDay,
+		Lever: lever, SleepTime: cfg.Autoscale.SleepTime,
 	}, client, &poolTarget{p: p, max: cfg.Pool.MaxConnections}, reps, logger, nil)
 	a := &autoscaler{ctl: ctl}
 	if member != nil {
@@ -179,6 +193,9 @@ func (t *poolTarget) Waiting() int { return t.p.ParkedWaiters() }
 func (t *poolTarget) SetParked(replica string, parked bool) { _ = t.p.SetParked(replica, parked) }
 
 func (t *poolTarget) SetWakeETA(at time.Time) { t.p.SetWakeETA(at) }
+
+// Wake visits the replica's Space: a stopped one wakes (autoscale's sleep lever).
+func (t *poolTarget) Wake(replica string) { _ = t.p.Wake(replica) }
 
 // autoscaleRoutes registers GET /api/admin/autoscale and POST
 // /api/admin/autoscale/replicas/{name}.

@@ -211,3 +211,44 @@ func TestWakeWaitShowsPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeVisitsAStoppedSpace: Pool.Wake (autoscale's sleep lever) wakes
+// a replica whose Space stopped by its sleep time with a visit: the Space
+// goes APP_STARTING then RUNNING, without a build; the replica stays
+// parked (the autoscaler ends that).
+func TestWakeVisitsAStoppedSpace(t *testing.T) {
+	srvs := replicas(t, 1)
+	hub, ids := spaces(t, srvs)
+	hub.SetStartTimes(time.Millisecond, 10*time.Millisecond)
+	p := newPool(t, pool.Config{Replicas: ids, ClientOptions: []gradio.Option{gradio.WithHubURL(hub.URL)}})
+	name := p.Replicas()[0]
+	if err := p.SetParked(name, true); err != nil {
+		t.Fatal(err)
+	}
+	hub.SetSleepTime(ids[0], 1)
+	for i := 0; i < 300 && hub.Stage(ids[0]) != "STOPPED"; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := hub.Stage(ids[0]); st != "STOPPED" {
+		t.Fatalf("stage %s, want STOPPED after its sleep time", st)
+	}
+	if err := p.Wake("nope"); err == nil {
+		t.Error("woke an unknown replica")
+	}
+	if err := p.Wake(name); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300 && hub.Stage(ids[0]) != "RUNNING"; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var got []string
+	for _, x := range hub.Transitions(ids[0]) {
+		got = append(got, x.Stage)
+	}
+	if len(got) < 3 || got[len(got)-3] != "STOPPED" || got[len(got)-2] != "APP_STARTING" || got[len(got)-1] != "RUNNING" {
+		t.Fatalf("transitions %v, want STOPPED APP_STARTING RUNNING", got)
+	}
+	if st := p.Stats(ctxT(t)).Pools[name].State; st != pool.StateParked {
+		t.Errorf("state %s after the wake, want parked until the autoscaler ends it", st)
+	}
+}

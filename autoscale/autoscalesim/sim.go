@@ -161,6 +161,7 @@ type replica struct {
 
 // target is the simulated pool as the controller sees it.
 type target struct {
+	hub     *gradiotest.Hub
 	reps    []*replica
 	waiting *[]*call
 	cap     int
@@ -181,6 +182,9 @@ func (t *target) Load(name string) autoscale.Load {
 }
 func (t *target) Waiting() int                  { return len(*t.waiting) }
 func (t *target) SetParked(name string, p bool) { t.find(name).parked = p }
+
+// Wake is a request to the replica's app (the sleep lever's wake).
+func (t *target) Wake(name string) { t.hub.Visit(t.find(name).id) }
 
 // clock is the run's fast clock.
 type clock struct {
@@ -230,7 +234,7 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 	hub.SetOwnerToken(token)
 
 	var waiting []*call
-	tg := &target{waiting: &waiting, cap: p.Capacity}
+	tg := &target{hub: hub, waiting: &waiting, cap: p.Capacity}
 	var reps []autoscale.Replica
 	for i := range p.Replicas {
 		id := fmt.Sprintf("sim/app_%d", i+1)
