@@ -362,9 +362,9 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 const waitingInterval = 500 * time.Millisecond
 
 // showWaiting calls show with the call's place in the gateway's queue
-// when it starts waiting and whenever its rank, the queue's size or
-// whether an ETA is known changed, polled every waitingInterval, until
-// stop.
+// when it starts waiting and whenever its rank, the queue's size, whether
+// an ETA is known or whether it waits for a wake changed, polled every
+// waitingInterval, until stop.
 func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.QueuePosition)) {
 	select {
 	case <-stop:
@@ -375,7 +375,7 @@ func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.Queue
 	defer t.Stop()
 	last := pool.QueuePosition{Rank: -1}
 	for {
-		if pos, ok := qw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown) {
+		if pos, ok := qw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown || pos.Waking != last.Waking) {
 			last = pos
 			show(pos)
 		}
