@@ -135,7 +135,7 @@ type Result struct {
 	// ActionsPerReplicaDay: pauses, stops, restarts and wakes.
 	ActionsPerReplicaDay float64
 	// MaxActionsHour / MaxActionsDay: the most on one replica in any hour
-	// or day (policy actions: pauses and restarts).
+	// or day (pauses, stops, restarts and wakes of stopped Spaces).
 	MaxActionsHour, MaxActionsDay int
 	HubCallsPer5MinMax            int
 	HubCallsPer5MinMean           float64
@@ -384,17 +384,21 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 	acts := 0
 	for _, r := range tg.reps {
 		var done []time.Time
-		for _, x := range hub.Transitions(r.id) {
+		tr := hub.Transitions(r.id)
+		for i, x := range tr {
 			switch x.Stage {
-			case gradiotest.StagePaused, gradiotest.StageBuilding:
+			case gradiotest.StagePaused, gradiotest.StageBuilding, gradiotest.StageStopped:
 				done = append(done, x.At)
 				acts++
-			case gradiotest.StageStopped:
-				acts++
 			case gradiotest.StageAppStarting:
-				// a wake from STOPPED (after a build it is the same action)
+				// a wake from STOPPED; after a build it is the same action
+				if i == 0 || tr[i-1].Stage != gradiotest.StageBuilding {
+					done = append(done, x.At)
+					acts++
+				}
 			}
 		}
+		sort.Slice(done, func(i, j int) bool { return done[i].Before(done[j]) })
 		for i := range done {
 			h, d := 0, 0
 			for j := i; j < len(done); j++ {
@@ -407,15 +411,6 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 			}
 			res.MaxActionsHour = max(res.MaxActionsHour, h)
 			res.MaxActionsDay = max(res.MaxActionsDay, d)
-		}
-	}
-	// wakes of STOPPED Spaces (APP_STARTING not preceded by BUILDING)
-	for _, r := range tg.reps {
-		tr := hub.Transitions(r.id)
-		for i, x := range tr {
-			if x.Stage == gradiotest.StageAppStarting && (i == 0 || tr[i-1].Stage != gradiotest.StageBuilding) {
-				acts++
-			}
 		}
 	}
 	res.ActionsPerReplicaDay = float64(acts) / float64(p.Replicas*p.Days)
