@@ -288,3 +288,48 @@ func TestClusterSharedUnderACLRule(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterRedisLostNobodyActs: while the shared Redis does not answer,
+// the gateway that acted stops acting (it cannot know it is the only
+// one): it makes no Hub write, even for callers waiting on parked
+// replicas, and says so; once Redis answers again one gateway acts.
+func TestClusterRedisLostNobodyActs(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rc.Close() })
+	r := newRig(t, autoscale.Config{}, ownerTok)
+	hub := &recordingHub{Hub: r.client}
+	shared := autoscale.NewRedisShared(rc, "t", "gw", time.Second, time.Minute)
+	ctl := autoscale.New(autoscale.Config{Mode: autoscale.ModeOn}, hub, r.target, []autoscale.Replica{{Name: "r1", Space: "o/r1"}, {Name: "r2", Space: "o/r2"}, {Name: "r3", Space: "o/r3"}}, nil, r.clk.Now)
+	ctl.SetShared(shared)
+	for range 200 { // 16 min 40 s: two Spaces paused
+		ctl.Tick(context.Background())
+		r.clk.Add(5 * time.Second)
+	}
+	if w := hub.taken(); len(w) != 2 {
+		t.Fatalf("writes %v, want 2 pauses", w)
+	}
+	srv.Stop()
+	r.target.setWaiting(9) // urgent: would wake both
+	for range 10 {
+		ctl.Tick(context.Background())
+		r.clk.Add(5 * time.Second)
+	}
+	if w := hub.taken(); len(w) != 2 {
+		t.Fatalf("Hub writes while Redis was lost: %v", w[2:])
+	}
+	if c := ctl.Status().Cluster; c == nil || c.Acting || c.RedisUp {
+		t.Fatalf("status while Redis is lost: %+v", c)
+	}
+	srv.Start()
+	for i := 0; i < 100 && len(hub.taken()) == 2; i++ {
+		ctl.Tick(context.Background())
+		time.Sleep(20 * time.Millisecond)
+	}
+	if w := hub.taken(); len(w) != 4 {
+		t.Fatalf("after Redis came back: %v, want the two restarts", w)
+	}
+	if c := ctl.Status().Cluster; !c.Acting || !c.RedisUp {
+		t.Fatalf("status after: %+v", c)
+	}
+}
