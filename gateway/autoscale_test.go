@@ -475,3 +475,64 @@ func joinAtErr(base, hash, body string) string {
 	resp.Body.Close()
 	return fmt.Sprintf("%d %s", resp.StatusCode, b)
 }
+
+// TestAutoscaleSleepLever: with autoscale.park_lever sleep, a replica held
+// parked gets a short sleep time (never a pause) and its Space stops by
+// itself; held awake again, the gateway wakes it with a visit through its
+// pool (no build) and serves calls there again.
+func TestAutoscaleSleepLever(t *testing.T) {
+	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
+	hub := gradiotest.NewHub()
+	t.Cleanup(func() {
+		hub.Close()
+		for _, s := range srvs {
+			s.Close()
+		}
+	})
+	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
+	hub.AddSpace("o/a", srvs[0])
+	hub.AddSpace("o/b", srvs[1])
+	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
+	cfg.Secrets.HFToken = "hf_owner"
+	cfg.Autoscale.Mode = "on"
+	cfg.Autoscale.ParkLever = "sleep"
+	cfg.Autoscale.SleepTime = time.Second
+	cfg.Autoscale.Interval = 10 * time.Millisecond
+	gw, _ := openGateway(t, cfg)
+	if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/b", `{"hold":"parked","duration":"1h"}`); a.status != 200 {
+		t.Fatalf("hold: %d %s", a.status, a.body)
+	}
+	for i := 0; i < 500 && hub.Stage("o/b") != gradiotest.StageStopped; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := hub.Stage("o/b"); got != gradiotest.StageStopped {
+		t.Fatalf("o/b %s, want STOPPED by its sleep time", got)
+	}
+	if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/b", `{"hold":"awake","duration":"1h"}`); a.status != 200 {
+		t.Fatalf("hold awake: %d %s", a.status, a.body)
+	}
+	for i := 0; i < 500 && hub.Stage("o/b") != gradiotest.StageRunning; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var stages []string
+	for _, tr := range hub.Transitions("o/b") {
+		stages = append(stages, tr.Stage)
+	}
+	if got := strings.Join(stages, " "); got != "STOPPED APP_STARTING RUNNING" {
+		t.Fatalf("o/b went %q, want STOPPED APP_STARTING RUNNING (no pause, no build)", got)
+	}
+	served := false
+	for i := 0; i < 200 && !served; i++ {
+		a := do(t, "POST", gw.URL+"/v1/predict/upper", `{"data":["x"]}`, "X-User-Id", fmt.Sprintf("s%d@example.com", i))
+		if a.status != 200 {
+			t.Fatalf("call %d: %d %s", i, a.status, a.body)
+		}
+		served = strings.Contains(a.body, `"replica":"b"`)
+		if !served {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !served {
+		t.Fatal("b never served again after its wake")
+	}
+}
