@@ -296,6 +296,10 @@ func TestClusterSharedUnderACLRule(t *testing.T) {
 func TestClusterRedisLostNobodyActs(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+	// After failed dials go-redis runs a redial loop that checks for Close
+	// once a second: let it see the Close before goleak looks (cleanups
+	// run last-in first-out: the Close first, then this wait).
+	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) })
 	t.Cleanup(func() { rc.Close() })
 	r := newRig(t, autoscale.Config{}, ownerTok)
 	hub := &recordingHub{Hub: r.client}
