@@ -37,6 +37,10 @@ type Mode string
 // is woken for them: 6 ticks of 5 s, half a minute.
 const urgentTicks = 6
 
+// visitGrace is how long a visited stopped Space may still be reported
+// STOPPED before the policy takes the visit for lost.
+const visitGrace = 30 * time.Second
+
 // Modes.
 const (
 	ModeOff    Mode = "off"
@@ -86,6 +90,35 @@ type Config struct {
 	// PricePerHour of one replica, for the estimated cost (default 0.80,
 	// an l4x1).
 	PricePerHour float64
+	// Lever is how a drained replica is parked: LeverPause (the default)
+	// pauses its Space; LeverSleep sets a short sleep time (SleepTime)
+	// instead: the Space stops itself once idle that long, and a replica
+	// needed again before it stopped is back at once, one stopped wakes
+	// on a visit (Waker) without a build. Either way it is parked in the
+	// pool at once.
+	Lever Lever
+	// SleepTime is the sleep time LeverSleep sets (default 1 min).
+	SleepTime time.Duration
+}
+
+// Lever is how the policy parks a replica's Space.
+type Lever string
+
+// Levers.
+const (
+	LeverPause Lever = "pause"
+	LeverSleep Lever = "sleep"
+)
+
+// ParseLever parses autoscale.park_lever ("" is LeverPause).
+func ParseLever(s string) (Lever, error) {
+	switch Lever(s) {
+	case "", LeverPause:
+		return LeverPause, nil
+	case LeverSleep:
+		return LeverSleep, nil
+	}
+	return "", fmt.Errorf("autoscale.park_lever %q: want pause or sleep", s)
 }
 
 func (c Config) withDefaults() Config {
@@ -118,6 +151,10 @@ func (c Config) withDefaults() Config {
 	if c.PricePerHour <= 0 {
 		c.PricePerHour = 0.80
 	}
+	if c.Lever == "" {
+		c.Lever = LeverPause
+	}
+	def(&c.SleepTime, time.Minute)
 	return c
 }
 
@@ -147,11 +184,19 @@ type ETASetter interface {
 	SetWakeETA(at time.Time)
 }
 
+// Waker is an optional part of a Target: Wake visits a replica's Space
+// (a request to its app), which wakes a STOPPED Space without a build;
+// the policy wakes Spaces it put to sleep (LeverSleep) so.
+type Waker interface {
+	Wake(replica string)
+}
+
 // Hub is the part of HubClient the controller uses.
 type Hub interface {
 	Runtime(ctx context.Context, space string) (Runtime, error)
 	Pause(ctx context.Context, space string) (Runtime, error)
 	Restart(ctx context.Context, space string) (Runtime, error)
+	SetSleepTime(ctx context.Context, space string, seconds int) (Runtime, error)
 }
 
 // Replica names a pool replica and its Space.
@@ -201,14 +246,24 @@ type repState struct {
 	awakeSince time.Time
 	draining   bool
 	drainSince time.Time
-	parkedHere bool // SetParked(true) is in force
-	wakeSent   time.Time
-	wakeTimes  []time.Duration
-	actions    []time.Time // parks and wakes, last day
-	disabled   error       // 403: no longer managed
-	hold       Hold
-	holdUntil  time.Time
-	lastReason string
+	parkedHere bool // parked by the policy (drained or paused)
+	// sleepSet: the policy set its Space's sleep time (LeverSleep): it
+	// stays parked, and stops by itself once idle that long.
+	sleepSet bool
+	// visited is when the policy visited its stopped Space to wake it:
+	// the Hub may report it STOPPED a little longer (the visit is on its
+	// way), which is not a reason to wake it again.
+	visited time.Time
+	// localParked is what this gateway's pool was told (Target.SetParked):
+	// parkedHere, also when another gateway of a cluster decided it.
+	localParked bool
+	wakeSent    time.Time
+	wakeTimes   []time.Duration
+	actions     []time.Time // parks and wakes, last day
+	disabled    error       // 403: no longer managed
+	hold        Hold
+	holdUntil   time.Time
+	lastReason  string
 	// dry run: would-be state
 	dryParked  bool
 	dryParkAt  time.Time
@@ -237,6 +292,16 @@ type Controller struct {
 	// waitingTicks counts the ticks in a row with callers waiting.
 	waitingTicks int
 	actions      []Action // last 200
+	// loads is this tick's demand per replica (over the cluster).
+	loads map[string]Load
+	// shared (a cluster) decides which gateway acts; token is the lease's
+	// fencing token while this one does (0: another, leader, does);
+	// unsaved are the actions not yet in the shared log.
+	shared    Shared
+	token     int64
+	leader    string
+	sharedErr bool
+	unsaved   []Action
 
 	mu      sync.Mutex
 	counts  map[[2]string]uint64
@@ -348,16 +413,31 @@ func (c *Controller) Tick(ctx context.Context) {
 	c.mu.Unlock()
 	defer c.publish(now)
 	defer c.publishETA()
-	c.refresh(ctx, now)
+
+	// This gateway's demand; in a cluster, every gateway's.
+	c.loads = map[string]Load{}
+	for _, r := range c.reps {
+		c.loads[r.Name] = c.target.Load(r.Name)
+	}
+	poolWaiting := c.target.Waiting()
+	if c.shared != nil {
+		var ok bool
+		if poolWaiting, ok = c.sync(ctx, now, poolWaiting); !ok {
+			return // no Redis: nothing is decided (another gateway may act)
+		}
+	}
+	if c.acting() {
+		c.refresh(ctx, now)
+	}
 
 	// Demand and capacity.
 	// waiting: callers queued for the pool as a whole and for a session
 	// on some replica alike.
-	waiting := c.target.Waiting()
+	waiting := poolWaiting
 	demand := float64(waiting)
 	capacity := 1
 	for _, r := range c.reps {
-		l := c.target.Load(r.Name)
+		l := c.loads[r.Name]
 		demand += float64(l.InUse + l.Waiting)
 		waiting += l.Waiting
 		capacity = max(capacity, l.Capacity)
@@ -400,6 +480,19 @@ func (c *Controller) Tick(ctx context.Context) {
 		need = max(need, runningN+(waiting+capacity-1)/capacity)
 	}
 	c.need = need
+	if !c.acting() {
+		// Another gateway of the cluster decides: this one applies its
+		// decisions to its own pool.
+		if c.cfg.Mode == ModeOn {
+			for _, r := range c.reps {
+				c.applyParked(r)
+			}
+		}
+		return
+	}
+	if c.shared != nil {
+		defer c.save(ctx)
+	}
 
 	// Who is awake (or waking), in the order they are kept: holds first,
 	// then those not draining, then configuration order. The order must
@@ -502,16 +595,18 @@ func (c *Controller) publishETA() {
 	es.SetWakeETA(eta)
 }
 
-// effAwake / effWaking: the stage, or in dry run the would-be stage.
+// effAwake / effWaking: the stage, or in dry run the would-be stage. A
+// replica put to sleep (LeverSleep) is parked while its Space still runs
+// out its sleep time.
 func (c *Controller) effAwake(r *repState) bool {
-	if c.cfg.Mode == ModeDryRun && r.dryParked {
+	if c.cfg.Mode == ModeDryRun && r.dryParked || r.sleepSet {
 		return false
 	}
 	return awake(r.stage)
 }
 
 func (c *Controller) effParked(r *repState) bool {
-	if c.cfg.Mode == ModeDryRun && r.dryParked {
+	if c.cfg.Mode == ModeDryRun && r.dryParked || r.sleepSet && (awake(r.stage) || parkedStage(r.stage)) {
 		return true
 	}
 	return parkedStage(r.stage)
@@ -539,6 +634,9 @@ func (c *Controller) refresh(ctx context.Context, now time.Time) {
 			c.hubFailed(r, now, "status", err)
 			continue
 		}
+		if rt.Stage == StageStopped && now.Sub(r.visited) < visitGrace {
+			continue // the visit that wakes it is on its way
+		}
 		c.setStage(r, rt.Stage, now)
 	}
 }
@@ -557,14 +655,12 @@ func (c *Controller) setStage(r *repState, stage string, now time.Time) {
 		r.awakeSince = now
 		r.lastNeeded = now
 		if r.parkedHere && c.cfg.Mode == ModeOn {
-			c.target.SetParked(r.Name, false)
-			r.parkedHere = false
+			c.setParked(r, false)
 		}
 	}
 	if parkedStage(stage) && c.cfg.Mode == ModeOn && !r.parkedHere {
 		// parked by us earlier, by HF's sleep time or by hand: a state
-		c.target.SetParked(r.Name, true)
-		r.parkedHere = true
+		c.setParked(r, true)
 	}
 }
 
@@ -574,8 +670,7 @@ func (c *Controller) hubFailed(r *repState, now time.Time, op string, err error)
 		r.disabled = fmt.Errorf("autoscale: stopped managing %s: the Hub refused the token (%d) on %s; it needs the Space owner's token with write access", r.Space, he.Status, op)
 		c.log.Error("autoscale: replica no longer managed", "replica", r.Name, "space", r.Space, "status", he.Status, "op", op)
 		if r.parkedHere && c.cfg.Mode == ModeOn {
-			c.target.SetParked(r.Name, false) // let the pool's own health checks judge it
-			r.parkedHere = false
+			c.setParked(r, false) // let the pool's own health checks judge it
 		}
 		c.record(Action{At: now, Replica: r.Name, Kind: op, Result: ResultFailed, Reason: "hub refused the token", Error: err.Error()})
 		return
@@ -601,6 +696,12 @@ func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reaso
 		c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultDryRun, Reason: reason})
 		return true
 	}
+	if !c.mayAct() {
+		return false
+	}
+	if r.sleepSet {
+		return c.wakeSleeper(ctx, r, now, reason)
+	}
 	rt, err := c.hub.Restart(ctx, r.Space)
 	if err != nil {
 		c.hubFailed(r, now, ActionWake, err)
@@ -613,6 +714,46 @@ func (c *Controller) wake(ctx context.Context, r *repState, now time.Time, reaso
 	r.wakeSent = now
 	r.awakeSince, r.lastNeeded = now, now // its minimum awake time starts now
 	c.setStage(r, rt.Stage, now)
+	c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultOK, Reason: reason})
+	return true
+}
+
+// wakeSleeper wakes a replica put to sleep (LeverSleep): its sleep time
+// is set back to never; a Space still running takes calls again at once,
+// a stopped one is visited (Waker), else restarted.
+func (c *Controller) wakeSleeper(ctx context.Context, r *repState, now time.Time, reason string) bool {
+	rt, err := c.hub.SetSleepTime(ctx, r.Space, -1)
+	if err != nil {
+		c.hubFailed(r, now, ActionWake, err)
+		if r.disabled == nil {
+			c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultFailed, Reason: reason, Error: err.Error()})
+		}
+		return false
+	}
+	r.sleepSet = false
+	r.actions = append(r.actions, now)
+	r.awakeSince, r.lastNeeded = now, now
+	c.setStage(r, rt.Stage, now)
+	switch {
+	case awake(rt.Stage): // still running out its sleep time: back at once
+		c.setParked(r, false)
+		reason += "; its Space had not stopped yet"
+	case rt.Stage == StageStopped:
+		r.wakeSent = now
+		if wk, ok := c.target.(Waker); ok {
+			wk.Wake(r.Name)
+			r.visited = now
+			r.stage = StageStarting // as far as the policy knows: read again next tick
+			reason += "; visited (no build)"
+		} else if rt, err = c.hub.Restart(ctx, r.Space); err == nil {
+			c.setStage(r, rt.Stage, now)
+		}
+	}
+	if err != nil {
+		c.hubFailed(r, now, ActionWake, err)
+		c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultFailed, Reason: reason, Error: err.Error()})
+		return false
+	}
 	c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultOK, Reason: reason})
 	return true
 }
@@ -637,13 +778,32 @@ func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reaso
 			return
 		}
 		r.draining, r.drainSince = true, now
-		c.target.SetParked(r.Name, true)
-		r.parkedHere = true
+		c.setParked(r, true)
 		c.record(Action{At: now, Replica: r.Name, Kind: ActionDrain, Result: ResultOK, Reason: reason})
 	}
-	l := c.target.Load(r.Name)
+	l := c.loads[r.Name] // over every gateway of a cluster
 	if l.InUse+l.Waiting > 0 && now.Sub(r.drainSince) < c.cfg.DrainTimeout {
 		return // calls in flight finish first
+	}
+	if !c.mayAct() {
+		return
+	}
+	if c.cfg.Lever == LeverSleep {
+		secs := max(int(c.cfg.SleepTime.Seconds()), 1)
+		rt, err := c.hub.SetSleepTime(ctx, r.Space, secs)
+		if err != nil {
+			c.hubFailed(r, now, ActionPark, err)
+			if r.disabled == nil {
+				c.record(Action{At: now, Replica: r.Name, Kind: ActionPark, Result: ResultFailed, Reason: reason, Error: err.Error()})
+			}
+			return
+		}
+		r.draining, r.sleepSet, r.lastReason = false, true, ""
+		r.actions = append(r.actions, now)
+		c.setStage(r, rt.Stage, now)
+		c.record(Action{At: now, Replica: r.Name, Kind: ActionPark, Result: ResultOK,
+			Reason: fmt.Sprintf("%s; sleep time %v (stops once idle that long)", reason, c.cfg.SleepTime)})
+		return
 	}
 	rt, err := c.hub.Pause(ctx, r.Space)
 	if err != nil {
@@ -663,8 +823,7 @@ func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reaso
 func (c *Controller) undrain(r *repState, now time.Time, reason string) {
 	r.draining = false
 	if r.parkedHere {
-		c.target.SetParked(r.Name, false)
-		r.parkedHere = false
+		c.setParked(r, false)
 	}
 	c.record(Action{At: now, Replica: r.Name, Kind: ActionDrain, Result: "cancelled", Reason: reason})
 }
@@ -677,6 +836,9 @@ func (c *Controller) count(kind, result string) {
 
 func (c *Controller) record(a Action) {
 	c.count(a.Kind, a.Result)
+	if c.shared != nil {
+		c.unsaved = append(c.unsaved, a)
+	}
 	c.actions = append(c.actions, a)
 	if len(c.actions) > 200 {
 		c.actions = c.actions[len(c.actions)-200:]
@@ -702,6 +864,9 @@ func (c *Controller) SetHold(replica string, h Hold, d time.Duration) error {
 			ph := pendingHold{hold: h}
 			if h != HoldAuto {
 				ph.until = c.now().Add(d)
+			}
+			if c.shared != nil { // every gateway's, applied by the acting one
+				return c.shared.SetHold(context.Background(), replica, h, ph.until)
 			}
 			c.mu.Lock()
 			c.holds[replica] = ph

@@ -3,6 +3,7 @@ package autoscale_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -552,5 +553,88 @@ func TestWakesForCallersQueuedOnAReplica(t *testing.T) {
 	r.run(40*time.Second, 5*time.Second)
 	if st := r.stages(); count(st, "PAUSED") != 1 {
 		t.Fatalf("a lasting queue on r1 woke %v, want one more replica", st)
+	}
+}
+
+// wakingTarget visits a replica's Space when the policy wakes it (the
+// pool's Wake).
+type wakingTarget struct {
+	*fakeTarget
+	hub *gradiotest.Hub
+}
+
+func (t wakingTarget) Wake(r string) { t.hub.Visit("o/" + r) }
+
+// TestSleepLever: with park_lever sleep a replica not needed is parked in
+// the pool at once and its Space gets a short sleep time instead of a
+// pause: it stops by itself, is never paused, and callers waiting wake it
+// by a visit (APP_STARTING, no BUILDING), its sleep time set back to
+// never; a replica needed again before its Space stopped is back at once,
+// without a wake.
+func TestSleepLever(t *testing.T) {
+	r := newRig(t, autoscale.Config{}, ownerTok)
+	wt := wakingTarget{fakeTarget: r.target, hub: r.hub}
+	ctl := autoscale.New(autoscale.Config{Mode: autoscale.ModeOn, Lever: autoscale.LeverSleep, SleepTime: 2 * time.Minute},
+		r.client, wt, []autoscale.Replica{{Name: "r1", Space: "o/r1"}, {Name: "r2", Space: "o/r2"}, {Name: "r3", Space: "o/r3"}}, nil, r.clk.Now)
+	r.ctl = ctl
+	r.run(16*time.Minute, 5*time.Second)
+	st := r.stages()
+	if count(st, "STOPPED") != 2 || count(st, "RUNNING") != 1 {
+		t.Fatalf("after park_after: %v, want 2 STOPPED (their sleep time) and 1 RUNNING", st)
+	}
+	var slept []string
+	for i, s := range st {
+		if s == "STOPPED" {
+			slept = append(slept, r.names[i])
+			if !r.target.isParked(r.names[i]) {
+				t.Errorf("%s stopped but not parked in the pool", r.names[i])
+			}
+		}
+	}
+	r.target.setWaiting(6) // urgent: both are woken
+	r.run(70*time.Second, 5*time.Second)
+	for _, n := range slept {
+		var got []string
+		for _, x := range r.hub.Transitions("o/" + n) {
+			got = append(got, x.Stage)
+		}
+		if strings.Join(got, " ") != "STOPPED APP_STARTING RUNNING" {
+			t.Errorf("%s went %v, want STOPPED APP_STARTING RUNNING (a visit, no pause, no build)", n, got)
+		}
+		if r.target.isParked(n) {
+			t.Errorf("%s runs but stays parked", n)
+		}
+	}
+	r.target.setWaiting(0)
+
+	// A sleep time longer than the quiet spell: the replica is parked in
+	// the pool, its Space still runs, and it is back at once when needed.
+	r2 := newRig(t, autoscale.Config{}, ownerTok)
+	r2.ctl = autoscale.New(autoscale.Config{Mode: autoscale.ModeOn, Lever: autoscale.LeverSleep, SleepTime: 2 * time.Hour},
+		r2.client, r2.target, []autoscale.Replica{{Name: "r1", Space: "o/r1"}, {Name: "r2", Space: "o/r2"}, {Name: "r3", Space: "o/r3"}}, nil, r2.clk.Now)
+	r2.run(16*time.Minute, 5*time.Second)
+	parked := 0
+	for _, n := range r2.names {
+		if r2.target.isParked(n) {
+			parked++
+		}
+	}
+	if st := r2.stages(); count(st, "RUNNING") != 3 || parked != 2 {
+		t.Fatalf("long sleep time: %v, %d parked; want 3 RUNNING, 2 parked", st, parked)
+	}
+	r2.target.setWaiting(6)
+	r2.run(0, 0)
+	for _, n := range r2.names {
+		if r2.target.isParked(n) {
+			t.Errorf("%s still parked one tick after callers came", n)
+		}
+		if tr := r2.hub.Transitions("o/" + n); len(tr) != 0 {
+			t.Errorf("%s changed stage: %v", n, tr)
+		}
+	}
+	for _, rs := range r2.ctl.Status().Replicas {
+		if rs.ActionsHour > 2 {
+			t.Errorf("%s: %d actions", rs.Name, rs.ActionsHour)
+		}
 	}
 }

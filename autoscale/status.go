@@ -29,7 +29,11 @@ type ReplicaStatus struct {
 	AwakeSeconds float64 `json:"awakeSeconds"`
 	// SavedGPUHours (dry run) is the time it would have been parked.
 	SavedGPUHours float64 `json:"savedGpuHours,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	// CostPerHour is what the replica's Space bills now by the policy's
+	// view (its price while awake or starting, else 0; in dry run what
+	// it would bill had the policy acted).
+	CostPerHour float64 `json:"costPerHour"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // Status is the controller's state.
@@ -42,9 +46,26 @@ type Status struct {
 	Replicas []ReplicaStatus `json:"replicas"`
 	// Actions are the latest actions (taken, or in dry run planned).
 	Actions []Action `json:"actions"`
-	// EstimatedCostPerHour is the awake replicas times the price.
+	// EstimatedCostPerHour is the replicas' CostPerHour summed: the awake
+	// (and starting) replicas times the price.
 	EstimatedCostPerHour float64 `json:"estimatedCostPerHour"`
 	HubCallsLeft         *int    `json:"hubCallsLeft,omitempty"`
+	// Cluster is set in a cluster: which gateway acts.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+}
+
+// ClusterStatus says which gateway of a cluster acts (holds the lease).
+type ClusterStatus struct {
+	// Acting: this gateway decides and calls the Hub; the others apply
+	// its decisions to their pools.
+	Acting bool `json:"acting"`
+	// Leader is the acting gateway's id (empty: none, or Redis lost).
+	Leader string `json:"leader"`
+	// FencingToken numbers the lease: every takeover increments it.
+	FencingToken int64 `json:"fencingToken,omitempty"`
+	// RedisUp is false while the shared state cannot be read (then no
+	// gateway of this one's acts).
+	RedisUp bool `json:"redisUp"`
 }
 
 // Status reports the controller's state as of the last Tick.
@@ -72,7 +93,10 @@ func (c *Controller) publish(now time.Time) {
 func (c *Controller) statusAt(now time.Time) Status {
 	st := Status{Mode: c.cfg.Mode, Demand: c.demand, Forecast: c.forecast, Need: c.need, MinAwake: *c.cfg.MinAwake,
 		Actions: append([]Action(nil), c.actions...)}
-	if hc, ok := c.hub.(*HubClient); ok {
+	if c.shared != nil {
+		st.Cluster = &ClusterStatus{Acting: c.token > 0, Leader: c.leader, FencingToken: c.token, RedisUp: !c.sharedErr}
+	}
+	if hc, ok := c.hub.(*HubClient); ok && c.acting() {
 		left, _ := hc.Budget()
 		st.HubCallsLeft = &left
 	}
@@ -110,12 +134,19 @@ func (c *Controller) statusAt(now time.Time) Status {
 			if r.hold == HoldParked {
 				rs.Why = "held parked"
 			}
+			if r.sleepSet && awake(r.stage) {
+				rs.Why += "; sleep time set: its Space stops once idle that long"
+				rs.CostPerHour = c.cfg.PricePerHour // it bills until it stops
+			}
 			rs.Next = "wake when demand or its forecast needs it"
 		case c.effWaking(r):
 			rs.State, rs.Why = "waking", "woken for demand"
+			if r.stage == StageStarting { // the Hub bills a start, not a build
+				rs.CostPerHour = c.cfg.PricePerHour
+			}
 		case c.effAwake(r):
 			rs.State = "awake"
-			st.EstimatedCostPerHour += c.cfg.PricePerHour
+			rs.CostPerHour = c.cfg.PricePerHour
 			switch {
 			case r.hold == HoldAwake:
 				rs.Why = "held awake"
@@ -132,6 +163,12 @@ func (c *Controller) statusAt(now time.Time) Status {
 		default:
 			rs.State, rs.Why = "other", "stage not the policy's to change"
 		}
+		if rs.State == "draining" || rs.State == "unmanaged" || rs.State == "other" {
+			if awake(r.stage) || r.stage == StageStarting {
+				rs.CostPerHour = c.cfg.PricePerHour
+			}
+		}
+		st.EstimatedCostPerHour += rs.CostPerHour
 		st.Replicas = append(st.Replicas, rs)
 	}
 	return st

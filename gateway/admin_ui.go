@@ -33,6 +33,9 @@ const maxLoginBody = 4 << 10
 // metrics' hooks.
 func (g *Gateway) initAdmin() {
 	g.history = newHistory(g.backend, g.cfg.Pool.MaxConnections, defaultHistoryInterval, defaultHistoryPoints, defaultHistoryEvents)
+	if g.autoscale != nil {
+		g.history.autoscale = g.autoscale.ctl.Status
+	}
 	g.metrics.hooks.add(g.history.observeCall, g.history.onPoolEvent)
 }
 

@@ -362,9 +362,9 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 const waitingInterval = 500 * time.Millisecond
 
 // showWaiting calls show with the call's place in the gateway's queue
-// when it starts waiting and whenever its rank, the queue's size or
-// whether an ETA is known changed, polled every waitingInterval, until
-// stop.
+// when it starts waiting and whenever its rank, the queue's size, whether
+// an ETA is known or whether it waits for a wake changed, polled every
+// waitingInterval, until stop.
 func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.QueuePosition)) {
 	select {
 	case <-stop:
@@ -375,7 +375,7 @@ func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.Queue
 	defer t.Stop()
 	last := pool.QueuePosition{Rank: -1}
 	for {
-		if pos, ok := qw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown) {
+		if pos, ok := qw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown || pos.Waking != last.Waking) {
 			last = pos
 			show(pos)
 		}
@@ -389,13 +389,21 @@ func showWaiting(qw *pool.QueueWatch, stop <-chan struct{}, show func(pool.Queue
 
 // waitingEvent is the data of a waiting event: rank (0-based) and size
 // of the gateway's queue for a session of the replica, eta in seconds
-// (null until a call was measured).
+// (null until a call was measured). While every replica is parked
+// (autoscale) and the call waits for a wake, waking is true, rank and
+// queue_size are its place among the calls waiting so, and eta is the
+// time until the wake the policy expects (null until it has woken a
+// Space).
 func waitingEvent(pos pool.QueuePosition) map[string]any {
 	var eta any
 	if pos.ETAKnown {
 		eta = math.Round(pos.ETA.Seconds()*1000) / 1000
 	}
-	return map[string]any{"rank": max(pos.Rank, 0), "queue_size": max(pos.Size, pos.Rank+1, 1), "eta": eta}
+	ev := map[string]any{"rank": max(pos.Rank, 0), "queue_size": max(pos.Size, pos.Rank+1, 1), "eta": eta}
+	if pos.Waking {
+		ev["waking"] = true
+	}
+	return ev
 }
 
 // writeEvent forwards one update; complete and error are written by the

@@ -40,6 +40,12 @@ type AutoscaleConfig struct {
 	// WakeTimeout: a call that finds every replica parked waits this long
 	// for a wake, then gets 503 with Retry-After.
 	WakeTimeout time.Duration
+	// ParkLever is pause (pause the Space) or sleep (set a short sleep
+	// time, SleepTime: the Space stops itself once idle that long and
+	// wakes on a visit, without a build).
+	ParkLever string
+	// SleepTime is the sleep time the sleep lever sets.
+	SleepTime time.Duration
 }
 
 const defaultHubURL = "https://huggingface.co"
@@ -66,13 +72,14 @@ func (a AutoscaleConfig) validate(c *Config) []error {
 	if a.MaxActionsPerHour < 1 || a.MaxActionsPerDay < a.MaxActionsPerHour {
 		bad("autoscale.max_actions_per_hour (%d) must be at least 1 and autoscale.max_actions_per_day (%d) at least as large", a.MaxActionsPerHour, a.MaxActionsPerDay)
 	}
+	if _, err := autoscale.ParseLever(a.ParkLever); err != nil {
+		bad("%v", err)
+	}
+	if a.SleepTime < time.Second {
+		bad("autoscale.sleep_time: %v, must be at least 1s", a.SleepTime)
+	}
 	if a.HubCallBudget < 1 {
 		bad("autoscale.hub_call_budget: %d, must be at least 1", a.HubCallBudget)
-	}
-	if m == autoscale.ModeOn && c.RedisURL() != "" {
-		// Issue 34 item 4 (one acting gateway through a Redis lease) is not
-		// built: several gateways acting at once would fight.
-		bad("autoscale.mode on is not supported in a cluster yet (every gateway would act); use dry_run, or on with one gateway")
 	}
 	if m == autoscale.ModeOn && c.Secrets.HFToken == "" {
 		bad("autoscale.mode on needs HF_TOKEN: the Spaces' owner's token with write access")
@@ -83,6 +90,7 @@ func (a AutoscaleConfig) validate(c *Config) []error {
 // autoscaler is the running policy of a gateway made by Open.
 type autoscaler struct {
 	ctl    *autoscale.Controller
+	shared *autoscale.RedisShared // in a cluster
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -90,7 +98,12 @@ type autoscaler struct {
 // startAutoscale starts the policy over p when autoscale.mode is not off.
 // Only replicas named by a Space id can be managed (a URL has no Space to
 // pause); the others are left alone.
-func startAutoscale(cfg Config, p *pool.Pool, logger *slog.Logger, metrics *Metrics) *autoscaler {
+//
+// In a cluster (member not nil) one gateway acts: the one holding the
+// autoscale lease in the cluster's Redis (autoscale.RedisShared), which
+// lives max(cluster.lease_ttl, 3 x autoscale.interval) without renewal;
+// the others publish their demand and apply its decisions to their pools.
+func startAutoscale(cfg Config, p *pool.Pool, logger *slog.Logger, metrics *Metrics, member *clusterMember) *autoscaler {
 	mode, _ := autoscale.ParseMode(cfg.Autoscale.Mode)
 	if mode == autoscale.ModeOff {
 		return nil
@@ -112,18 +125,26 @@ func startAutoscale(cfg Config, p *pool.Pool, logger *slog.Logger, metrics *Metr
 		hubURL = defaultHubURL
 	}
 	minAwake := max(cfg.Autoscale.MinAwake, 0)
+	lever, _ := autoscale.ParseLever(cfg.Autoscale.ParkLever) // validated
 	client := autoscale.NewHubClient(hubURL, cfg.Secrets.HFToken, cfg.Autoscale.HubCallBudget, nil, nil)
 	ctl := autoscale.New(autoscale.Config{
 		Mode: mode, MinAwake: &minAwake, ParkAfter: cfg.Autoscale.ParkAfter,
 		MinAwakeAfterWake: cfg.Autoscale.MinAwakeAfterWake,
 		MaxActionsPerHour: cfg.Autoscale.MaxActionsPerHour, MaxActionsPerDay: cfg.Autoscale.MaxActionsPerDay,
+		Lever: lever, SleepTime: cfg.Autoscale.SleepTime,
 	}, client, &poolTarget{p: p, max: cfg.Pool.MaxConnections}, reps, logger, nil)
+	a := &autoscaler{ctl: ctl}
+	if member != nil {
+		a.shared = autoscale.NewRedisShared(member.rc, cfg.Cluster.Name, member.coord.ID(),
+			max(cfg.Cluster.LeaseTTL, 3*cfg.Autoscale.Interval), 3*cfg.Autoscale.Interval)
+		ctl.SetShared(a.shared)
+	}
 	metrics.register(&autoscaleCollector{ctl: ctl})
 	if mode == autoscale.ModeOn {
 		p.SetWakeWait(cfg.Autoscale.WakeTimeout)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &autoscaler{ctl: ctl, cancel: cancel}
+	a.cancel = cancel
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -137,7 +158,21 @@ func startAutoscale(cfg Config, p *pool.Pool, logger *slog.Logger, metrics *Metr
 func (a *autoscaler) close() error {
 	a.cancel()
 	a.wg.Wait()
+	if a.shared != nil {
+		// Another gateway takes over at its next tick, not a lease TTL later.
+		ctx, cancel := context.WithTimeout(context.Background(), clusterLeaveTimeout)
+		defer cancel()
+		return a.shared.Release(ctx)
+	}
 	return nil
+}
+
+// kill stops the policy without giving its lease up, as a dead process
+// would (tests).
+func (a *autoscaler) kill() {
+	a.cancel()
+	a.wg.Wait()
+	a.shared = nil
 }
 
 // poolTarget is the pool as the policy sees it.
@@ -158,6 +193,9 @@ func (t *poolTarget) Waiting() int { return t.p.ParkedWaiters() }
 func (t *poolTarget) SetParked(replica string, parked bool) { _ = t.p.SetParked(replica, parked) }
 
 func (t *poolTarget) SetWakeETA(at time.Time) { t.p.SetWakeETA(at) }
+
+// Wake visits the replica's Space: a stopped one wakes (autoscale's sleep lever).
+func (t *poolTarget) Wake(replica string) { _ = t.p.Wake(replica) }
 
 // autoscaleRoutes registers GET /api/admin/autoscale and POST
 // /api/admin/autoscale/replicas/{name}.

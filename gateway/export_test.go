@@ -69,3 +69,11 @@ const (
 
 // SampleHistory takes one dashboard point now.
 func (g *Gateway) SampleHistory() { g.history.sample(context.Background()) }
+
+// KillAutoscale stops the gateway's autoscale policy without giving its
+// cluster lease up, as a dead process would.
+func (g *Gateway) KillAutoscale() {
+	if g.autoscale != nil {
+		g.autoscale.kill()
+	}
+}

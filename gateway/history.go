@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gradiopool/gradiopool/autoscale"
 	"github.com/gradiopool/gradiopool/internal/version"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -54,11 +55,16 @@ type HistoryPoint struct {
 	Seconds float64 `json:"seconds"`
 	// UserAssignments is how many users are pinned to a replica: a count,
 	// never who.
-	UserAssignments int            `json:"user_assignments"`
-	Waiting         int            `json:"waiting"`
-	InUse           int            `json:"in_use"`
-	CallsPerSecond  float64        `json:"calls_per_second"`
-	Replicas        []ReplicaPoint `json:"replicas"`
+	UserAssignments int     `json:"user_assignments"`
+	Waiting         int     `json:"waiting"`
+	InUse           int     `json:"in_use"`
+	CallsPerSecond  float64 `json:"calls_per_second"`
+	// CostPerHour is the autoscale policy's estimate of what the replicas'
+	// Spaces bill per hour now (GET /api/admin/autoscale's
+	// estimatedCostPerHour); absent while autoscale.mode is off. Merged
+	// points carry the mean over their intervals.
+	CostPerHour *float64       `json:"cost_per_hour,omitempty"`
+	Replicas    []ReplicaPoint `json:"replicas"`
 	// Partial marks the last point of the since-start series while it
 	// gathers fewer intervals than its resolution: a poller replaces it
 	// by the next answer's points (since stays at the last whole point).
@@ -91,6 +97,15 @@ type ReplicaPoint struct {
 	// Operator is the operator's control (enabled, draining, drained,
 	// disabled; POST /api/admin/replicas/{name}/{action}).
 	Operator string `json:"operator,omitempty"`
+	// With autoscale.mode on or dry_run: the Space's stage as the policy
+	// last read it (RUNNING, PAUSED, BUILDING, ...), the policy's state
+	// of the replica (awake, waking, draining, parked, unmanaged) and
+	// why, and what it bills per hour now (the mean over a merged
+	// point's intervals).
+	Stage          string   `json:"stage,omitempty"`
+	AutoscaleState string   `json:"autoscale_state,omitempty"`
+	AutoscaleWhy   string   `json:"autoscale_why,omitempty"`
+	CostPerHour    *float64 `json:"cost_per_hour,omitempty"`
 
 	// Over the interval: calls submitted (attempts), calls failed by the
 	// replica or the pool, calls the app answered with its own error
@@ -201,12 +216,15 @@ type HistoryDoc struct {
 // History samples a Backend into fixed-size rings. Create it with
 // newHistory; Run samples until its context ends.
 type History struct {
-	b        Backend
-	interval time.Duration
-	max      atomic.Int64 // sessions per replica (max_connections); a reload changes it
-	now      func() time.Time
-	started  time.Time
-	version  string
+	b Backend
+	// autoscale, when set, is the policy's status (autoscale.mode not
+	// off): each point carries its stages, states and cost.
+	autoscale func() autoscale.Status
+	interval  time.Duration
+	max       atomic.Int64 // sessions per replica (max_connections); a reload changes it
+	now       func() time.Time
+	started   time.Time
+	version   string
 
 	mu     sync.Mutex
 	points []HistoryPoint // ring of cap points
@@ -454,6 +472,9 @@ func (h *History) sample(ctx context.Context) {
 	if secs > 0 {
 		p.CallsPerSecond = float64(calls) / secs
 	}
+	if h.autoscale != nil {
+		h.addAutoscale(&p, h.autoscale())
+	}
 	clear(h.lat)
 	h.prevAt = now
 	h.points[h.next] = p
@@ -462,6 +483,36 @@ func (h *History) sample(ctx context.Context) {
 		h.full = true
 	}
 	h.addLife(p)
+}
+
+// addAutoscale adds the policy's view (stages, states, cost) to p.
+func (h *History) addAutoscale(p *HistoryPoint, st autoscale.Status) {
+	if len(st.Replicas) == 0 {
+		return // no tick yet
+	}
+	cost := st.EstimatedCostPerHour
+	p.CostPerHour = &cost
+	for i := range p.Replicas {
+		rp := &p.Replicas[i]
+		for _, rs := range st.Replicas {
+			if rs.Name == rp.Name {
+				c := rs.CostPerHour
+				rp.Stage, rp.AutoscaleState, rp.AutoscaleWhy, rp.CostPerHour = rs.Stage, rs.State, rs.Why, &c
+			}
+		}
+	}
+}
+
+// meanOf is the mean of two optional values over their intervals.
+func meanOf(a *float64, as float64, b *float64, bs float64) *float64 {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || as+bs <= 0:
+		return a
+	}
+	m := (*a*as + *b*bs) / (as + bs)
+	return &m
 }
 
 // addLife adds one interval's point to the since-start series. When the
@@ -504,6 +555,7 @@ func mergePoints(a, b HistoryPoint) HistoryPoint {
 	m.UserAssignments = max(a.UserAssignments, b.UserAssignments)
 	m.Waiting = max(a.Waiting, b.Waiting)
 	m.InUse = max(a.InUse, b.InUse)
+	m.CostPerHour = meanOf(a.CostPerHour, a.Seconds, b.CostPerHour, b.Seconds)
 	m.Replicas = make([]ReplicaPoint, len(b.Replicas))
 	var calls uint64
 	for i, rb := range b.Replicas {
@@ -520,6 +572,7 @@ func mergePoints(a, b HistoryPoint) HistoryPoint {
 			r.Waiting = max(r.Waiting, ra.Waiting)
 			r.WaitP50Ms, r.WaitP95Ms = maxMs(ra.WaitP50Ms, r.WaitP50Ms), maxMs(ra.WaitP95Ms, r.WaitP95Ms)
 			r.CallP50Ms, r.CallP95Ms = maxMs(ra.CallP50Ms, r.CallP50Ms), maxMs(ra.CallP95Ms, r.CallP95Ms)
+			r.CostPerHour = meanOf(ra.CostPerHour, a.Seconds, r.CostPerHour, b.Seconds)
 		}
 		setRates(&r, m.Seconds)
 		calls += r.Calls

@@ -55,7 +55,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...gradio.O
 	p.CheckReplicas()
 	backend := newPoolBackend(p, cfg.Pool.MaxConnections)
 	metrics.Register(backend)
-	as := startAutoscale(cfg, p, logger, metrics)
+	as := startAutoscale(cfg, p, logger, metrics, member)
 	g := newGateway(cfg, backend, logger, metrics, built{pool: p, backend: backend, closers: closers, member: member, autoscale: as})
 	if member != nil {
 		member.attach(p, g)

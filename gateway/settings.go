@@ -241,6 +241,10 @@ var settings = []setting{
 		def: 5 * time.Second, field: func(c *Config) any { return &c.Autoscale.Interval }},
 	{key: "autoscale.wake_timeout", env: "GRADIOPOOL_AUTOSCALE_WAKE_TIMEOUT", flag: "autoscale-wake-timeout", help: "a call finding every replica paused waits this long for a wake, then gets 503 with Retry-After",
 		def: 5 * time.Minute, field: func(c *Config) any { return &c.Autoscale.WakeTimeout }},
+	{key: "autoscale.park_lever", env: "GRADIOPOOL_AUTOSCALE_PARK_LEVER", flag: "autoscale-park-lever", help: "how a replica not needed is parked: pause (its Space is paused; only a restart wakes it, through a build) or sleep (a short sleep time, autoscale.sleep_time: the Space stops itself once idle, is back at once if needed before that, and wakes on a visit without a build; billed until it stops)",
+		def: "pause", field: func(c *Config) any { return &c.Autoscale.ParkLever }},
+	{key: "autoscale.sleep_time", env: "GRADIOPOOL_AUTOSCALE_SLEEP_TIME", flag: "autoscale-sleep-time", help: "the sleep time the sleep lever sets on a parked replica's Space",
+		def: time.Minute, field: func(c *Config) any { return &c.Autoscale.SleepTime }},
 }
 
 // settingByKey finds a row; nil when key is none.

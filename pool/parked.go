@@ -48,6 +48,10 @@ type parking struct {
 	woke    chan struct{} // closed and replaced at every SetParked(false)
 	eta     time.Time     // when the autoscaler expects a replica awake
 	waiters atomic.Int64
+	// queue are the tickets of the calls waiting for a wake, for their
+	// place (QueuePosition.Rank); seq numbers them in arrival order.
+	queue map[uint64]struct{}
+	seq   uint64
 }
 
 // SetWakeWait makes a call that finds every replica parked wait up to d
@@ -68,7 +72,8 @@ func (p *Pool) SetWakeETA(t time.Time) {
 	p.parking.mu.Unlock()
 }
 
-// WakeETA is the time SetWakeETA recorded (zero: none).
+// WakeETA is the time SetWakeETA recorded (zero: none): when the
+// autoscaler expects a parked replica to run.
 func (p *Pool) WakeETA() time.Time {
 	p.parking.mu.Lock()
 	defer p.parking.mu.Unlock()
@@ -120,6 +125,16 @@ func (p *Pool) waitUnparked(ctx context.Context, causes []*ReplicaError, until t
 	}
 	p.parking.waiters.Add(1)
 	defer p.parking.waiters.Add(-1)
+	if qw, _ := ctx.Value(queueWatcherKey{}).(*QueueWatch); qw != nil {
+		ticket := p.enterWakeQueue()
+		qw.queuedAt(func() QueuePosition { return p.wakePosition(ticket) })
+		defer func() {
+			qw.left()
+			p.parking.mu.Lock()
+			delete(p.parking.queue, ticket)
+			p.parking.mu.Unlock()
+		}()
+	}
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
@@ -145,4 +160,34 @@ func IsParked(err error) bool {
 		}
 	}
 	return true
+}
+
+// enterWakeQueue numbers a call that starts waiting for a wake.
+func (p *Pool) enterWakeQueue() uint64 {
+	p.parking.mu.Lock()
+	defer p.parking.mu.Unlock()
+	if p.parking.queue == nil {
+		p.parking.queue = map[uint64]struct{}{}
+	}
+	p.parking.seq++
+	p.parking.queue[p.parking.seq] = struct{}{}
+	return p.parking.seq
+}
+
+// wakePosition is the place of the call holding ticket among the calls
+// waiting for a wake, with the time until the wake the autoscaler expects
+// (unknown until it has woken a Space; 0 once that time has passed).
+func (p *Pool) wakePosition(ticket uint64) QueuePosition {
+	p.parking.mu.Lock()
+	defer p.parking.mu.Unlock()
+	pos := QueuePosition{Waking: true, Size: len(p.parking.queue)}
+	for t := range p.parking.queue {
+		if t < ticket {
+			pos.Rank++
+		}
+	}
+	if !p.parking.eta.IsZero() {
+		pos.ETA, pos.ETAKnown = max(p.parking.eta.Sub(p.now()), 0), true
+	}
+	return pos
 }

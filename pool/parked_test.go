@@ -151,3 +151,104 @@ func TestCallsWaitForAWake(t *testing.T) {
 		t.Fatalf("past the wait: %v", err)
 	}
 }
+
+// TestWakeWaitShowsPosition: calls waiting for a wake show it in their
+// QueueWatch (what /v1/submit's waiting events and the front door's
+// estimation messages are made of): Waking, their place among the calls
+// waiting so, and, once the autoscaler has set one, the time until the
+// wake it expects; after the wake they wait no more.
+func TestWakeWaitShowsPosition(t *testing.T) {
+	srvs := replicas(t, 1)
+	p := newPool(t, pool.Config{Replicas: []string{srvs[0].URL}})
+	ctx := ctxT(t)
+	name := p.Replicas()[0]
+	if err := p.SetParked(name, true); err != nil {
+		t.Fatal(err)
+	}
+	p.SetWakeWait(time.Minute)
+	qws := []*pool.QueueWatch{new(pool.QueueWatch), new(pool.QueueWatch)}
+	errs := make(chan error, 2)
+	for i, qw := range qws {
+		go func() {
+			c, err := p.SubmitWith(ctx, user(i), pool.CallOptions{Watch: qw}, "upper", "x")
+			if err == nil {
+				_, err = c.Wait(ctx)
+			}
+			errs <- err
+		}()
+		select {
+		case <-qw.Waited():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d never shown waiting", i)
+		}
+	}
+	for i, qw := range qws {
+		pos, ok := qw.Position()
+		if !ok || !pos.Waking || pos.Rank != i || pos.Size != 2 || pos.ETAKnown || pos.Replica != "" {
+			t.Fatalf("call %d before any ETA: %+v %v", i, pos, ok)
+		}
+	}
+	p.SetWakeETA(time.Now().Add(90 * time.Second))
+	pos, _ := qws[1].Position()
+	if !pos.ETAKnown || pos.ETA < 80*time.Second || pos.ETA > 90*time.Second {
+		t.Fatalf("with the wake ETA: %+v", pos)
+	}
+	p.SetWakeETA(time.Now().Add(-time.Second)) // overdue: expected any moment
+	if pos, _ = qws[0].Position(); !pos.ETAKnown || pos.ETA != 0 {
+		t.Fatalf("overdue wake: %+v", pos)
+	}
+	if err := p.SetParked(name, false); err != nil {
+		t.Fatal(err)
+	}
+	for range qws {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, qw := range qws {
+		if pos, ok := qw.Position(); ok {
+			t.Errorf("call %d still shown waiting after the wake: %+v", i, pos)
+		}
+	}
+}
+
+// TestWakeVisitsAStoppedSpace: Pool.Wake (autoscale's sleep lever) wakes
+// a replica whose Space stopped by its sleep time with a visit: the Space
+// goes APP_STARTING then RUNNING, without a build; the replica stays
+// parked (the autoscaler ends that).
+func TestWakeVisitsAStoppedSpace(t *testing.T) {
+	srvs := replicas(t, 1)
+	hub, ids := spaces(t, srvs)
+	hub.SetStartTimes(time.Millisecond, 10*time.Millisecond)
+	p := newPool(t, pool.Config{Replicas: ids, ClientOptions: []gradio.Option{gradio.WithHubURL(hub.URL)}})
+	name := p.Replicas()[0]
+	if err := p.SetParked(name, true); err != nil {
+		t.Fatal(err)
+	}
+	hub.SetSleepTime(ids[0], 1)
+	for i := 0; i < 300 && hub.Stage(ids[0]) != "STOPPED"; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := hub.Stage(ids[0]); st != "STOPPED" {
+		t.Fatalf("stage %s, want STOPPED after its sleep time", st)
+	}
+	if err := p.Wake("nope"); err == nil {
+		t.Error("woke an unknown replica")
+	}
+	if err := p.Wake(name); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300 && hub.Stage(ids[0]) != "RUNNING"; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var got []string
+	for _, x := range hub.Transitions(ids[0]) {
+		got = append(got, x.Stage)
+	}
+	if len(got) < 3 || got[len(got)-3] != "STOPPED" || got[len(got)-2] != "APP_STARTING" || got[len(got)-1] != "RUNNING" {
+		t.Fatalf("transitions %v, want STOPPED APP_STARTING RUNNING", got)
+	}
+	if st := p.Stats(ctxT(t)).Pools[name].State; st != pool.StateParked {
+		t.Errorf("state %s after the wake, want parked until the autoscaler ends it", st)
+	}
+}

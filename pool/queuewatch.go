@@ -24,6 +24,12 @@ type QueuePosition struct {
 	// until the function has run once).
 	ETA      time.Duration
 	ETAKnown bool
+	// Waking: every replica is parked (package autoscale) and the call
+	// waits for one to wake (Pool.SetWakeWait); Replica is empty, Rank
+	// and Size are its place among the calls waiting so, and ETA (known
+	// once the autoscaler has woken a Space: Pool.SetWakeETA) the time
+	// until that replica is expected to run.
+	Waking bool
 }
 
 type queueWatcherKey struct{}

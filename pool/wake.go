@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -29,10 +30,29 @@ func asleep(err error) bool {
 // once as before; once the Space runs, the replica is connected and its
 // ejection lifted, so that the users pinned to it find it awake.
 func (r *replica) wakeIfSleeping(err error) {
-	p := r.p
-	if !p.cfg.WakeSleeping || !asleep(err) {
+	if !r.p.cfg.WakeSleeping || !asleep(err) {
 		return
 	}
+	r.wakeSpace()
+}
+
+// Wake visits a replica's Space in the background (a connect that waits
+// for it, as Config.WakeSleeping does): a request to its app wakes a
+// STOPPED Space. The autoscaler wakes Spaces it put to sleep so; the
+// replica stays parked until the autoscaler ends it (SetParked).
+func (p *Pool) Wake(replica string) error {
+	r := p.set.Load().byName[replica]
+	if r == nil {
+		return fmt.Errorf("pool: no replica %q", replica)
+	}
+	r.wakeSpace()
+	return nil
+}
+
+// wakeSpace starts one background connect that wakes the Space and waits
+// for it (at most one at a time per replica).
+func (r *replica) wakeSpace() {
+	p := r.p
 	if !r.waking.CompareAndSwap(false, true) {
 		return // already waking
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -18,7 +20,25 @@ func Policies() []Policy {
 		{Name: "hf-sleep-15m", SleepTime: 900},
 		{Name: "reactive-zero", Reactive: true, ReactiveIdle: time.Minute},
 		{Name: "autoscale", Autoscale: &autoscale.Config{}},
+		{Name: "autoscale-sleep", Autoscale: &autoscale.Config{Lever: autoscale.LeverSleep}},
 	}
+}
+
+// Floor is the fewest GPU-hours any policy could bill on the trace's
+// first seed while keeping the expected busy slots at most u of the awake
+// replicas' (at least one awake): perfect foresight, wakes and parks
+// instant and free, minute by minute. It is computed from the trace's
+// rate, not simulated: a bound, not a policy.
+func Floor(p Params, tr Trace, u float64) float64 {
+	rate := tr.Setup(rand.New(rand.NewPCG(p.Seed, 0x5a5a)), p)
+	mean := p.Service.Seconds() * math.Exp(p.ServiceSig*p.ServiceSig/2)
+	total := 0.0
+	for t := time.Duration(0); t < time.Duration(p.Days)*24*time.Hour; t += time.Minute {
+		busy := rate(t) * mean
+		n := max(1, int(math.Ceil(busy/(float64(p.Capacity)*u)-1e-9)))
+		total += float64(min(n, p.Replicas)) / 60
+	}
+	return total
 }
 
 // Sweep are variants of the policy's main knobs for the GPU-hours vs p95
@@ -110,8 +130,9 @@ func Table(w io.Writer, aggs []Agg) {
 	}
 }
 
-// Goals checks issue 34's goals on aggs and says which are met.
-func Goals(w io.Writer, aggs []Agg) {
+// Goals checks issue 34's goals on aggs and says which are met; with p,
+// it adds the diurnal trace's floor (Floor) to read the first goal by.
+func Goals(w io.Writer, aggs []Agg, p *Params) {
 	get := func(trace, pol string) *Agg {
 		for i := range aggs {
 			if aggs[i].Trace == trace && aggs[i].Policy == pol {
@@ -131,8 +152,17 @@ func Goals(w io.Writer, aggs []Agg) {
 		fmt.Fprintf(w, "- Diurnal, vs always-on: GPU-hours %.2fx (goal <= 0.60: %s), p95 %.2fx (goal <= 1.25: %s), failed calls %.1f vs %.1f (goal no more: %s).\n",
 			as.GPUHours/on.GPUHours, yes(as.GPUHours <= 0.60*on.GPUHours), float64(as.P95)/float64(on.P95), yes(float64(as.P95) <= 1.25*float64(on.P95)),
 			as.Failed, on.Failed, yes(as.Failed <= on.Failed))
+		if p != nil {
+			f8, f1 := Floor(*p, Diurnal(*p), 0.8), Floor(*p, Diurnal(*p), 1.0)
+			fmt.Fprintf(w, "  - The trace's floor (`autoscalesim.Floor`: perfect foresight, wakes and parks instant and free, at least one replica awake, minute by minute, from the trace's rate): %.1f GPU-hours (%.2fx always-on) keeping the busy slots at most 80%% of the awake ones', %.1f (%.2fx) at 100%% (every awake slot busy on average, so calls would queue); the goal of 0.60x lies below both. The policy bills %.2fx the 80%% floor.\n",
+				f8, f8/on.GPUHours, f1, f1/on.GPUHours, as.GPUHours/f8)
+		}
 		fmt.Fprintf(w, "- Diurnal, vs sleep after 15 min: p95 %.2fx (goal <= 0.5: %s) at %.2fx its GPU-hours (goal <= 1.1: %s).\n",
 			float64(as.P95)/float64(sl.P95), yes(float64(as.P95) <= 0.5*float64(sl.P95)), as.GPUHours/sl.GPUHours, yes(as.GPUHours <= 1.1*sl.GPUHours))
+		if p != nil && sl.ActionsPerReplicaDay == 0 {
+			fmt.Fprintf(w, "  - Sleep after 15 min never slept on this trace (0 actions: every Space is called every few minutes all night), so its p95 is always-on's, and half of it is below the calls' own service time (p95 of a %v-median lognormal call alone is about %.0f s): this goal cannot be met on this trace by any policy.\n",
+				p.Service, p.Service.Seconds()*math.Exp(1.645*p.ServiceSig))
+		}
 	}
 	fo, fa := get("flat", "always-on"), get("flat", "autoscale")
 	if fo != nil && fa != nil {

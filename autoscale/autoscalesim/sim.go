@@ -135,7 +135,7 @@ type Result struct {
 	// ActionsPerReplicaDay: pauses, stops, restarts and wakes.
 	ActionsPerReplicaDay float64
 	// MaxActionsHour / MaxActionsDay: the most on one replica in any hour
-	// or day (policy actions: pauses and restarts).
+	// or day (pauses, stops, restarts and wakes of stopped Spaces).
 	MaxActionsHour, MaxActionsDay int
 	HubCallsPer5MinMax            int
 	HubCallsPer5MinMean           float64
@@ -161,6 +161,7 @@ type replica struct {
 
 // target is the simulated pool as the controller sees it.
 type target struct {
+	hub     *gradiotest.Hub
 	reps    []*replica
 	waiting *[]*call
 	cap     int
@@ -181,6 +182,9 @@ func (t *target) Load(name string) autoscale.Load {
 }
 func (t *target) Waiting() int                  { return len(*t.waiting) }
 func (t *target) SetParked(name string, p bool) { t.find(name).parked = p }
+
+// Wake is a request to the replica's app (the sleep lever's wake).
+func (t *target) Wake(name string) { t.hub.Visit(t.find(name).id) }
 
 // clock is the run's fast clock.
 type clock struct {
@@ -230,7 +234,7 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 	hub.SetOwnerToken(token)
 
 	var waiting []*call
-	tg := &target{waiting: &waiting, cap: p.Capacity}
+	tg := &target{hub: hub, waiting: &waiting, cap: p.Capacity}
 	var reps []autoscale.Replica
 	for i := range p.Replicas {
 		id := fmt.Sprintf("sim/app_%d", i+1)
@@ -380,17 +384,21 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 	acts := 0
 	for _, r := range tg.reps {
 		var done []time.Time
-		for _, x := range hub.Transitions(r.id) {
+		tr := hub.Transitions(r.id)
+		for i, x := range tr {
 			switch x.Stage {
-			case gradiotest.StagePaused, gradiotest.StageBuilding:
+			case gradiotest.StagePaused, gradiotest.StageBuilding, gradiotest.StageStopped:
 				done = append(done, x.At)
 				acts++
-			case gradiotest.StageStopped:
-				acts++
 			case gradiotest.StageAppStarting:
-				// a wake from STOPPED (after a build it is the same action)
+				// a wake from STOPPED; after a build it is the same action
+				if i == 0 || tr[i-1].Stage != gradiotest.StageBuilding {
+					done = append(done, x.At)
+					acts++
+				}
 			}
 		}
+		sort.Slice(done, func(i, j int) bool { return done[i].Before(done[j]) })
 		for i := range done {
 			h, d := 0, 0
 			for j := i; j < len(done); j++ {
@@ -403,15 +411,6 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 			}
 			res.MaxActionsHour = max(res.MaxActionsHour, h)
 			res.MaxActionsDay = max(res.MaxActionsDay, d)
-		}
-	}
-	// wakes of STOPPED Spaces (APP_STARTING not preceded by BUILDING)
-	for _, r := range tg.reps {
-		tr := hub.Transitions(r.id)
-		for i, x := range tr {
-			if x.Stage == gradiotest.StageAppStarting && (i == 0 || tr[i-1].Stage != gradiotest.StageBuilding) {
-				acts++
-			}
 		}
 	}
 	res.ActionsPerReplicaDay = float64(acts) / float64(p.Replicas*p.Days)

@@ -32,7 +32,9 @@ func (e *MisconfiguredError) Error() string {
 func (e *MisconfiguredError) Unwrap() error { return e.Err }
 
 // aclCommands are the commands a gateway sends, in its scripts too (Redis
-// checks a script's commands against the caller's ACL as it runs them).
+// checks a script's commands against the caller's ACL as it runs them);
+// the hash and list commands are the replica controls' and the autoscale
+// policy's (package autoscale's RedisShared).
 // cluster|slots and cluster|shards are what a Cluster client reads the
 // slot map with; hello and select what go-redis sends when
 // it connects.
@@ -43,7 +45,8 @@ const checkWaitTimeout = 2 * time.Second
 const aclCommands = "+ping +hello +select +cluster|slots +cluster|shards +readonly " +
 	"+evalsha +eval +subscribe +unsubscribe +publish +multi +exec " +
 	"+get +set +del +mget +incr +pexpire +time " +
-	"+zadd +zrem +zcard +zcount +zscore +zrange +zrangebyscore +zremrangebyscore"
+	"+zadd +zrem +zcard +zcount +zscore +zrange +zrangebyscore +zremrangebyscore " +
+	"+hset +hdel +hgetall +rpush +ltrim +lrange"
 
 // ACLRule is the least a Redis 6+ ACL user needs for the cluster named
 // name (Config.Name; "" is DefaultName): its keys, its pub/sub channels

@@ -87,6 +87,8 @@ async function control(name, action, card) {
 // health says what the sessions are worth now: a replica that takes no
 // calls (ejected, hung, probing, held by an operator) only holds them,
 // whatever their own last checks said.
+function money(v) { return v === null || v === undefined ? "–" : "$" + Number(v).toFixed(2); }
+
 function health(r) {
   if (r.serving) return r.healthy + " healthy · " + r.unhealthy + " unhealthy";
   const open = r.in_use + r.idle;
@@ -130,6 +132,15 @@ function renderReplica(r, names) {
   setField(card, "wait", ms(r.wait_p50_ms) + " / " + ms(r.wait_p95_ms));
   setField(card, "call", ms(r.call_p50_ms) + " / " + ms(r.call_p95_ms));
   setField(card, "health", health(r));
+  // autoscale (absent while it is off): the Space's stage, the policy's
+  // state of the replica and why, its cost now.
+  const auto = $("[data-autoscale]", card);
+  auto.hidden = !r.stage;
+  card.dataset.autoscale = r.autoscale_state || "";
+  if (r.stage) {
+    setField(card, "stage", r.stage + " · " + r.autoscale_state + (r.autoscale_why ? " (" + r.autoscale_why + ")" : "") +
+      " · " + money(r.cost_per_hour) + "/h");
+  }
   setField(card, "last_error", r.last_error
     ? (r.last_error_unix_ms ? "since " + clock(r.last_error_unix_ms) + ": " : "") + r.last_error
     : "");
@@ -308,6 +319,9 @@ function render(doc) {
     setField(document, "waiting", String(last.waiting));
     setField(document, "user_assignments", String(last.user_assignments));
     setField(document, "updated", clock(last.unix_ms));
+    const costed = last.cost_per_hour !== undefined && last.cost_per_hour !== null;
+    document.querySelectorAll("header [data-autoscale], .charts [data-autoscale]").forEach((el) => { el.hidden = !costed; });
+    if (costed) setField(document, "cost_per_hour", money(last.cost_per_hour));
     // A replica an operator holds takes no calls: not counted as ready.
     const held = last.replicas.filter((r) => r.operator && r.operator !== "enabled").length;
     const ready = last.replicas.filter((r) => r.state === "ready" && !(r.operator && r.operator !== "enabled")).length;
