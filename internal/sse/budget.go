@@ -41,10 +41,10 @@ var ErrBudgetReclaimed = fmt.Errorf("%w: this stream's replica held more than it
 
 // ErrPartyOverShare ends, or refuses room to, a stream whose party (a
 // caller, see Party) held more than its fair share of its replica's part
-// while running more streams there than the replica's average party: the
-// caller's own parallel calls took the room, not the replica, so the
-// failure is the caller's (a gateway does not count it against the
-// replica). It wraps ErrEventTooLarge.
+// while running two streams or more there, at least the replica's average
+// per party: the caller's own parallel calls took the room, not the
+// replica, so the failure is the caller's (a gateway does not count it
+// against the replica). It wraps ErrEventTooLarge.
 var ErrPartyOverShare = fmt.Errorf("%w: this stream's caller held more than its fair share of the event budget, with more streams than the replica's other callers", ErrEventTooLarge)
 
 // ErrTooSlow ends a stream that held bytes of its Budget while reading
@@ -75,9 +75,9 @@ var ErrTooSlow = fmt.Errorf("%w: a partly read event arrived slower than the byt
 // stream at once, since waiting would keep its own bytes held meanwhile.
 //
 // The failure is charged (its error) to the stream's caller
-// (ErrPartyOverShare) when the caller is a named party running more
-// streams on its replica than the replica's parties do on average: its
-// parallelism took the room. Otherwise it is charged to the replica
+// (ErrPartyOverShare) when the caller is a named party running two streams
+// or more on its replica, and at least as many as the replica's parties
+// do on average: its parallelism took the room. Otherwise it is charged to the replica
 // (ErrBudgetReclaimed for a cut, ErrBudgetExhausted for a refusal): a
 // replica that sends every caller large events holds its bytes in one
 // stream per caller.
@@ -272,10 +272,12 @@ func mostOver(set map[*Budget]struct{}, share int64, not *Budget) *Budget {
 
 // blameLocked is the error a stream of part p (a leaf) fails with when it
 // is cut or refused for room: ErrPartyOverShare when p is a named party
-// running more Readers than its parent's parties do on average, else
-// replicaErr. It counts the charge. Callers hold the root's mu.
+// running two Readers or more, and at least as many as its parent's
+// parties do on average (a caller alone on its replica included: its own
+// parallel streams filled the budget), else replicaErr. It counts the
+// charge. Callers hold the root's mu.
 func (b *Budget) blameLocked(p *Budget, replicaErr error) error {
-	if par := p.parent; p.key != "" && par != nil && p.readers*len(par.kids) > par.readers {
+	if par := p.parent; p.key != "" && par != nil && p.readers >= 2 && p.readers*len(par.kids) >= par.readers {
 		b.cutParty.Add(1)
 		return ErrPartyOverShare
 	}

@@ -110,3 +110,25 @@ func TestBudgetPartyBounded(t *testing.T) {
 		t.Errorf("Party(x) is still kept after its last Reader")
 	}
 }
+
+// TestBudgetPartyAloneBlame: a caller alone on its replica whose parallel
+// streams fill the budget is charged with its own refused stream
+// (ErrPartyOverShare), not the replica.
+func TestBudgetPartyAloneBlame(t *testing.T) {
+	root := sse.NewBudget(4 << 20)
+	root.SetRateFloor(0, 0)
+	greedy := root.Part().Party("greedy")
+	for range 2 {
+		r := sse.NewReaderBudget(hostileStream(t, 1<<20+768<<10, 0), 0, greedy)
+		go func() { _, _ = r.Next(); r.Release() }()
+	}
+	waitHeld(t, root, 3<<20+256<<10)
+	more := sse.NewReaderBudget(strings.NewReader("data: "+strings.Repeat("z", 2<<20)+"\n\n"), 0, greedy)
+	if _, err := more.Next(); !errors.Is(err, sse.ErrPartyOverShare) {
+		t.Errorf("a third stream of a caller alone over the budget: %v, want ErrPartyOverShare", err)
+	}
+	more.Release()
+	if rep, party := root.Charged(); rep != 0 || party == 0 {
+		t.Errorf("charged: %d to the replica, %d to the caller; want 0 and > 0", rep, party)
+	}
+}
