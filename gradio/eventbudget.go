@@ -1,6 +1,7 @@
 package gradio
 
 import (
+	"cmp"
 	"io"
 
 	"github.com/gradiopool/gradiopool/internal/sse"
@@ -76,7 +77,33 @@ func (a *app) eventBudget() *sse.Budget {
 	return a.budget
 }
 
-// eventReader reads an event stream of the app, charged to its budget.
-func (a *app) eventReader(body io.Reader) *sse.Reader {
-	return sse.NewReaderBudget(body, 0, a.eventBudget())
+// SetEventParty names the party (a caller: a gateway's API key, a user,
+// an address) that this session's event streams are charged to inside
+// its app's part of the event budget. The streams of every session of
+// the app with the same party share its fair share: when the budget is
+// full, a party under its share takes room back from the party of the
+// same app most over its own, and a party running more streams than the
+// app's others fails with ErrEventShare, its own fault, not the app's.
+// Default (""): the session is a party of its own. It applies to the
+// streams opened after it; Gradio 3's WebSocket messages stay charged to
+// the app's part.
+func (c *Client) SetEventParty(key string) {
+	c.sess.mu.Lock()
+	c.sess.party = key
+	c.sess.mu.Unlock()
+}
+
+// ErrEventShare ends a call whose stream was cut, or refused room in the
+// EventBudget, because the call's party (SetEventParty) held more than its
+// fair share while running more streams than the app's other parties: the
+// caller's fault, not the app's. It wraps ErrEventTooLarge.
+var ErrEventShare = sse.ErrPartyOverShare
+
+// eventReader reads an event stream of the session, charged to its
+// party's part of its app's budget.
+func (s *appSession) eventReader(body io.Reader) *sse.Reader {
+	s.mu.Lock()
+	key := cmp.Or(s.party, "session:"+s.hash)
+	s.mu.Unlock()
+	return sse.NewReaderBudget(body, 0, s.app.eventBudget().Party(key))
 }
