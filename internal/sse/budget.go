@@ -274,15 +274,22 @@ func mostOver(set map[*Budget]struct{}, share int64, not *Budget) *Budget {
 // is cut or refused for room: ErrPartyOverShare when p is a named party
 // running two Readers or more, and at least as many as its parent's
 // parties do on average (a caller alone on its replica included: its own
-// parallel streams filled the budget), else replicaErr. It counts the
-// charge. Callers hold the root's mu.
-func (b *Budget) blameLocked(p *Budget, replicaErr error) error {
+// parallel streams filled the budget), else replicaErr. Callers hold the
+// root's mu.
+func blameLocked(p *Budget, replicaErr error) error {
 	if par := p.parent; p.key != "" && par != nil && p.readers >= 2 && p.readers*len(par.kids) >= par.readers {
-		b.cutParty.Add(1)
 		return ErrPartyOverShare
 	}
-	b.cutReplica.Add(1)
 	return replicaErr
+}
+
+// charge counts one stream cut or refused for room with err.
+func (b *Budget) charge(err error) {
+	if err == ErrPartyOverShare {
+		b.cutParty.Add(1)
+	} else {
+		b.cutReplica.Add(1)
+	}
 }
 
 // reclaim makes room for n bytes of part p in the full root b, and takes
@@ -315,8 +322,9 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 		}
 	}
 	if victim == nil {
-		err := b.blameLocked(p, ErrBudgetExhausted)
+		err := blameLocked(p, ErrBudgetExhausted)
 		b.mu.Unlock()
+		b.charge(err)
 		return err
 	}
 	for len(victim.kids) > 0 {
@@ -335,10 +343,7 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 	for a := range victim.accts {
 		accts = append(accts, a)
 	}
-	var cause error
-	if len(accts) > 0 {
-		cause = b.blameLocked(victim, ErrBudgetReclaimed)
-	}
+	cause := blameLocked(victim, ErrBudgetReclaimed)
 	b.mu.Unlock()
 	slices.SortFunc(accts, func(x, y *account) int { return cmp.Compare(y.held(), x.held()) })
 	for _, a := range accts {
@@ -348,14 +353,18 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 		if a.held() == 0 {
 			break // the rest hold nothing: cutting them frees nothing
 		}
-		a.cut(cause)
+		if a.cut(cause) {
+			b.charge(cause)
+		}
 	}
 	if b.takeFree(n) {
 		return nil
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.blameLocked(p, ErrBudgetExhausted)
+	err := blameLocked(p, ErrBudgetExhausted)
+	b.mu.Unlock()
+	b.charge(err)
+	return err
 }
 
 // register adds a Reader's account to part b and returns the part it is
@@ -509,12 +518,13 @@ func (a *account) checkRate() {
 }
 
 // cut ends the account's stream for cause: its bytes go back to the
-// Budget now, and its body is closed so that the Reader's read ends.
-func (a *account) cut(cause error) {
+// Budget now, and its body is closed so that the Reader's read ends. It
+// reports whether it cut (false: cut or released before).
+func (a *account) cut(cause error) bool {
 	a.mu.Lock()
 	if a.cause != nil || a.released {
 		a.mu.Unlock()
-		return
+		return false
 	}
 	a.cause = cause
 	n := a.charged
@@ -528,6 +538,7 @@ func (a *account) cut(cause error) {
 	if a.body != nil {
 		go a.body.Close() // the Reader's goroutine may be in Read: no lock, no wait here
 	}
+	return true
 }
 
 // refund gives back everything and unregisters the account (Release, or
