@@ -16,11 +16,11 @@ import (
 
 const (
 	greedyOutput = 63 << 16 // 3.9 MiB: the issue's 63 MiB scaled down 16 times, as shareEvent
-	greedyCalls  = 12
+	greedyCalls  = 8
 )
 
 // TestGreedyCallerCannotTakeTheEventBudget (issue 33 item 2): one user
-// pulling 3.9 MiB outputs in 12 parallel calls, again and again, on a
+// pulling 3.9 MiB outputs in 8 parallel calls, again and again, on a
 // HEALTHY replica does not make other users' outputs (0.56 MiB, 9 MB / 16)
 // on the same replica fail: each other call is a party under its fair
 // share inside the replica's part of the 16 MiB budget and takes the room
@@ -37,12 +37,14 @@ func TestGreedyCallerCannotTakeTheEventBudget(t *testing.T) {
 	good.Start()
 	t.Cleanup(good.Close)
 	budget := gradio.NewEventBudget(shareTotal)
-	opts := []gradio.Option{gradio.WithEventBudget(budget), gradio.WithHeaderTimeout(30 * time.Second)}
+	// Generous time-outs: 3.9 MiB outputs under the race detector on a
+	// loaded machine take long; the gap rule is not what this measures.
+	opts := []gradio.Option{gradio.WithEventBudget(budget), gradio.WithHeaderTimeout(30 * time.Second), gradio.WithStreamGapTimeout(5 * time.Minute)}
 	gp := newPool(t, pool.Config{Replicas: []string{good.URL}, MinConnections: -1, MaxConnections: greedyCalls + shareHealthy, ClientOptions: opts})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	const rounds = 3
+	const rounds = 2
 	baseline := 0
 	for range rounds {
 		baseline += healthyRound(t, ctx, gp)
@@ -79,6 +81,14 @@ func TestGreedyCallerCannotTakeTheEventBudget(t *testing.T) {
 	}
 	stopGreedy()
 	wg.Wait()
+	// The cancelled calls' sessions come back once the replica answers
+	// their cancels (slow here: megabytes under the race detector).
+	for i := 0; gp.Stats(ctx).InUseConnections != 0 || budget.Held() != 0; i++ {
+		if i > 12000 {
+			t.Fatalf("after the calls: %d sessions in use, %d bytes held", gp.Stats(ctx).InUseConnections, budget.Held())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	if n := rounds * shareHealthy; baseline != n || withGreedy != n {
 		t.Errorf("other users' calls ok: %d/%d without the greedy user, %d/%d beside it", baseline, n, withGreedy, n)
