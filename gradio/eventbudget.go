@@ -17,10 +17,15 @@ import (
 // with a *ProtocolError wrapping ErrEventTooLarge, as for one event over
 // its limit.
 //
-// Each connected app (a replica) is one party of the budget: when it is
-// full, an app under its fair share (the total over the apps reading
-// streams) takes room back from the app most over its own, whose largest
-// stream fails; an app over its share fails its own stream. A stream that
+// Each connected app (a replica) is one party of the budget, and each
+// party of a session (SetEventParty: a caller; by default the session) one
+// party of its app's share: when it is full, an app under its fair share
+// (the total over the apps reading streams) takes room back from the app
+// most over its own, and a caller under its share of its app's from the
+// caller of that app most over its own; the loser's largest stream fails.
+// A party over its share at every level fails its own stream. The failure
+// is the app's (ErrEventTooLarge), or the caller's (ErrEventShare) when
+// that caller ran more streams on the app than its other callers. A stream that
 // holds bytes of it must also read at least 32 KiB/s over each 10 s
 // (SetRateFloor), or it fails: a replica cannot hold its share by
 // trickling an event a byte at a time.
