@@ -196,6 +196,7 @@ func (g *Gateway) beginCall(w http.ResponseWriter, r *http.Request) (c v1Call, c
 		return
 	}
 	c = v1Call{user: user, endpoint: endpoint, args: args}
+	c.opts.Party = g.eventParty(r)
 	release, counted := g.beginClientCall(w, r)
 	if !counted {
 		return

@@ -63,8 +63,12 @@ type Config struct {
 	// UpstreamEventBytes bounds the bytes the gateway holds, in total, of
 	// its replicas' events read in part (every call's data stream, the
 	// front door's relays), beyond 64 KiB per stream; one event is also
-	// limited to 64 MiB. Past it a stream's calls end as a replica fault
-	// (gradio.ErrEventTooLarge). Zero means gradio.DefaultEventBudgetBytes
+	// limited to 64 MiB. Each replica has a fair share of it, and each
+	// caller of a replica (eventParty) a fair share of that: past it the
+	// party most over its own loses its largest stream, whose calls end
+	// with gradio.ErrEventTooLarge, as a replica fault, or as the caller's
+	// (gradio.ErrEventShare, 429 event_share) when the caller ran more
+	// streams there than its others. Zero means gradio.DefaultEventBudgetBytes
 	// (256 MiB); negative: no total limit.
 	UpstreamEventBytes int64
 	// MaxBodyBytes bounds a request body; larger bodies get 413.

@@ -69,6 +69,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "app_queue_full", Message: err.Error(), RetryAfter: 1}
 	case errors.As(err, &spaceErr):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "replica_unavailable", Message: err.Error(), RetryAfter: 10}
+	case errors.Is(err, gradio.ErrEventShare):
+		// The caller's own parallel outputs filled its share of the event
+		// budget: its fault, answered as a limit it can retry under.
+		return &apiError{Status: http.StatusTooManyRequests, Code: "event_share", Message: err.Error(), RetryAfter: 1}
 	case errors.As(err, &lostErr):
 		return &apiError{Status: http.StatusBadGateway, Code: "connection_lost", Message: err.Error()}
 	case errors.Is(err, gradio.ErrUnauthorized):

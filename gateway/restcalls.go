@@ -41,7 +41,7 @@ func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID 
 	}
 	done := g.track()
 	start := g.now()
-	call, err := g.backend.Submit(ctx, user, pool.CallOptions{}, endpoint, args)
+	call, err := g.backend.Submit(ctx, user, pool.CallOptions{Party: g.eventParty(r)}, endpoint, args)
 	if err != nil {
 		cancel()
 		done()

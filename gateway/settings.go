@@ -124,7 +124,7 @@ var settings = []setting{
 		def: poolDefaults.LivenessInterval, owner: "pool", field: func(c *Config) any { return &c.Pool.LivenessInterval }},
 	{key: "upstream_keep_alive", env: "GRADIOPOOL_UPSTREAM_KEEP_ALIVE", flag: "upstream-keep-alive", help: "close idle connections to a replica after this; below its server's keep-alive (uvicorn 5s); negative no reuse",
 		def: gradio.DefaultKeepAlive, owner: "gradio", field: func(c *Config) any { return &c.UpstreamKeepAlive }},
-	{key: "upstream_event_bytes", env: "GRADIOPOOL_UPSTREAM_EVENT_BYTES", flag: "upstream-event-bytes", help: "bytes of the replicas' events read in part that the gateway holds in total, beyond 64 KiB per stream (one event: at most 64 MiB); past it a stream's calls end as the replica's fault (502); negative: no limit", unit: "bytes",
+	{key: "upstream_event_bytes", env: "GRADIOPOOL_UPSTREAM_EVENT_BYTES", flag: "upstream-event-bytes", help: "bytes of the replicas' events read in part that the gateway holds in total, beyond 64 KiB per stream (one event: at most 64 MiB), shared fairly by the replicas, each replica's share by its callers; past it the party most over its share loses its largest stream: 502 as the replica's fault, 429 event_share as a caller's that runs more streams there than its others; negative: no limit", unit: "bytes",
 		def: int64(gradio.DefaultEventBudgetBytes), field: func(c *Config) any { return &c.UpstreamEventBytes }},
 
 	{key: "max_body_bytes", env: "GRADIOPOOL_MAX_BODY_BYTES", flag: "max-body-bytes", help: "max request body in bytes", unit: "bytes",

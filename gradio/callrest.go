@@ -117,7 +117,7 @@ func (s *appSession) readCall(ctx context.Context, j *Job, route string) {
 		s.fail(j, &ProtocolError{Op: route, StatusCode: resp.StatusCode, Body: excerpt(b)})
 		return
 	}
-	r := a.eventReader(resp.Body)
+	r := s.eventReader(resp.Body)
 	defer r.Release()
 	started := false
 	for {

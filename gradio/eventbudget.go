@@ -1,6 +1,7 @@
 package gradio
 
 import (
+	"cmp"
 	"io"
 
 	"github.com/gradiopool/gradiopool/internal/sse"
@@ -16,10 +17,15 @@ import (
 // with a *ProtocolError wrapping ErrEventTooLarge, as for one event over
 // its limit.
 //
-// Each connected app (a replica) is one party of the budget: when it is
-// full, an app under its fair share (the total over the apps reading
-// streams) takes room back from the app most over its own, whose largest
-// stream fails; an app over its share fails its own stream. A stream that
+// Each connected app (a replica) is one party of the budget, and each
+// party of a session (SetEventParty: a caller; by default the session) one
+// party of its app's share: when it is full, an app under its fair share
+// (the total over the apps reading streams) takes room back from the app
+// most over its own, and a caller under its share of its app's from the
+// caller of that app most over its own; the loser's largest stream fails.
+// A party over its share at every level fails its own stream. The failure
+// is the app's (ErrEventTooLarge), or the caller's (ErrEventShare) when
+// that caller ran more streams on the app than its other callers. A stream that
 // holds bytes of it must also read at least 32 KiB/s over each 10 s
 // (SetRateFloor), or it fails: a replica cannot hold its share by
 // trickling an event a byte at a time.
@@ -76,7 +82,33 @@ func (a *app) eventBudget() *sse.Budget {
 	return a.budget
 }
 
-// eventReader reads an event stream of the app, charged to its budget.
-func (a *app) eventReader(body io.Reader) *sse.Reader {
-	return sse.NewReaderBudget(body, 0, a.eventBudget())
+// SetEventParty names the party (a caller: a gateway's API key, a user,
+// an address) that this session's event streams are charged to inside
+// its app's part of the event budget. The streams of every session of
+// the app with the same party share its fair share: when the budget is
+// full, a party under its share takes room back from the party of the
+// same app most over its own, and a party running more streams than the
+// app's others fails with ErrEventShare, its own fault, not the app's.
+// Default (""): the session is a party of its own. It applies to the
+// streams opened after it; Gradio 3's WebSocket messages stay charged to
+// the app's part.
+func (c *Client) SetEventParty(key string) {
+	c.sess.mu.Lock()
+	c.sess.party = key
+	c.sess.mu.Unlock()
+}
+
+// ErrEventShare ends a call whose stream was cut, or refused room in the
+// EventBudget, because the call's party (SetEventParty) held more than its
+// fair share while running more streams than the app's other parties: the
+// caller's fault, not the app's. It wraps ErrEventTooLarge.
+var ErrEventShare = sse.ErrPartyOverShare
+
+// eventReader reads an event stream of the session, charged to its
+// party's part of its app's budget.
+func (s *appSession) eventReader(body io.Reader) *sse.Reader {
+	s.mu.Lock()
+	key := cmp.Or(s.party, "session:"+s.hash)
+	s.mu.Unlock()
+	return sse.NewReaderBudget(body, 0, s.app.eventBudget().Party(key))
 }

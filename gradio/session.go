@@ -30,6 +30,7 @@ type appSession struct {
 	knownQueue bool
 	closed     bool
 	v0seq      int
+	party      string // SetEventParty's; "": the session is its own party
 	// streamCut ends the current queue/data request on purpose (see
 	// failDropping); nil when no stream is open.
 	streamCut func()

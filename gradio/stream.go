@@ -154,7 +154,7 @@ func (s *appSession) readStream(pre bool) (int, error) {
 	}()
 	wd := s.watchdog(cancel)
 	defer wd.stop()
-	r := a.eventReader(resp.Body)
+	r := s.eventReader(resp.Body)
 	defer r.Release()
 	n := 0
 	for {

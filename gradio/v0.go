@@ -40,7 +40,7 @@ func (s *appSession) submitV0(ctx context.Context, dep *Dependency, endpoint str
 		}
 		return nil, &ProtocolError{Op: "queue/join", StatusCode: resp.StatusCode, Body: excerpt(b)}
 	}
-	r := a.eventReader(resp.Body)
+	r := s.eventReader(resp.Body)
 	first, err := readMessage(r)
 	if err != nil {
 		r.Release()

@@ -112,6 +112,13 @@ type CallOptions struct {
 	// Watch, when set, follows the call's waits for a slot: its place in
 	// the queue, as Gradio shows its own (see QueueWatch).
 	Watch *QueueWatch
+	// Party is the caller the call's event streams are charged to inside
+	// its replica's part of the event budget (gradio.Client.SetEventParty):
+	// the calls of one party share a fair share there, and a stream cut
+	// because its party ran more streams than the replica's others
+	// (gradio.ErrEventShare) is the caller's error, not the replica's.
+	// Default: the user ("" anonymous: each call is a party of its own).
+	Party string
 }
 
 // SubmitWith is Submit with per-call options. They are a parameter rather
@@ -127,6 +134,10 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 	}
 	ctx, ct := p.startCall(withQueueWatch(ctx, opts.Watch), endpoint)
 	key := p.users.hash(user)
+	party := opts.Party
+	if party == "" && key != "" {
+		party = "user:" + key
+	}
 	start := time.Now()
 	exclude := map[*replica]bool{}
 	var causes []*ReplicaError
@@ -167,6 +178,7 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 			ct.end(r.name, failed+1, err)
 			return nil, err
 		}
+		l.client.SetEventParty(party)
 		load := r.beginCall(endpoint)
 		stopWatch := r.watchJoin()
 		job, err := l.client.SubmitWith(ctx, gradio.SubmitOptions{Hook: jobHook(load, ct)}, endpoint, args...)
@@ -235,7 +247,9 @@ func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 		var lost *gradio.ConnectionLostError
 		if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {
 			c.lease.MarkBroken()
-			c.lease.r.sawTransportFailure(err)
+			if !errors.Is(err, gradio.ErrEventShare) { // the caller's fault: the replica is not suspect
+				c.lease.r.sawTransportFailure(err)
+			}
 		} else {
 			c.lease.Release()
 		}

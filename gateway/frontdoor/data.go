@@ -405,7 +405,7 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 // caller went away).
 func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
-	rd := sse.NewReaderBudget(resp.Body, 0, app.EventBudget()) // the replica's events count toward its pool's total
+	rd := sse.NewReaderBudget(resp.Body, 0, app.EventBudget().Party(s.client)) // the replica's events count toward its pool's total, in its caller's (its client's) fair share
 	// A replica numbering the app's components otherwise (idmap.go): the
 	// ids its completions name are mapped back to the presented ones.
 	toPresented := inverse(f.ids.get(f.presented(), app.Config()))

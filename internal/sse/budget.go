@@ -39,6 +39,14 @@ var ErrBudgetExhausted = fmt.Errorf("%w: the bytes held by every stream's partly
 // falls on the replica that took the budget, not on a healthy one.
 var ErrBudgetReclaimed = fmt.Errorf("%w: this stream's replica held more than its fair share of the event budget while another replica needed room", ErrEventTooLarge)
 
+// ErrPartyOverShare ends, or refuses room to, a stream whose party (a
+// caller, see Party) held more than its fair share of its replica's part
+// while running two streams or more there, at least the replica's average
+// per party: the caller's own parallel calls took the room, not the
+// replica, so the failure is the caller's (a gateway does not count it
+// against the replica). It wraps ErrEventTooLarge.
+var ErrPartyOverShare = fmt.Errorf("%w: this stream's caller held more than its fair share of the event budget, with more streams than the replica's other callers", ErrEventTooLarge)
+
 // ErrTooSlow ends a stream that held bytes of its Budget while reading
 // less than its rate floor (DefaultRateFloor) over a window.
 var ErrTooSlow = fmt.Errorf("%w: a partly read event arrived slower than the byte-rate floor", ErrEventTooLarge)
@@ -48,30 +56,57 @@ var ErrTooSlow = fmt.Errorf("%w: a partly read event arrived slower than the byt
 // alone bounds one stream; many streams of a hostile replica, each just
 // under it, add up to gigabytes.
 //
-// A Budget made by NewBudget is a root; Part returns a share of it for one
-// party (a replica's client). A Reader of a part over its fair share
-// (the root's total over the parts holding bytes) never takes room from
-// another part: when the root is full, a part under its fair share takes
-// the room back from the part most over its own, whose largest stream is
-// cut (ErrBudgetReclaimed). A Reader over its share never waits for bytes
-// to free up: it fails its stream at once, since waiting would keep its
-// own bytes held meanwhile.
+// A Budget made by NewBudget is a root. Its parts form a tree: Part
+// returns a share of a Budget for one party (the root's parts are the
+// replicas' clients), Party the share of a named party inside a part (a
+// caller of that replica: its streams share it). A Reader on a part that
+// is not a named party is a party of its own (one call). A party's fair
+// share is its parent's over the parent's parties holding Readers (the
+// root's: its total).
+//
+// When the root is full, a Reader's party takes room back at the highest
+// level where it (with the room it asks) stays within its fair share
+// while a sibling is over its own: the sibling most over its share loses,
+// inside it the party most over its share (down to a leaf), and there the
+// largest streams are cut until the room is free. A hostile replica's
+// streams are cut for a healthy replica's, a caller's parallel outputs for
+// another caller's on the same replica. A Reader whose party is over its
+// share at every level never waits for bytes to free up: it fails its own
+// stream at once, since waiting would keep its own bytes held meanwhile.
+//
+// The failure is charged (its error) to the stream's caller
+// (ErrPartyOverShare) when the caller is a named party running two streams
+// or more on its replica, and at least as many as the replica's parties
+// do on average: its parallelism took the room. Otherwise it is charged to the replica
+// (ErrBudgetReclaimed for a cut, ErrBudgetExhausted for a refusal): a
+// replica that sends every caller large events holds its bytes in one
+// stream per caller.
 //
 // Every Reader holding bytes past its allowance must also read at the
 // rate floor (SetRateFloor), or its stream is cut (ErrTooSlow).
 type Budget struct {
-	free  atomic.Int64 // root: bytes not held
-	total int64
-	root  *Budget      // a part's root; nil for a root
-	held  atomic.Int64 // a part: bytes its Readers hold
+	free   atomic.Int64 // root: bytes not held
+	total  int64
+	root   *Budget      // a part's root; nil for a root
+	parent *Budget      // a part's parent (the root, or a part)
+	key    string       // a named party's name in its parent; "" otherwise
+	held   atomic.Int64 // a part: bytes its Readers and its parts' Readers hold
 
 	// floor is the rate floor in bytes per second over window (root's;
 	// floor <= 0: none).
 	floor  int64
 	window time.Duration
 
-	mu    sync.Mutex                   // a root's: guards parts
-	parts map[*Budget]map[*account]int // a root's: the parts with Readers, and those Readers
+	mu sync.Mutex // a root's: guards the tree fields below, of every part
+
+	readers int                   // Readers registered in this part and its parts
+	accts   map[*account]struct{} // this part's own Readers
+	kids    map[*Budget]struct{}  // the parts of this one with Readers
+	named   map[string]*Budget    // its named parties with Readers, by name
+
+	// cutReplica and cutParty count the streams cut or refused for room,
+	// charged to a replica or to a party (a root's).
+	cutReplica, cutParty atomic.Int64
 }
 
 // NewBudget returns a root Budget of total bytes with the default rate
@@ -80,7 +115,7 @@ func NewBudget(total int64) *Budget {
 	if total <= 0 {
 		return nil
 	}
-	b := &Budget{total: total, floor: DefaultRateFloor, window: DefaultRateWindow, parts: map[*Budget]map[*account]int{}}
+	b := &Budget{total: total, floor: DefaultRateFloor, window: DefaultRateWindow}
 	b.free.Store(total)
 	return b
 }
@@ -94,13 +129,32 @@ func (b *Budget) SetRateFloor(floor int64, window time.Duration) {
 }
 
 // Part returns a share of b for one party, e.g. the streams of one
-// replica. Parts of a nil Budget are nil; a part's part is a part of the
-// same root.
+// replica; a part's part is a party inside it. Parts of a nil Budget are
+// nil. A part takes part in the fair shares only while it has Readers.
 func (b *Budget) Part() *Budget {
 	if b == nil {
 		return nil
 	}
-	return &Budget{total: b.Total(), root: b.rootOf()}
+	return &Budget{total: b.Total(), root: b.rootOf(), parent: b}
+}
+
+// Party returns the part of b for the named party key (e.g. one caller of
+// a replica): every Reader given it, or another Party(key) of b asked
+// while one of them is registered, shares one part. It holds no state once
+// its last Reader is released, so the number of names is bounded by the
+// Readers. An empty key (or a nil b) returns b: each Reader is then a
+// party of its own.
+func (b *Budget) Party(key string) *Budget {
+	if b == nil || key == "" {
+		return b
+	}
+	r := b.rootOf()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := b.named[key]; p != nil {
+		return p
+	}
+	return &Budget{total: b.total, root: r, parent: b, key: key}
 }
 
 // Root is the Budget a part shares (a root: itself; nil: nil).
@@ -127,7 +181,7 @@ func (b *Budget) Total() int64 {
 }
 
 // Held is how many bytes the Readers hold of it now (a part: its own
-// Readers).
+// Readers and its parts').
 func (b *Budget) Held() int64 {
 	if b == nil {
 		return 0
@@ -138,21 +192,43 @@ func (b *Budget) Held() int64 {
 	return b.total - b.free.Load()
 }
 
+// Charged reports how many streams a root cut or refused for room (not
+// for the rate floor), charged to a replica (ErrBudgetReclaimed,
+// ErrBudgetExhausted) or to a party (ErrPartyOverShare).
+func (b *Budget) Charged() (replica, party int64) {
+	if b == nil {
+		return 0, 0
+	}
+	r := b.rootOf()
+	return r.cutReplica.Load(), r.cutParty.Load()
+}
+
 // Take reserves n bytes and reports whether they were free; it never
 // waits. A nil Budget always grants. A part under its fair share may cut
 // the streams of the part most over its own to make room.
-func (b *Budget) Take(n int64) bool {
+func (b *Budget) Take(n int64) bool { return b.take(n) == nil }
+
+// take is Take with the error of a refusal: ErrPartyOverShare when b's
+// party is to blame, else ErrBudgetExhausted.
+func (b *Budget) take(n int64) error {
 	if b == nil || n <= 0 {
-		return true
+		return nil
 	}
 	if b.root == nil {
-		return b.takeFree(n)
+		if b.takeFree(n) {
+			return nil
+		}
+		return ErrBudgetExhausted
 	}
-	if b.root.takeFree(n) || b.root.reclaim(b, n) {
-		b.held.Add(n)
-		return true
+	if !b.root.takeFree(n) {
+		if err := b.root.reclaim(b, n); err != nil {
+			return err
+		}
 	}
-	return false
+	for q := b; q.root != nil; q = q.parent {
+		q.held.Add(n)
+	}
+	return nil
 }
 
 // Give returns n bytes taken before.
@@ -161,7 +237,9 @@ func (b *Budget) Give(n int64) {
 		return
 	}
 	if b.root != nil {
-		b.held.Add(-n)
+		for q := b; q.root != nil; q = q.parent {
+			q.held.Add(-n)
+		}
 		b.root.free.Add(n)
 		return
 	}
@@ -180,65 +258,169 @@ func (b *Budget) takeFree(n int64) bool {
 	}
 }
 
+// mostOver is the part of set, other than not, holding the most past
+// share; nil when none is over it.
+func mostOver(set map[*Budget]struct{}, share int64, not *Budget) *Budget {
+	var v *Budget
+	for q := range set {
+		if q != not && q.held.Load() > share && (v == nil || q.held.Load() > v.held.Load()) {
+			v = q
+		}
+	}
+	return v
+}
+
+// blameLocked is the error a stream of part p (a leaf) fails with when it
+// is cut or refused for room: ErrPartyOverShare when p is a named party
+// running two Readers or more, and at least as many as its parent's
+// parties do on average (a caller alone on its replica included: its own
+// parallel streams filled the budget), else replicaErr. Callers hold the
+// root's mu.
+func blameLocked(p *Budget, replicaErr error) error {
+	if par := p.parent; p.key != "" && par != nil && p.readers >= 2 && p.readers*len(par.kids) >= par.readers {
+		return ErrPartyOverShare
+	}
+	return replicaErr
+}
+
+// charge counts one stream cut or refused for room with err.
+func (b *Budget) charge(err error) {
+	if err == ErrPartyOverShare {
+		b.cutParty.Add(1)
+	} else {
+		b.cutReplica.Add(1)
+	}
+}
+
 // reclaim makes room for n bytes of part p in the full root b, and takes
-// them: when p would stay within its fair share (the total over the parts
-// with Readers, p included), the part holding the most past its own share
-// has its largest streams cut until the room is free. It reports whether
-// the bytes were taken.
-func (b *Budget) reclaim(p *Budget, n int64) bool {
+// them (from the root's free bytes; the caller counts them in p): from
+// the top of p's path down, at the first level where p's ancestor (with n
+// more) stays within its fair share while a sibling is over its own, the
+// sibling most over it loses; inside it, at each level, the party most
+// over its share (else the one holding the most), down to a leaf whose
+// largest streams are cut until the room is free. With no such level p's
+// own stream is refused.
+func (b *Budget) reclaim(p *Budget, n int64) error {
 	b.mu.Lock()
-	active := len(b.parts)
-	if _, ok := b.parts[p]; !ok {
-		active++
+	var path []*Budget
+	for q := p; q != b; q = q.parent {
+		path = append(path, q)
 	}
-	fair := b.total / int64(max(active, 1))
+	slices.Reverse(path)
+	share := b.total
 	var victim *Budget
-	for q := range b.parts {
-		if q != p && q.held.Load() > fair && (victim == nil || q.held.Load() > victim.held.Load()) {
-			victim = q
+	for _, q := range path {
+		k := len(q.parent.kids)
+		if _, ok := q.parent.kids[q]; !ok {
+			k++
+		}
+		share /= int64(max(k, 1))
+		if q.held.Load()+n <= share {
+			if victim = mostOver(q.parent.kids, share, q); victim != nil {
+				break
+			}
 		}
 	}
-	var accts []*account
-	if p.held.Load()+n <= fair && victim != nil {
-		for a := range b.parts[victim] {
-			accts = append(accts, a)
-		}
+	if victim == nil {
+		err := blameLocked(p, ErrBudgetExhausted)
+		b.mu.Unlock()
+		b.charge(err)
+		return err
 	}
+	for len(victim.kids) > 0 {
+		share /= int64(len(victim.kids))
+		next := mostOver(victim.kids, share, nil)
+		if next == nil {
+			for q := range victim.kids {
+				if next == nil || q.held.Load() > next.held.Load() {
+					next = q
+				}
+			}
+		}
+		victim = next
+	}
+	accts := make([]*account, 0, len(victim.accts))
+	for a := range victim.accts {
+		accts = append(accts, a)
+	}
+	cause := blameLocked(victim, ErrBudgetReclaimed)
 	b.mu.Unlock()
 	slices.SortFunc(accts, func(x, y *account) int { return cmp.Compare(y.held(), x.held()) })
 	for _, a := range accts {
 		if b.takeFree(n) {
-			return true
+			return nil
 		}
 		if a.held() == 0 {
 			break // the rest hold nothing: cutting them frees nothing
 		}
-		a.cut(ErrBudgetReclaimed)
+		if a.cut(cause) {
+			b.charge(cause)
+		}
 	}
-	return b.takeFree(n)
+	if b.takeFree(n) {
+		return nil
+	}
+	b.mu.Lock()
+	err := blameLocked(p, ErrBudgetExhausted)
+	b.mu.Unlock()
+	b.charge(err)
+	return err
 }
 
-// register adds a Reader's account to its part; unregister removes it.
-func (b *Budget) register(a *account) {
+// register adds a Reader's account to part b and returns the part it is
+// counted in: a named party's canonical part (the one Party returns while
+// it has Readers), else a leaf of its own under b (the Reader is a party
+// of its own).
+func (b *Budget) register(a *account) *Budget {
 	r := b.root
 	r.mu.Lock()
-	if r.parts[b] == nil {
-		r.parts[b] = map[*account]int{}
+	defer r.mu.Unlock()
+	leaf := b
+	if b.key != "" {
+		if p := b.parent.named[b.key]; p != nil {
+			leaf = p
+		} else {
+			if b.parent.named == nil {
+				b.parent.named = map[string]*Budget{}
+			}
+			b.parent.named[b.key] = b
+		}
+	} else {
+		leaf = &Budget{total: b.total, root: r, parent: b}
 	}
-	r.parts[b][a] = 0
-	r.mu.Unlock()
+	if leaf.accts == nil {
+		leaf.accts = map[*account]struct{}{}
+	}
+	leaf.accts[a] = struct{}{}
+	for q := leaf; q.root != nil; q = q.parent {
+		q.readers++
+		if q.parent.kids == nil {
+			q.parent.kids = map[*Budget]struct{}{}
+		}
+		q.parent.kids[q] = struct{}{}
+	}
+	return leaf
 }
 
+// unregister removes a Reader's account from its leaf; parts left without
+// Readers leave the tree.
 func (b *Budget) unregister(a *account) {
 	r := b.root
 	r.mu.Lock()
-	if m := r.parts[b]; m != nil {
-		delete(m, a)
-		if len(m) == 0 {
-			delete(r.parts, b)
+	defer r.mu.Unlock()
+	if _, ok := b.accts[a]; !ok {
+		return
+	}
+	delete(b.accts, a)
+	for q := b; q.root != nil; q = q.parent {
+		q.readers--
+		if q.readers == 0 {
+			delete(q.parent.kids, q)
+			if q.key != "" && q.parent.named[q.key] == q {
+				delete(q.parent.named, q.key)
+			}
 		}
 	}
-	r.mu.Unlock()
 }
 
 // account is what a Reader has taken from its Budget. It lives apart from
@@ -297,8 +479,8 @@ func (a *account) set(over int64) error {
 		return nil
 	}
 	a.mu.Unlock()
-	if !a.budget.Take(delta) {
-		return ErrBudgetExhausted
+	if err := a.budget.take(delta); err != nil {
+		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -336,12 +518,13 @@ func (a *account) checkRate() {
 }
 
 // cut ends the account's stream for cause: its bytes go back to the
-// Budget now, and its body is closed so that the Reader's read ends.
-func (a *account) cut(cause error) {
+// Budget now, and its body is closed so that the Reader's read ends. It
+// reports whether it cut (false: cut or released before).
+func (a *account) cut(cause error) bool {
 	a.mu.Lock()
 	if a.cause != nil || a.released {
 		a.mu.Unlock()
-		return
+		return false
 	}
 	a.cause = cause
 	n := a.charged
@@ -355,6 +538,7 @@ func (a *account) cut(cause error) {
 	if a.body != nil {
 		go a.body.Close() // the Reader's goroutine may be in Read: no lock, no wait here
 	}
+	return true
 }
 
 // refund gives back everything and unregisters the account (Release, or

@@ -83,7 +83,11 @@ func NewReader(r io.Reader) *Reader { return NewReaderSize(r, DefaultMaxLine) }
 // stream from another goroutine by closing it: when its part of the
 // Budget held more than its fair share and another part needed room
 // (ErrBudgetReclaimed), or when it held bytes while reading slower than
-// the Budget's rate floor (ErrTooSlow). Next then returns that cause.
+// the Budget's rate floor (ErrTooSlow); or, when b is a named party
+// (Budget.Party) running more streams than its replica's other parties,
+// for another party's room (ErrPartyOverShare). Next then returns that
+// cause. On a part that is not a named party, the Reader is a party of its
+// own.
 func NewReaderBudget(r io.Reader, maxLine int, b *Budget) *Reader {
 	if b == nil {
 		return NewReaderSize(r, maxLine)
@@ -93,7 +97,7 @@ func NewReaderBudget(r io.Reader, maxLine int, b *Budget) *Reader {
 	rd := NewReaderSize(countingReader{r: r, n: &acct.read}, maxLine)
 	rd.acct = acct
 	if b.root != nil {
-		b.register(acct)
+		acct.budget = b.register(acct)
 	}
 	rd.cleanup = runtime.AddCleanup(rd, (*account).refund, rd.acct)
 	return rd
