@@ -435,6 +435,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			}
 			return relayed, false, false, err
 		}
+		app.NoteStreamMessage() // the replica is alive, however late it answers its pings
 		var msg struct {
 			Msg     string  `json:"msg"`
 			EventID *string `json:"event_id"`

@@ -239,7 +239,7 @@ func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw positioner, d
 	defer t.Stop()
 	last := pool.QueuePosition{Rank: -1}
 	for {
-		if pos, ok := jw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown) {
+		if pos, ok := jw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown || pos.Waking != last.Waking) {
 			last = pos
 			s.noteQueued(qc, estimation(qc.id, pos))
 		}
