@@ -44,9 +44,7 @@ end
 //
 // KEYS: holders, queue, queue expiry, reserved, seq, gateways. ARGV:
 // gateway, lease id prefix, first lease number, wanted, limit, ttl,
-// channel, replica, queue place ttl, then lease ids this gateway released
-// (removed first: a release carried by the next acquire costs no round
-// trip of its own).
+// channel, replica, queue place ttl.
 //
 // Fairness: a gateway may take a free slot only if fewer gateways wait
 // before it in the queue than there are free slots (a gateway not in the
@@ -56,8 +54,8 @@ end
 // gateways are served round robin in ticket order: none starves, however
 // many callers another gateway has. When slots stay free for gateways
 // behind, PUBLISH tells them to try at once; a gateway that starts waiting
-// PUBLISHes "q|replica", so that gateways handing their leases on locally
-// (see limiter) give them back to Redis instead.
+// PUBLISHes "q|replica", so that gateways keeping their leases for their
+// own calls (see limiter) give back what is beyond their fair part.
 //
 // A waiting gateway's place lapses after the queue place ttl (about 1 s)
 // unless it asks again (it does every PollInterval while it waits), so a
@@ -71,7 +69,6 @@ var acquireScript = redis.NewScript(scriptNow + scriptReserved + `
 local gw = ARGV[1]
 local want, limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-for i = 10, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, g in ipairs(stale) do redis.call('ZREM', KEYS[2], g) end
 if #stale > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) end
