@@ -55,10 +55,10 @@
 // goes back to Redis, off the call path. While other gateways wait for
 // the replica, a gateway keeps at most an even part of the limit (limit /
 // (gateways waiting + 1), possibly 0) and gives back the rest as their
-// calls end; a gateway that starts waiting PUBLISHes a notice that makes
-// the others give back their idle leases beyond that part at once, and
-// every lease refresh (LeaseTTL/3) counts the waiting gateways too, in
-// case a notice is lost. So a call of a known user costs at most two
+// calls end; a gateway short of its part PUBLISHes a notice each time it
+// asks (every PollInterval while it waits) that makes the others give
+// back their idle leases beyond their part at once, and every lease
+// refresh (LeaseTTL/3) counts the waiting gateways too. So a call of a known user costs at most two
 // round trips (the assignment read, which also extends it ([Store],
 // assign.Refresher), and the acquire script), and one while the gateway
 // is busy. With Config.WaitReplicas the acquire script is pipelined with

@@ -98,6 +98,14 @@ func (l *limiter) heldCount() int {
 	return len(l.held) - len(l.idle)
 }
 
+// heldTotal is how many leases Redis counts for this gateway (idle ones
+// included).
+func (l *limiter) heldTotal() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
 // keep is how many leases this gateway may keep for its own calls: the
 // whole limit while no other gateway waits, else an even part of it
 // (possibly 0: then every lease goes back as its call ends).
@@ -360,7 +368,7 @@ func (l *limiter) pump() {
 // take runs acquireScript for want leases numbered from first.
 func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error) {
 	args := []any{l.c.id, l.c.id + ":", first, want,
-		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds()}
+		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds(), l.heldTotal()}
 	l.c.ops[opAcquire].Add(1)
 	res, err := l.c.runAcquire(ctx, l.keys, args, l.c.cfg.opTimeout)
 	if err != nil {
