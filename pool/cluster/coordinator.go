@@ -54,6 +54,9 @@ type Coordinator struct {
 	// round that refreshed every lease in Redis: each lease this gateway
 	// holds is counted there until at least refreshed + LeaseTTL.
 	refreshed atomic.Int64
+	// lostAt is the clock when this gateway last noticed Redis lost:
+	// every gateway's last refresh started before it.
+	lostAt atomic.Int64
 
 	// mu guards lims, alive, reserved and pongs; never held during I/O.
 	mu    sync.Mutex
@@ -422,11 +425,19 @@ func (c *Coordinator) Waiting(replica string) int {
 // a network cut may isolate one), and they count this gateway's leases
 // there and nothing else, so a grant beyond them could exceed the limit.
 // Reusing a registered lease is safe: Redis counts it until it lapses.
-// After that, the local share; a partial loss longer than LeaseTTL is what
-// fail_open trades for availability.
+// Then, until every gateway's leases may have lapsed (LeaseTTL after this
+// gateway noticed the loss: each one's last refresh started before), at
+// most its local share, and no more than registered: a gateway that lost
+// Redis too may still keep to more than its share (its refresh came
+// later). After that, the local share; a partial loss longer than
+// LeaseTTL is what fail_open trades for availability.
 func (c *Coordinator) localCap(limit, registered int) int {
-	if c.clock() < c.refreshed.Load()+int64(c.cfg.LeaseTTL) {
+	now, ttl := c.clock(), int64(c.cfg.LeaseTTL)
+	switch {
+	case now < c.refreshed.Load()+ttl:
 		return registered
+	case now < c.lostAt.Load()+ttl:
+		return min(registered, c.share(limit))
 	}
 	return c.share(limit)
 }
@@ -492,6 +503,7 @@ func (c *Coordinator) failed(err error) {
 		}
 	}
 	c.fallbacks.Add(1)
+	c.lostAt.Store(c.clock())
 	for _, l := range c.limiters() {
 		l.mu.Lock()
 		// Each granted by Redis and not released: Redis counts them. A

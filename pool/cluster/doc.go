@@ -87,7 +87,9 @@
 // have applied it and granted the slot to another gateway). A gateway
 // busy on a replica keeps its part of the limit (above), so it holds
 // leases Redis acknowledged at any moment and its calls go on through the
-// loss without a gap. Then each replica's limit becomes a local share: the
+// loss without a gap. Then each replica's limit becomes a local share (no
+// more than those leases until one LeaseTTL after the loss was noticed,
+// when every gateway's own have lapsed too): the
 // limit divided by the gateways last seen alive (at the last
 // heartbeat, acquire or join notice), and by at least Config.Gateways, at
 // least 1; assignments are read from and written to a local copy
