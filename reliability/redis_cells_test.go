@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/redistest"
+	"github.com/gradiopool/gradiopool/pool/cluster"
 )
 
 // limitWatch measures a fault of the cluster's Redis: the witnesses'
@@ -68,6 +70,20 @@ func (w *limitWatch) end(e *env) {
 	}
 }
 
+// maxRedisGap bounds the longest stretch without a completed call while
+// the cluster's Redis fails: the detection time (an operation slower than
+// 2 s counts as a loss) plus 2 s of margin for the shared 2-core machine;
+// a gateway waiting for its leases to lapse shows a whole lease TTL (15 s).
+const maxRedisGap = 4 * time.Second
+
+// checkGap fails r when no call completed for longer than maxRedisGap
+// while Redis failed over.
+func (w *limitWatch) checkGap(r *result) {
+	if w.gap > maxRedisGap {
+		r.fail("no call completed for %v (bound %v)", w.gap.Round(10*time.Millisecond), maxRedisGap)
+	}
+}
+
 // check fails r when a replica ran more calls at once than the limit and
 // describes the figures.
 func (w *limitWatch) check(e *env, r *result) string {
@@ -105,7 +121,7 @@ func redisCells() []cell {
 	}
 	return []cell{
 		{name: "Redis hung", optIn: true, cluster: true,
-			fault:  "two gateways sharing a real redis-server (lease TTL 3 s); Redis frozen (SIGSTOP: connections open, no replies) under load, then resumed",
+			fault:  "two gateways sharing a real redis-server (default lease TTL, 15 s); Redis frozen (SIGSTOP: connections open, no replies) under load, then resumed",
 			inject: redisLost("Redis hung", (*redistest.Server).Freeze, (*redistest.Server).Thaw),
 			check:  checkRedisDown},
 		{name: "Sentinel failover", optIn: true,
@@ -118,6 +134,7 @@ func redisCells() []cell {
 			},
 			inject: func(e *env) func() { return failover(sentinels.FailOver)(e) },
 			check: func(e *env, r *result) string {
+				watch.checkGap(r)
 				return fmt.Sprintf("the Sentinels named the new primary %v after SENTINEL FAILOVER; %s", failedOver.Round(10*time.Millisecond), watch.check(e, r))
 			}},
 		{name: "Cluster slot-owner failover", optIn: true,
@@ -130,10 +147,11 @@ func redisCells() []cell {
 			},
 			inject: func(e *env) func() { return failover(redisCl.FailOver)(e) },
 			check: func(e *env, r *result) string {
+				watch.checkGap(r)
 				return fmt.Sprintf("the replica was master, the cluster ok and the killed node back as its replica %v after the kill; %s", failedOver.Round(10*time.Millisecond), watch.check(e, r))
 			}},
 		{name: "dead gateway in the queue", optIn: true,
-			fault: "three gateways on one redis-server (lease TTL 3 s), 2 sessions per replica, so that callers queue; gateway 1 loses Redis (its link cut) and its callers at once, like SIGKILL (no release, no heartbeat; on_redis_loss fail_closed, so it runs nothing more)",
+			fault: "three gateways on one redis-server (default lease TTL, 15 s), 2 sessions per replica, so that callers queue; gateway 1 loses Redis (its link cut) and its callers at once, like SIGKILL (no release, no heartbeat; on_redis_loss fail_closed, so it runs nothing more)",
 			env: func(t testing.TB, ec *envConfig) {
 				ec.redis = redistest.StartServer(t)
 				ec.gateways = 3
@@ -167,7 +185,7 @@ func redisCells() []cell {
 				// Issue 23 item 3: a dead gateway's queue place stops blocking
 				// the others within ~1 s, whatever it held; the lease TTL is
 				// what it took before.
-				if ttl := e.cfg.Cluster.LeaseTTL; watch.gap >= ttl {
+				if ttl := cmp.Or(e.cfg.Cluster.LeaseTTL, cluster.DefaultLeaseTTL); watch.gap >= ttl {
 					r.fail("no call completed for %v after a gateway died (lease TTL %v)", watch.gap.Round(10*time.Millisecond), ttl)
 				}
 				return "the two live gateways, " + watch.check(e, r)
@@ -213,6 +231,7 @@ func redisCells() []cell {
 func redisLost(what string, stop, start func(*redistest.Server)) func(e *env) func() {
 	return func(e *env) func() {
 		e.outage.what = what
+		gaps := e.watchLimit() // for its gap only: the peaks are measured below
 		began := time.Now()
 		stop(e.redis)
 		for !e.redisUp(false) {
@@ -233,6 +252,9 @@ func redisLost(what string, stop, start func(*redistest.Server)) func(e *env) fu
 		}
 		e.outage.results0 = e.tallyResults()
 		return func() {
+			close(gaps.stop)
+			<-gaps.stopped
+			e.outage.gap = gaps.gap
 			for _, r := range e.reps {
 				total, one := r.w.peaks()
 				e.outage.peakTotal = max(e.outage.peakTotal, total)

@@ -154,7 +154,7 @@ func (c *Coordinator) probe(ctx context.Context) error {
 			if d, ok := ctx.Deadline(); ok {
 				waitFor = min(waitFor, time.Until(d)*3/4)
 			}
-			_, err := c.runAcquire(ctx, append(keys, c.prefix+"gw"), []any{c.id, c.id + ":", 0, 0, 1, 1000, c.channel(), "check", 1000}, waitFor)
+			_, err := c.runAcquire(ctx, append(keys, c.prefix+"gw"), []any{c.id, c.id + ":", 0, 0, 1, 1000, c.channel(), "check", 1000, 0}, waitFor)
 			if errors.Is(err, errNotReplicated) {
 				return &MisconfiguredError{Op: "WAIT", Err: err, Fix: fmt.Sprintf(
 					"fewer than %d replicas acknowledged a write of the primary within %v: give it a replica, or set cluster.redis_wait_replicas: 0 "+

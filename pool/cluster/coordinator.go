@@ -54,6 +54,9 @@ type Coordinator struct {
 	// round that refreshed every lease in Redis: each lease this gateway
 	// holds is counted there until at least refreshed + LeaseTTL.
 	refreshed atomic.Int64
+	// lostAt is the clock when this gateway last noticed Redis lost:
+	// every gateway's last refresh started before it.
+	lostAt atomic.Int64
 
 	// mu guards lims, alive, reserved and pongs; never held during I/O.
 	mu    sync.Mutex
@@ -81,8 +84,7 @@ type Coordinator struct {
 	relMu      sync.Mutex
 	relPending map[*limiter][]string
 	relKick    chan struct{} // flush now
-	relSoon    chan struct{} // flush within PollInterval
-	relOldest  time.Time     // when the oldest pending release was made; zero: none
+	relSoon    chan struct{} // a lease became idle: return it after PollInterval
 
 	ps *redis.PubSub
 
@@ -374,16 +376,17 @@ func (c *Coordinator) contended(replica string) {
 	l := c.lims[replica]
 	c.mu.Unlock()
 	if l != nil {
-		l.contended.Store(true)
-		select { // releases waiting for an acquire go now: others wait
+		l.rivals.CompareAndSwap(0, 1)
+		select { // idle leases beyond the fair part go back now
 		case c.relKick <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// HandOffs is how many leases went straight from a finished call to a
-// waiting one of this gateway, without a Redis round trip.
+// HandOffs is how many leases went straight from a finished call to
+// another call of this gateway (waiting, or arriving while the lease was
+// idle), without a Redis round trip.
 func (c *Coordinator) HandOffs() uint64 { return c.handoffs.Load() }
 
 func (c *Coordinator) pokeAll() {
@@ -422,11 +425,19 @@ func (c *Coordinator) Waiting(replica string) int {
 // a network cut may isolate one), and they count this gateway's leases
 // there and nothing else, so a grant beyond them could exceed the limit.
 // Reusing a registered lease is safe: Redis counts it until it lapses.
-// After that, the local share; a partial loss longer than LeaseTTL is what
-// fail_open trades for availability.
+// Then, until every gateway's leases may have lapsed (LeaseTTL after this
+// gateway noticed the loss: each one's last refresh started before), at
+// most its local share, and no more than registered: a gateway that lost
+// Redis too may still keep to more than its share (its refresh came
+// later). After that, the local share; a partial loss longer than
+// LeaseTTL is what fail_open trades for availability.
 func (c *Coordinator) localCap(limit, registered int) int {
-	if c.clock() < c.refreshed.Load()+int64(c.cfg.LeaseTTL) {
+	now, ttl := c.clock(), int64(c.cfg.LeaseTTL)
+	switch {
+	case now < c.refreshed.Load()+ttl:
 		return registered
+	case now < c.lostAt.Load()+ttl:
+		return min(registered, c.share(limit))
 	}
 	return c.share(limit)
 }
@@ -492,11 +503,15 @@ func (c *Coordinator) failed(err error) {
 		}
 	}
 	c.fallbacks.Add(1)
+	c.lostAt.Store(c.clock())
 	for _, l := range c.limiters() {
 		l.mu.Lock()
-		// Each registered in Redis (granted there while up), and the
-		// releases Redis has not acknowledged: it still counts them.
-		l.heldAtLoss = len(l.held) + l.releasing
+		// Each granted by Redis and not released: Redis counts them. A
+		// release on its way is not counted (Redis may have applied it
+		// and granted the slot to another gateway). Idle leases count;
+		// from now on calls are counted against heldAtLoss.
+		l.heldAtLoss = len(l.held)
+		l.dropIdleLocked()
 		l.mu.Unlock()
 	}
 	c.upMu.Lock()
@@ -704,105 +719,86 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 
 func (c *Coordinator) statsKey(gw string) string { return c.prefix + "stats:" + gw }
 
-// queueRelease hands lease ids to the releaser. now: other gateways wait
-// for the replica, so the releaser sends them at once; else they wait up
-// to PollInterval for this gateway's next acquire script of the replica,
-// which removes them in the same round trip (see limiter.take). Meanwhile
-// Redis counts them as held: the limit is only under-used, never
-// exceeded, and a gateway that starts waiting says so ("q|"), which makes
-// the next release immediate.
-func (c *Coordinator) queueRelease(l *limiter, now bool, ids ...string) {
-	l.releasingAdd(len(ids))
+// queueRelease hands lease ids to the releaser, which removes them from
+// Redis at once. They are no longer counted as held here.
+func (c *Coordinator) queueRelease(l *limiter, ids ...string) {
 	c.relMu.Lock()
-	if c.relOldest.IsZero() {
-		c.relOldest = time.Now()
-	}
 	c.relPending[l] = append(c.relPending[l], ids...)
 	c.relMu.Unlock()
-	kick := c.relSoon
-	if now {
-		kick = c.relKick
-	}
 	select {
-	case kick <- struct{}{}:
+	case c.relKick <- struct{}{}:
 	default:
 	}
 }
 
-// takeReleases removes and returns l's pending releases (for its acquire
-// script to carry).
-func (c *Coordinator) takeReleases(l *limiter) []string {
-	c.relMu.Lock()
-	defer c.relMu.Unlock()
-	ids := c.relPending[l]
-	delete(c.relPending, l)
-	if len(c.relPending) == 0 {
-		c.relOldest = time.Time{}
+// lingering tells the releaser that a lease became idle: it goes back to
+// Redis after PollInterval unless a call takes it.
+func (c *Coordinator) lingering() {
+	select {
+	case c.relSoon <- struct{}{}:
+	default:
 	}
-	return ids
 }
 
-// releaseDue is how long until the oldest pending release is due to be
-// sent alone (<= 0: now; a large value: none pending).
-func (c *Coordinator) releaseDue() time.Duration {
-	c.relMu.Lock()
-	defer c.relMu.Unlock()
-	if c.relOldest.IsZero() {
-		return time.Hour
-	}
-	return c.cfg.pollInterval - time.Since(c.relOldest)
-}
-
-// releaser removes released leases from Redis, batched: one script per
-// replica for whatever was released since the last round and not carried
-// by an acquire, so a release never waits for Redis.
+// releaser removes released leases from Redis, batched (one script per
+// replica for whatever was released since the last round), and gives
+// back the idle leases that are due (see limiter.idle), so a release
+// never waits for Redis.
 func (c *Coordinator) releaser() {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	armed := false
+	var due time.Time // when the timer fires; zero: not armed
 	for {
 		select {
 		case <-c.ctx.Done():
 			t.Stop()
 			return
 		case <-c.relSoon:
-			if !armed {
+			if due.IsZero() {
+				due = time.Now().Add(c.cfg.pollInterval)
 				t.Reset(c.cfg.pollInterval)
-				armed = true
 			}
 			continue
 		case <-t.C:
-			armed = false
-			if due := c.releaseDue(); due > 0 { // carried by an acquire meanwhile
-				if due < time.Hour {
-					t.Reset(due)
-					armed = true
-				}
-				continue
-			}
+			due = time.Time{}
 		case <-c.relKick:
 		}
-		c.flushReleases(c.ctx)
+		if next := c.flushReleases(c.ctx); !next.IsZero() && (due.IsZero() || next.Before(due)) {
+			due = next
+			t.Reset(time.Until(next))
+		}
 	}
 }
 
-func (c *Coordinator) flushReleases(parent context.Context) {
+// flushReleases sends the pending releases and the idle leases due; it
+// returns when the next idle lease is due (zero: none idle).
+func (c *Coordinator) flushReleases(parent context.Context) (next time.Time) {
+	now := time.Now()
 	c.relMu.Lock()
 	pending := c.relPending
 	c.relPending = map[*limiter][]string{}
-	c.relOldest = time.Time{}
 	c.relMu.Unlock()
+	for _, l := range c.limiters() {
+		ids, at := l.expireIdle(now)
+		if len(ids) > 0 {
+			pending[l] = append(pending[l], ids...)
+		}
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
 	if len(pending) == 0 || c.mode.Load() == modeDown {
-		return // a rejoin removes this gateway's stale leases
+		return next // a rejoin removes this gateway's stale leases
 	}
 	ctx, cancel := context.WithTimeout(parent, c.cfg.opTimeout)
 	defer cancel()
 	for l, ids := range pending {
 		if err := l.releaseIDs(ctx, ids); err != nil {
 			c.failed(err)
-			return
+			return next
 		}
 	}
+	return next
 }
 
 // Close leaves the cluster: waiters get ErrClosed, this gateway's leases,

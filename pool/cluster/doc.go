@@ -49,19 +49,20 @@
 //
 // # Round trips
 //
-// A call of a known user costs at most two round trips: the assignment
-// read, which also extends it ([Store], assign.Refresher), and the acquire
-// script, which also removes the leases this gateway released since its
-// last acquire of the replica. A release is sent on its own only after
-// PollInterval without an acquire to carry it, or at once while other
-// gateways wait. With Config.WaitReplicas the acquire script is pipelined
-// with WAIT, so that a grant a failover would lose is never used.
-//
-// While no other gateway waits for a replica, a lease released by a call is
-// handed straight to the next caller waiting in the same gateway (it stays
-// in Redis; no round trip). A gateway that starts waiting PUBLISHes a
-// notice that stops this at once in the others, and every lease refresh
-// (LeaseTTL/3) checks the queue too, in case a notice is lost.
+// A gateway keeps the leases its calls free: a freed lease goes straight
+// to the next caller waiting in the same gateway, or stays idle (held and
+// refreshed in Redis) for PollInterval for the next call, and only then
+// goes back to Redis, off the call path. While other gateways wait for
+// the replica, a gateway keeps at most an even part of the limit (limit /
+// (gateways waiting + 1), possibly 0) and gives back the rest as their
+// calls end; a gateway short of its part PUBLISHes a notice each time it
+// asks (every PollInterval while it waits) that makes the others give
+// back their idle leases beyond their part at once, and every lease
+// refresh (LeaseTTL/3) counts the waiting gateways too. So a call of a known user costs at most two
+// round trips (the assignment read, which also extends it ([Store],
+// assign.Refresher), and the acquire script), and one while the gateway
+// is busy. With Config.WaitReplicas the acquire script is pipelined with
+// WAIT, so that a grant a failover would lose is never used.
 //
 // # Checked at start
 //
@@ -78,8 +79,18 @@
 //
 // The first failed operation (or one slower than LeaseTTL/3, at most 2 s)
 // switches the gateway to local mode, logged once at warn, with
-// gradiopool_redis_up 0. With FailOpen each replica's limit becomes a local
-// share: the limit divided by the gateways last seen alive (at the last
+// gradiopool_redis_up 0. With FailOpen the gateway first keeps, until its
+// leases may lapse in Redis (LeaseTTL after their last refresh), to as
+// many calls as it held leases at the loss, its idle ones included: Redis
+// counts those and nothing else for it, and the other gateways may still
+// reach Redis. A release on its way at the loss is not counted (Redis may
+// have applied it and granted the slot to another gateway). A gateway
+// busy on a replica keeps its part of the limit (above), so it holds
+// leases Redis acknowledged at any moment and its calls go on through the
+// loss without a gap. Then each replica's limit becomes a local share (no
+// more than those leases until one LeaseTTL after the loss was noticed,
+// when every gateway's own have lapsed too): the
+// limit divided by the gateways last seen alive (at the last
 // heartbeat, acquire or join notice), and by at least Config.Gateways, at
 // least 1; assignments are read from and written to a local copy
 // ([Coordinator.Store] keeps one all along). Calls in flight keep running;
@@ -95,9 +106,11 @@
 // Limits of the local mode: entering it, a gateway that held more than its
 // share keeps those calls until they end while the others already admit up
 // to their shares, so the total may exceed the limit by those excess calls
-// until they end; and a gateway cut off from Redis while the others still
-// reach it looks dead to them: once its leases expire they use the whole
-// limit while it serves its share.
+// until they end; a gateway that held no lease at the loss (idle for
+// PollInterval, or its part 0: more gateways waiting than the limit)
+// serves nothing until its share, one LeaseTTL later; and a gateway cut
+// off from Redis while the others still reach it looks dead to them: once
+// its leases expire they use the whole limit while it serves its share.
 //
 // # Statistics
 //

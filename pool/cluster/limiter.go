@@ -27,27 +27,35 @@ type limiter struct {
 
 	wake chan struct{} // buffered 1: a release, a notice, a mode change
 
-	// contended is set while other gateways wait for this replica (as of
-	// the last script, or a "q|" notice); while it is clear, a released
-	// lease goes straight to the next local waiter, without Redis.
-	contended atomic.Bool
+	// rivals is how many other gateways wait for this replica, as of the
+	// last script (at least 1 after a "q|" notice): while some wait, this
+	// gateway keeps at most its fair part of the limit (keep).
+	rivals atomic.Int32
 
 	mu      sync.Mutex           // guards the fields below; never held during I/O
 	waiters waitq.Queue[*waiter] // waiting callers: the session pool's priority FIFO
-	held    map[string]struct{}  // lease ids of permits not released
+	// held are the leases Redis counts for this gateway: those of calls
+	// running and those idle. A lease leaves held when its release is
+	// handed to the releaser, before Redis removes it: a release on its
+	// way is never counted as held.
+	held map[string]struct{}
+	// idle are held leases whose call ended, oldest first: the next call
+	// takes one without a Redis round trip; one idle for PollInterval, or
+	// beyond keep while other gateways wait, goes back to Redis. So a
+	// busy gateway holds leases Redis has acknowledged, not releases.
+	idle    []idleLease
 	pumping bool
 	queued  bool // this gateway may have a place in the Redis queue
-	// releasing counts leases released here whose removal Redis has not
-	// acknowledged yet (queued for the releaser, carried by an acquire, or
-	// in flight): Redis still counts them for this gateway.
-	releasing int
-	// heldAtLoss is len(held) + releasing when Redis was last lost: the
-	// leases Redis still counts for this gateway (see
-	// Coordinator.localCap). Under load most of them are releases on
-	// their way: counting only the calls still running left the gateway
-	// "0" and no call ran for a whole LeaseTTL.
+	// heldAtLoss is len(held) when Redis was last lost: the leases Redis
+	// still counts for this gateway (see Coordinator.localCap).
 	heldAtLoss int
 	closed     bool
+}
+
+// idleLease is a held lease no call uses, since at.
+type idleLease struct {
+	id string
+	at time.Time
 }
 
 type waiter struct {
@@ -82,10 +90,71 @@ func (l *limiter) waiting() int {
 	return l.waiters.Len()
 }
 
+// heldCount is how many calls run on this gateway's leases (idle leases
+// not counted).
 func (l *limiter) heldCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return len(l.held) - len(l.idle)
+}
+
+// heldTotal is how many leases Redis counts for this gateway (idle ones
+// included).
+func (l *limiter) heldTotal() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return len(l.held)
+}
+
+// keep is how many leases this gateway may keep for its own calls: the
+// whole limit while no other gateway waits, else an even part of it
+// (possibly 0: then every lease goes back as its call ends).
+func (l *limiter) keep() int {
+	return l.limit / (int(l.rivals.Load()) + 1)
+}
+
+// reuseLocked lends an idle lease, the most recently freed (the oldest
+// go back to Redis first); nil when none is idle.
+func (l *limiter) reuseLocked() *permit {
+	n := len(l.idle)
+	if n == 0 {
+		return nil
+	}
+	id := l.idle[n-1].id
+	l.idle = l.idle[:n-1]
+	l.c.handoffs.Add(1)
+	return &permit{l: l, id: id}
+}
+
+// expireIdle takes out of held and returns the idle leases to give back
+// to Redis at now: those idle for PollInterval, and those beyond keep
+// while other gateways wait. next is when the oldest left is due (zero:
+// none left).
+func (l *limiter) expireIdle(now time.Time) (ids []string, next time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	linger := l.c.cfg.pollInterval
+	over := len(l.held) - l.keep()
+	i := 0
+	for ; i < len(l.idle) && (i < over || now.Sub(l.idle[i].at) >= linger); i++ {
+		ids = append(ids, l.idle[i].id)
+		delete(l.held, l.idle[i].id)
+	}
+	l.idle = l.idle[i:]
+	if len(l.idle) > 0 {
+		next = l.idle[0].at.Add(linger)
+	}
+	return ids, next
+}
+
+// dropIdleLocked forgets the idle leases (Redis lost, or closing): they
+// are no longer held here, and Redis lets them lapse or the next sync
+// removes them.
+func (l *limiter) dropIdleLocked() {
+	for _, il := range l.idle {
+		delete(l.held, il.id)
+	}
+	l.idle = nil
 }
 
 // leaseID is the id of this gateway's lease number n.
@@ -107,11 +176,18 @@ func (l *limiter) acquire(ctx context.Context, prio pool.Priority) (pool.Permit,
 		l.mu.Unlock()
 		return nil, fmt.Errorf("cluster: replica %s: %w", l.name, ErrRedisDown)
 	}
-	// Fast path while Redis is lost: no one waits and the share has room.
-	if l.waiters.Len() == 0 && down && len(l.held) < l.c.localCap(l.limit, l.heldAtLoss) {
-		p := l.grantLocked(l.leaseID(l.c.seq.Add(1)))
-		l.mu.Unlock()
-		return p, nil
+	// Fast paths: no one waits and an idle lease is at hand, or, while
+	// Redis is lost, the share has room.
+	if l.waiters.Len() == 0 {
+		if p := l.reuseLocked(); p != nil {
+			l.mu.Unlock()
+			return p, nil
+		}
+		if down && len(l.held) < l.c.localCap(l.limit, l.heldAtLoss) {
+			p := l.grantLocked(l.leaseID(l.c.seq.Add(1)))
+			l.mu.Unlock()
+			return p, nil
+		}
 	}
 	if mw := l.c.cfg.MaxWaiters; mw > 0 && l.waiters.Len() >= mw {
 		l.mu.Unlock()
@@ -224,7 +300,6 @@ func (l *limiter) pump() {
 			}
 			return
 		}
-		want := l.waiters.Len()
 		switch l.c.mode.Load() {
 		case modeDown:
 			if l.c.cfg.OnRedisLoss == FailClosed {
@@ -249,7 +324,17 @@ func (l *limiter) pump() {
 			wait(l.c.cfg.pollInterval)
 			continue
 		}
+		for l.waiters.Len() > 0 && len(l.idle) > 0 { // freed as the waiter came
+			w := l.nextLocked()
+			l.waiters.Remove(&w.link)
+			w.granted = true
+			w.ch <- l.reuseLocked()
+		}
+		want := l.waiters.Len()
 		l.mu.Unlock()
+		if want == 0 {
+			continue
+		}
 		first := l.c.seq.Add(uint64(want)) - uint64(want) + 1
 		ctx, cancel := l.c.opCtx()
 		got, err := l.take(ctx, want, first)
@@ -258,19 +343,21 @@ func (l *limiter) pump() {
 			l.c.failed(err)
 			continue
 		}
-		var extra []string
+		extra := false
 		l.mu.Lock()
 		l.queued = got < want
 		for i := range got {
 			id := l.leaseID(first + uint64(i))
-			if !l.handLocked(id) {
-				extra = append(extra, id) // its caller gave up meanwhile
+			if !l.handLocked(id) { // its caller gave up meanwhile
+				l.held[id] = struct{}{}
+				l.idle = append(l.idle, idleLease{id: id, at: time.Now()})
+				extra = true
 			}
 		}
 		more := l.waiters.Len() > 0
 		l.mu.Unlock()
-		if len(extra) > 0 {
-			l.c.queueRelease(l, false, extra...)
+		if extra {
+			l.c.lingering()
 		}
 		if more && got < want {
 			wait(l.c.cfg.pollInterval)
@@ -280,22 +367,14 @@ func (l *limiter) pump() {
 
 // take runs acquireScript for want leases numbered from first.
 func (l *limiter) take(ctx context.Context, want int, first uint64) (int, error) {
-	rel := l.c.takeReleases(l) // carried: removed before the grant, one round trip
-	args := make([]any, 0, 9+len(rel))
-	args = append(args, l.c.id, l.c.id+":", first, want,
-		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds())
-	for _, id := range rel {
-		args = append(args, id)
-	}
+	args := []any{l.c.id, l.c.id + ":", first, want,
+		l.limit, l.c.cfg.LeaseTTL.Milliseconds(), l.c.channel(), l.name, l.c.cfg.placeTTL.Milliseconds(), l.heldTotal()}
 	l.c.ops[opAcquire].Add(1)
-	// On an error the carried releases are dropped: the gateway is then
-	// in local mode, and its rejoin removes every lease it no longer holds.
 	res, err := l.c.runAcquire(ctx, l.keys, args, l.c.cfg.opTimeout)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: acquire script: %w", err)
 	}
-	l.acked(len(rel))
-	l.contended.Store(res[2] > 0)
+	l.rivals.Store(int32(res[2]))
 	l.c.seen(int(res[3]))
 	return int(res[0]), nil
 }
@@ -361,29 +440,7 @@ func (l *limiter) releaseIDs(ctx context.Context, ids []string) error {
 	if err := releaseScript.Run(ctx, l.c.rdb, l.keys[:2], args...).Err(); err != nil {
 		return fmt.Errorf("cluster: release script: %w", err)
 	}
-	l.acked(len(ids))
 	return nil
-}
-
-// releasingAdd counts n releases on their way to Redis.
-func (l *limiter) releasingAdd(n int) {
-	l.mu.Lock()
-	l.releasing += n
-	l.mu.Unlock()
-}
-
-// acked records that Redis removed n released leases. Acknowledged after
-// Redis was lost, they are no longer counted there either.
-func (l *limiter) acked(n int) {
-	if n == 0 {
-		return
-	}
-	l.mu.Lock()
-	l.releasing = max(0, l.releasing-n)
-	if l.c.mode.Load() != modeUp {
-		l.heldAtLoss = max(0, l.heldAtLoss-n)
-	}
-	l.mu.Unlock()
 }
 
 // leave takes this gateway out of the replica's Redis queue.
@@ -411,26 +468,15 @@ func (l *limiter) sync(ctx context.Context, full bool, res []string) (int, error
 	for id := range l.held {
 		args = append(args, id)
 	}
-	releasing := l.releasing
 	l.mu.Unlock()
 	l.c.ops[opSync].Add(1)
 	out, err := syncScript.Run(ctx, l.c.rdb, []string{l.keys[0], l.keys[3], l.c.prefix + "gw", l.keys[1]}, args...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("cluster: sync script: %w", err)
 	}
-	if full {
-		// Redis now holds exactly the leases held here: the releases
-		// counted before the sync are done (a later ack finds the count
-		// at zero).
-		l.mu.Lock()
-		l.releasing = max(0, l.releasing-releasing)
-		l.mu.Unlock()
-	}
-	// The backstop of the "q|" notices (at most once): a gateway waiting
-	// unseen is seen here, every LeaseTTL/3.
-	if out[1] > 0 {
-		l.contended.Store(true)
-	}
+	// The backstop of the "q|" notices: the gateways waiting, seen here
+	// every LeaseTTL/3 even by a gateway that runs no acquire script.
+	l.rivals.Store(int32(out[1]))
 	return int(out[0]), nil
 }
 
@@ -439,6 +485,7 @@ func (l *limiter) close() {
 	l.mu.Lock()
 	l.closed = true
 	l.failAllLocked(ErrClosed)
+	l.dropIdleLocked() // Close's sync removes them from Redis
 	l.mu.Unlock()
 	l.poke()
 }
@@ -460,28 +507,32 @@ type permit struct {
 	done atomic.Bool
 }
 
-// Release gives the lease back: while no other gateway waits for the
-// replica and a caller of this gateway does, straight to the oldest such
-// caller (the lease stays in Redis, no round trip); else at once locally
-// and to Redis in the releaser's next batch. Calling it again does
-// nothing.
+// Release gives the lease back. While Redis answers, this gateway keeps
+// it if it holds no more than keep: for the oldest caller waiting here,
+// or else idle for the next call (see idle); beyond keep (other gateways
+// wait) it goes back to Redis at once. While Redis is lost it is only
+// forgotten. Calling it again does nothing.
 func (p *permit) Release() {
 	if p.done.Swap(true) {
 		return
 	}
 	l := p.l
 	l.mu.Lock()
-	if l.waiters.Len() > 0 && !l.closed && !l.contended.Load() && l.c.mode.Load() == modeUp {
-		delete(l.held, p.id)
-		l.handLocked(p.id)
+	if !l.closed && l.c.mode.Load() == modeUp && len(l.held) <= l.keep() {
+		if l.handLocked(p.id) {
+			l.mu.Unlock()
+			l.c.handoffs.Add(1)
+			return
+		}
+		l.idle = append(l.idle, idleLease{id: p.id, at: time.Now()})
 		l.mu.Unlock()
-		l.c.handoffs.Add(1)
+		l.c.lingering()
 		return
 	}
 	delete(l.held, p.id)
 	l.mu.Unlock()
 	if l.c.mode.Load() != modeDown && !l.c.isClosed() {
-		l.c.queueRelease(l, l.contended.Load(), p.id)
+		l.c.queueRelease(l, p.id)
 	}
 	l.poke()
 }

@@ -44,9 +44,7 @@ end
 //
 // KEYS: holders, queue, queue expiry, reserved, seq, gateways. ARGV:
 // gateway, lease id prefix, first lease number, wanted, limit, ttl,
-// channel, replica, queue place ttl, then lease ids this gateway released
-// (removed first: a release carried by the next acquire costs no round
-// trip of its own).
+// channel, replica, queue place ttl, leases the gateway holds.
 //
 // Fairness: a gateway may take a free slot only if fewer gateways wait
 // before it in the queue than there are free slots (a gateway not in the
@@ -55,9 +53,12 @@ end
 // then goes to the back of the queue when it still wants more. So waiting
 // gateways are served round robin in ticket order: none starves, however
 // many callers another gateway has. When slots stay free for gateways
-// behind, PUBLISH tells them to try at once; a gateway that starts waiting
-// PUBLISHes "q|replica", so that gateways handing their leases on locally
-// (see limiter) give them back to Redis instead.
+// behind, PUBLISH tells them to try at once. A gateway left short of its
+// fair part (limit / gateways waiting, at least 1) PUBLISHes "q|replica"
+// each time it asks, so that gateways keeping their leases for their own
+// calls (see limiter) give back what is beyond their part: a notice that
+// a gateway missed, or an answer telling it no one waits that crossed
+// one, costs at most one PollInterval.
 //
 // A waiting gateway's place lapses after the queue place ttl (about 1 s)
 // unless it asks again (it does every PollInterval while it waits), so a
@@ -71,7 +72,6 @@ var acquireScript = redis.NewScript(scriptNow + scriptReserved + `
 local gw = ARGV[1]
 local want, limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-for i = 10, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, g in ipairs(stale) do redis.call('ZREM', KEYS[2], g) end
 if #stale > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now) end
@@ -104,7 +104,9 @@ end
 if want > k then
   if not inq then
     redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[5]), gw)
-    if pos == #q and k == 0 then redis.call('PUBLISH', ARGV[7], 'q|' .. ARGV[8]) end
+  end
+  if tonumber(ARGV[10]) + k < math.max(1, math.floor(limit / (others + 1))) then
+    redis.call('PUBLISH', ARGV[7], 'q|' .. ARGV[8])
   end
   redis.call('ZADD', KEYS[3], now + tonumber(ARGV[9]), gw)
   for _, i in ipairs({2, 3, 5}) do redis.call('PEXPIRE', KEYS[i], ttl) end

@@ -96,8 +96,8 @@ func (m member) call(t *testing.T, user string) {
 
 // TestRoundTripsPerCall counts the Redis round trips of calls of known
 // users: at most 2 per call (the assignment read that also refreshes it,
-// the acquire script that also carries the previous releases), one alone
-// or with several callers at once.
+// the acquire script; a lease freed by the previous call is reused without
+// one), one alone or with several callers at once.
 func TestRoundTripsPerCall(t *testing.T) {
 	addr := redistest.Start(t)
 	rt := &roundTrips{}
@@ -105,10 +105,10 @@ func TestRoundTripsPerCall(t *testing.T) {
 	rdb.AddHook(rt)
 	t.Cleanup(func() { rdb.Close() })
 	// A long TTL: no heartbeat or lease refresh (per gateway, every
-	// LeaseTTL/3, not per call) falls in the count. A release waits up to
-	// PollInterval for the next acquire to carry it: 1 s, so that a slow
-	// run (-race on a busy machine) still measures the common path of
-	// calls following each other.
+	// LeaseTTL/3, not per call) falls in the count. A freed lease stays
+	// idle up to PollInterval for the next call: 1 s, so that a slow run
+	// (-race on a busy machine) still measures the common path of calls
+	// following each other.
 	m := newMember(t, rdb, cluster.Config{Name: "rt", Limit: 4, LeaseTTL: time.Minute, PollInterval: time.Second})
 	const users = 50
 	for i := range users { // first calls: a claim each, scripts loaded
@@ -139,7 +139,7 @@ func TestRoundTripsPerCall(t *testing.T) {
 		rt.on.Store(false)
 		n := rt.n.Load()
 		t.Logf("%d callers: %d round trips for %d calls (%.2f per call)", conc, n, calls, float64(n)/calls)
-		// The last call's release has no next acquire to ride on.
+		// The last call's lease goes back on its own.
 		if n > 2*calls+1 {
 			t.Errorf("%d callers: %d round trips for %d calls, want at most 2 per call", conc, n, calls)
 		}

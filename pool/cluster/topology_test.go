@@ -14,12 +14,14 @@ import (
 )
 
 // runTopology runs three gateways on the Redis at url (every key of the
-// deployment "{topo}" in one slot) under load, fails Redis over with
-// failover, and checks with the witness that the limit held before,
-// during and after, that no call was lost, and that no lease is held by
-// nobody for longer than the lease TTL once the load stops.
+// deployment "{topo}" in one slot) under load at the DEFAULT lease TTL,
+// fails Redis over with failover, and checks with the witness that the
+// limit held before, during and after, that no gateway went longer than
+// the detection time (2 s) plus a margin without a grant, that no call
+// was lost, and that no lease is held by nobody for longer than the lease
+// TTL once the load stops.
 func runTopology(t *testing.T, url string, want cluster.Topology, failover func(context.Context)) {
-	const limit, ttl = 4, time.Second
+	const limit, ttl = 4, cluster.DefaultLeaseTTL
 	f := newInflight()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -31,16 +33,18 @@ func runTopology(t *testing.T, url string, want cluster.Topology, failover func(
 			t.Fatalf("NewClient: %v, %v; want %v", topo, err, want)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		c, err := newCoordinator(t, rdb, cluster.Config{Name: "topo", Limit: limit, LeaseTTL: ttl, GatewayID: fmt.Sprint("g", len(gws)), WaitReplicas: 1})
+		c, err := newCoordinator(t, rdb, cluster.Config{Name: "topo", Limit: limit, GatewayID: fmt.Sprint("g", len(gws)), WaitReplicas: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
+	var last sync.Map // gateway -> time of its last grant
+	var maxGap atomic.Int64
 	for i := range 3 {
 		c := newRDB()
 		gws = append(gws, c)
-		load(c, fmt.Sprint("g", i), 4, 2*time.Millisecond, f, stop, &errs, &wg)
+		loadGap(c, fmt.Sprint("g", i), 4, 2*time.Millisecond, f, stop, &errs, &wg, &last, &maxGap)
 	}
 	// On a failed check the load must stop too, or the callers spin
 	// against closed coordinators and the test never ends.
@@ -51,6 +55,7 @@ func runTopology(t *testing.T, url string, want cluster.Topology, failover func(
 	waitUntil(t, "200 grants", func() bool { return grants() >= 200 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	maxGap.Store(0)
 	start := time.Now()
 	n0 := grants()
 	failover(ctx)
@@ -74,13 +79,29 @@ func runTopology(t *testing.T, url string, want cluster.Topology, failover func(
 			t.Fatalf("%d of %d gateways reach Redis 90 s after the failover\n%s", up, len(gws), debugLog.b)
 		}
 	}
+	rejoined := time.Since(start)
 	n1 := grants()
 	waitUntil(t, "200 grants after the failover", func() bool { return grants() >= n1+200 })
+	end := time.Now()
+	last.Range(func(_, v any) bool { // a gap still going on counts
+		if g := int64(end.Sub(v.(time.Time))); g > maxGap.Load() {
+			maxGap.Store(g)
+		}
+		return true
+	})
 	stopLoad()
 	peak, gwPeak, _, _ := f.snapshot()
-	t.Logf("failover took %v, %d calls served meanwhile; peak %d in flight (limit %d), per gateway %v", tookOver, during, peak, limit, gwPeak)
+	gap := time.Duration(maxGap.Load())
+	t.Logf("failover took %v, %d calls served meanwhile; every gateway reached Redis again %v after it began; longest gap between grants of one gateway %v; peak %d in flight (limit %d), per gateway %v",
+		tookOver, during, rejoined.Round(time.Millisecond), gap.Round(time.Millisecond), peak, limit, gwPeak)
 	if peak > limit {
 		t.Errorf("%d calls in flight at once, limit %d\n%s", peak, limit, debugLog.b)
+	}
+	// The detection time (2 s) plus 2 s of margin (a loaded 2-core
+	// machine, -race); a gateway waiting for its leases to lapse would
+	// show a whole lease TTL.
+	if gap > 4*time.Second {
+		t.Errorf("a gateway granted nothing for %v during the failover (lease TTL %v)", gap.Round(time.Millisecond), ttl)
 	}
 	if errs.Load() > 0 {
 		t.Errorf("%d acquires failed", errs.Load())
