@@ -224,13 +224,12 @@
 //     session's data stream is what removes a session's queued events.
 //     In Gradio6 mode it removes the event, as Gradio 6.25.0 does.
 //   - A dropped data stream removes the session's queued events at once in
-//     every mode but Gradio6 (which keeps them) and Gradio4SSEv2 (where
-//     nothing happens: real 4.20.1 never notices a dropped stream, its
-//     CustomCORSMiddleware being a Starlette BaseHTTPMiddleware, under
-//     which the stream's route never sees the disconnect; a call whose
-//     session's stream was dropped ran 30 s later). Real Gradio 6.25.0
-//     notices the drop at its next wake (at most 10 s) and then removes
-//     them (docs/notes-queued-takeback.md).
+//     every mode. Real Gradio 6.25.0 notices the drop only at its next 10 s
+//     poll, and real 4.20.1 (sse_v2) never removes them: its
+//     CustomCORSMiddleware is a Starlette BaseHTTPMiddleware, under which
+//     the stream's route never sees the disconnect (a call whose session's
+//     stream was dropped ran 30 s later); the client does not rely on
+//     either (docs/notes-queued-takeback.md).
 //   - The 4.x shapes follow the 4.8, 4.16 and 4.20 captures; 4.21 and 4.44
 //     details not captured (e.g. log fields) use the nearest known shape.
 //   - Not implemented: upload_progress, component_server, queue/status,

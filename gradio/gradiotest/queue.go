@@ -539,14 +539,8 @@ func (s *Server) completedLocked(sess *simSession, id string) bool {
 // dropSessionLocked is Gradio's clean_events on a dropped stream: queued
 // events are removed, running ones die, the message queue is deleted.
 // Gradio 6 keeps the queued events (measured on 6.25.0: a session's
-// queued calls outlive a dropped stream; its cancel removes them). Gradio
-// 4.20 (sse_v2) never notices the drop (its CORS middleware hides the
-// disconnect from the route): nothing changes, and a queued call runs
-// (measured on 4.20.1, docs/notes-queued-takeback.md).
+// queued calls outlive a dropped stream; its cancel removes them).
 func (s *Server) dropSessionLocked(sess *simSession) {
-	if s.Mode == Gradio4SSEv2 {
-		return
-	}
 	kept := map[string]bool{}
 	for id, ev := range s.events {
 		if ev.q != sess {
