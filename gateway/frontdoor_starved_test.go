@@ -1,15 +1,12 @@
 package gateway_test
 
 import (
-	"context"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestFrontDoorStarvedReplicaNotSuspect: a replica whose threads are all
@@ -25,25 +22,11 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 	sim.HeartbeatInterval = 50 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
-	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 8,
-		HangTimeout: 300 * time.Millisecond, ProbeInterval: 100 * time.Millisecond}}
-	metrics := gateway.NewMetrics(nil)
-	pc := cfg.PoolConfig(nil, metrics)
 	rec := &starvedRecorder{}
-	pc.OnEvent = rec.wrap(pc.OnEvent)
-	p, err := pool.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-	metrics.Register(b)
-	g := gateway.New(cfg, b, nil, metrics)
-	srv := httptest.NewServer(g)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = g.Close(context.Background())
-		_ = p.Close(context.Background())
+	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+		c.Pool.HangTimeout = 300 * time.Millisecond
+		c.Pool.ProbeInterval = 100 * time.Millisecond
+		c.Pool.OnEvent = rec.onEvent
 	})
 	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
 	const calls = 6 // more than the replica's threads
@@ -60,6 +43,9 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if rec.events == 0 {
+		t.Fatal("the pool's events never reached the test's hook (Config.PoolConfig must keep pool.Config.OnEvent)")
+	}
 	if len(rec.suspect) > 0 {
 		t.Errorf("the replica busy with front-door calls was taken for dead: %v", rec.suspect)
 	}

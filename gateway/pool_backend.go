@@ -175,7 +175,14 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		pc.HashKey = []byte(c.Secrets.HashKey)
 	}
 	if metrics != nil {
-		pc.OnEvent = metrics.onPoolEvent
+		// The caller's own hook (c.Pool.OnEvent) still gets every event.
+		own := pc.OnEvent
+		pc.OnEvent = func(e pool.Event) {
+			metrics.onPoolEvent(e)
+			if own != nil {
+				own(e)
+			}
+		}
 	}
 	return pc
 }

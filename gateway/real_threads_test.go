@@ -66,23 +66,22 @@ func TestRealThreadStarved(t *testing.T) {
 	})
 }
 
-// starvedRecorder counts the pool's events of one kind and forwards every
-// event to the gateway's metrics.
+// starvedRecorder records the pool's suspect and ejected events, and
+// counts them all (a recorder that saw none was not hooked).
 type starvedRecorder struct {
 	mu      sync.Mutex
+	events  int
 	suspect []string
 }
 
-func (r *starvedRecorder) wrap(next func(pool.Event)) func(pool.Event) {
-	return func(e pool.Event) {
-		if e.Kind == pool.EventSuspect || e.Kind == pool.EventEjected {
-			r.mu.Lock()
-			r.suspect = append(r.suspect, fmt.Sprintf("%s %s: %v", e.Kind, e.Replica, e.Err))
-			r.mu.Unlock()
-		}
-		if next != nil {
-			next(e)
-		}
+func (r *starvedRecorder) onEvent(e pool.Event) {
+	r.mu.Lock()
+	r.events++
+	r.mu.Unlock()
+	if e.Kind == pool.EventSuspect || e.Kind == pool.EventEjected {
+		r.mu.Lock()
+		r.suspect = append(r.suspect, fmt.Sprintf("%s %s: %v", e.Kind, e.Replica, e.Err))
+		r.mu.Unlock()
 	}
 }
 
@@ -91,24 +90,9 @@ func (r *starvedRecorder) wrap(next func(pool.Event)) func(pool.Event) {
 // recorded.
 func starvedGateway(t *testing.T, u string) (*httptest.Server, *pool.Pool, *starvedRecorder) {
 	t.Helper()
-	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{u}, MaxConnections: 60}}
-	metrics := gateway.NewMetrics(nil)
-	pc := cfg.PoolConfig(nil, metrics)
 	rec := &starvedRecorder{}
-	pc.OnEvent = rec.wrap(pc.OnEvent)
-	p, err := pool.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := gateway.PoolBackend(p, cfg.Pool.MaxConnections)
-	metrics.Register(b)
-	g := gateway.New(cfg, b, nil, metrics)
-	srv := httptest.NewServer(g)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = g.Close(context.Background())
-		_ = p.Close(context.Background())
+	srv, _, p := frontGatewayOver(t, []string{u}, func(c *gateway.Config) {
+		c.Pool = pool.Config{Replicas: []string{u}, MaxConnections: 60, OnEvent: rec.onEvent}
 	})
 	return srv, p, rec
 }
