@@ -260,3 +260,10 @@ func TestSessionCapCountsLiveSessions(t *testing.T) {
 		t.Error("an idle session of the burst is still there")
 	}
 }
+
+// setBinding makes b the session's binding (tests set one up directly).
+func (s *callerSession) setBinding(b binding) {
+	s.mu.Lock()
+	s.bindLocked(b)
+	s.mu.Unlock()
+}

@@ -215,7 +215,7 @@ func (s *callerSession) closed(ctx context.Context) {
 	}
 }
 
-// awaitClosed waits while a stream of s is closing (see closing): a
+// awaitClosed waits while a stream of s is closing (closeIfDrained): a
 // join's answer goes after it.
 func (s *callerSession) awaitClosed(ctx context.Context) {
 	s.mu.Lock()

@@ -70,7 +70,7 @@ type callerSession struct {
 	// closingStream is open while a stream of s wrote close_stream and
 	// its caller has not let go of it yet (closing, awaitClosed).
 	closingStream chan struct{}
-	closingN      int // the streams of s closing now (closing, closed)
+	closingN      int // the streams of s closing now (closeIfDrained, closed)
 	// handling counts the joins of s being handled (from their arrival to
 	// their answer): its stream does not close under them (streamDrained).
 	handling int
@@ -226,13 +226,6 @@ func (s *callerSession) binding() binding {
 	return s.bind
 }
 
-// setBinding makes b the session's binding.
-func (s *callerSession) setBinding(b binding) {
-	s.mu.Lock()
-	s.bindLocked(b)
-	s.mu.Unlock()
-}
-
 // rebind binds s to replica (a new backend session there, unless s ran
 // calls there before) if its binding is still was: the first join, or a
 // move. Otherwise (another join bound or moved it meanwhile) it returns
@@ -244,12 +237,8 @@ func (s *callerSession) rebind(was binding, replica string) (now binding, hadSta
 	if s.bind != was {
 		return s.bind, false, false
 	}
-	be, known := s.lanes[replica]
-	if !known {
-		be = newBackendHash()
-	}
 	hadState = was.Replica != "" && s.accepted > 0
-	s.bindLocked(binding{Replica: replica, Backend: be, Owner: was.Owner})
+	s.bindLocked(binding{Replica: replica, Backend: s.laneBackendLocked(replica), Owner: was.Owner})
 	return s.bind, hadState, true
 }
 
@@ -469,6 +458,11 @@ func (s *callerSession) inFlight() []string {
 func (s *callerSession) laneBackend(replica string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.laneBackendLocked(replica)
+}
+
+// laneBackendLocked is laneBackend with s.mu held.
+func (s *callerSession) laneBackendLocked(replica string) string {
 	if be, ok := s.lanes[replica]; ok {
 		return be
 	}
