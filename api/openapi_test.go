@@ -287,9 +287,9 @@ func TestEveryErrorCodeDocumented(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no gateway sources: %v", err)
 	}
-	// The front door's /gradio_api/call routes answer in the gateway's
+	// The /gradio_api/call routes (gateway/restcall) answer in the gateway's
 	// error shape too (its other routes answer Gradio's {"detail": ...}).
-	files = append(files, "../gateway/frontdoor/calls.go")
+	files = append(files, "../gateway/restcall/calls.go")
 	// A code is written in place (Code: "x", badRequest("x", ...)) or
 	// named once as a constant (const codeAppError = "app_error",
 	// const CodeResultTooLarge = "result_too_large").

@@ -53,7 +53,7 @@
 // proxies keep long streams open. A caller that disconnects cancels the
 // app's job; its session goes back to the pool.
 //
-// The Gradio REST shape (frontdoor.Calls; the gateway reads, admits and
+// The Gradio REST shape (restcall.Calls; the gateway reads, admits and
 // runs its calls as it does /v1's) keeps each call's records for
 // pending_call_ttl after it ended (at most max_pending_calls calls):
 // "event: generating" per partial output, then "event: complete" with the

@@ -5,15 +5,15 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/gateway/restcall"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
 // startRESTCall reads, admits and starts a POST /gradio_api/call call for
-// the front door's REST routes (frontdoor.CallsConfig.Start), as /v1 does
+// the front door's REST routes (restcall.CallsConfig.Start), as /v1 does
 // its calls. The call outlives the POST: its deadline runs on the
 // gateway's job context, not the request's, so a drain lets it finish.
-func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID string, hold func(endpoint string) error) *frontdoor.StartedCall {
+func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID string, hold func(endpoint string) error) *restcall.StartedCall {
 	if g.rejectDraining(w) {
 		return nil
 	}
@@ -58,8 +58,8 @@ func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID 
 		case err == nil:
 			g.metrics.observeCall(rec)
 			return nil
-		case errors.Is(err, frontdoor.ErrResultTooLarge):
-			rec.Code = frontdoor.CodeResultTooLarge
+		case errors.Is(err, restcall.ErrResultTooLarge):
+			rec.Code = restcall.CodeResultTooLarge
 			g.metrics.observeCall(rec)
 			g.log.LogAttrs(ctx, slog.LevelWarn, "call stopped: its result is too large to keep", slog.String("event_tag", eventTag),
 				slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
@@ -76,13 +76,13 @@ func (g *Gateway) startRESTCall(w http.ResponseWriter, r *http.Request, eventID 
 		}
 		return payload
 	}
-	return &frontdoor.StartedCall{Call: call, Ctx: ctx, Stop: cancel0, End: end,
+	return &restcall.StartedCall{Call: call, Ctx: ctx, Stop: cancel0, End: end,
 		Done: func() { cancel(); done() }}
 }
 
 // refusalError is the gateway's answer to a front-door refusal.
 func refusalError(err error) *apiError {
-	var re *frontdoor.Refusal
+	var re *restcall.Refusal
 	if errors.As(err, &re) {
 		return &apiError{Status: re.Status, Code: re.Code, Message: re.Message, RetryAfter: re.RetryAfter}
 	}

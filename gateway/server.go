@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/gateway/restcall"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -45,7 +46,7 @@ type Gateway struct {
 	// piles of idle connections.
 	headerTimeout, keepAliveTimeout time.Duration
 
-	calls *frontdoor.Calls     // Gradio's REST call API (/gradio_api/call)
+	calls *restcall.Calls      // Gradio's REST call API (/gradio_api/call)
 	front *frontdoor.FrontDoor // the Gradio front door; nil when off
 
 	// pool and closers are what Open built (nil for New); Close ends them.
@@ -113,7 +114,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 	g.clientCalls = newClientCalls(perClientLimit(cfg))
 	g.userCalls = newClientCalls(perUserLimit(cfg), false)
 	g.trusted, _ = parseTrustedProxies(cfg.TrustedProxies) // Validate reports a bad one
-	g.calls = frontdoor.NewCalls(frontdoor.CallsConfig{
+	g.calls = restcall.NewCalls(restcall.CallsConfig{
 		MaxPending: cfg.MaxPendingCalls, MaxPendingPerClient: cfg.MaxPendingCallsPerClient,
 		MaxResultBytes: cfg.MaxPendingResultBytes, MaxBytes: cfg.MaxPendingBytes,
 		TTL: cfg.PendingCallTTL, KeepAlive: cfg.KeepAliveInterval,

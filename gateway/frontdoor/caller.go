@@ -102,3 +102,10 @@ func (f *FrontDoor) callerHeaders(r *http.Request, out http.Header) {
 		out.Set("X-IP-Token", ip)
 	}
 }
+
+// newEventID is an event id shaped like Gradio's: 32 hex digits.
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

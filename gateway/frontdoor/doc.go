@@ -1,25 +1,14 @@
 // Package frontdoor serves the gateway's whole Gradio-shaped surface, so
 // that it looks like one Gradio app: queue/join and queue/data, heartbeat,
 // cancel, reset, /config, /info, /upload, file= (a [FrontDoor] over the
-// pool) and the REST call API /gradio_api/call/* ([Calls]). The official
-// clients (@gradio/client, gradio_client) and plain HTTP callers connect to
-// the gateway unchanged and their calls run on the pool's replicas.
+// pool). The official clients (@gradio/client, gradio_client) and plain
+// HTTP callers connect to the gateway unchanged and their calls run on the
+// pool's replicas. Gradio's REST call API (/gradio_api/call/*) is apart,
+// in gateway/restcall: it needs no pool.
 //
 //	fd := frontdoor.New(p, frontdoor.Config{})   // p: a *pool.Pool (see Pool)
 //	defer fd.Close()
 //	for _, rt := range fd.Routes() { mux.HandleFunc(rt.Pattern, rt.Handler) }
-//
-// # REST calls
-//
-// POST /gradio_api/call/{api_name} answers an event id and GET
-// /gradio_api/call/{api_name}/{event_id} streams the call's records
-// (generating, complete or error), as Gradio does. [Calls] keeps the
-// records for their GET, bounded in number (in total and per client) and
-// in bytes (per call and in total; past them a call is stopped with
-// [CodeResultTooLarge]), freed once read to their end or a TTL after the
-// call ended. It needs no pool: its host (the gateway) reads, admits and
-// runs the calls through CallsConfig.Start, as it does its /v1 calls, so
-// they share one body format, one per-client bound and one error shape.
 //
 // # Sessions
 //

@@ -1,11 +1,16 @@
-package frontdoor
-
-// Gradio's REST call API: POST /gradio_api/call/{api_name} starts a call
-// and answers its event id, GET /gradio_api/call/{api_name}/{event_id}
-// streams its records. The results wait here for their GET (pending.go);
-// the host (the gateway) reads, admits and runs the calls as it does its
-// other call routes, so one body format, one per-client bound and one
-// error shape serve them all.
+// Package restcall serves Gradio's REST call API whatever the backend:
+// POST /gradio_api/call/{api_name} starts a call and answers its event id,
+// GET /gradio_api/call/{api_name}/{event_id} streams its records. The
+// results wait here for their GET (pending.go); the host (the gateway)
+// reads, admits and runs the calls as it does its other call routes, so
+// one body format, one per-client bound and one error shape serve them
+// all. It needs no pool and no front door: it is apart from both.
+//
+// The records (generating, complete or error) are kept for their GET,
+// bounded in number (in total and per client) and in bytes (per call and
+// in total; past them a call is stopped with [CodeResultTooLarge]), freed
+// once read to their end or a TTL after the call ended.
+package restcall
 
 import (
 	"bytes"
@@ -122,6 +127,12 @@ func NewCalls(cfg CallsConfig) *Calls {
 	p.maxPerClient = cfg.MaxPendingPerClient
 	p.maxResult, p.maxBytes = cfg.MaxResultBytes, cfg.MaxBytes
 	return &Calls{cfg: cfg, pending: p}
+}
+
+// Route is one HTTP route of the REST call API.
+type Route struct {
+	Pattern string
+	Handler http.HandlerFunc
 }
 
 // Routes are the REST call routes, with the trailing-slash form Gradio

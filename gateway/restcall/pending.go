@@ -1,4 +1,4 @@
-package frontdoor
+package restcall
 
 import (
 	"encoding/json"
