@@ -100,3 +100,31 @@ func TestForecastProfileUnbiased(t *testing.T) {
 		}
 	}
 }
+
+// TestForecastTimeOfWeek: once a slot of the week is known it is read for
+// that weekday's slot (not its neighbour's, nor the days' blend): a
+// Monday unlike the other days is forecast on the next Monday, from its
+// first slot on, and the other days' slots stay the days'.
+func TestForecastTimeOfWeek(t *testing.T) {
+	f := autoscale.NewForecaster(10 * time.Minute)
+	flat := func(time.Duration) float64 { return 5 }
+	observeDay(f, monday, sawtooth)
+	for d := 1; d < 7; d++ {
+		observeDay(f, monday.Add(time.Duration(d)*24*time.Hour), flat)
+	}
+	next := monday.Add(7 * 24 * time.Hour)
+	// Sunday 23:58 with a lead of 3 min reads Monday 00:01.
+	if got := f.Profile(next.Add(time.Minute)); got != 1 {
+		t.Errorf("Profile(Monday 00:01) = %v, want 1 (last Monday's first slot)", got)
+	}
+	for _, at := range []time.Duration{10*time.Hour + 2*time.Minute, 10*time.Hour + 57*time.Minute, 23*time.Hour + 59*time.Minute} {
+		if got, want := f.Profile(next.Add(at)), sawtooth(at); got != want {
+			t.Errorf("Profile(Monday %v) = %v, want %v (last Monday's)", at, got, want)
+		}
+		// Tuesday's is last Tuesday's (5), not the days' blend (which
+		// Monday's sawtooth pulls off 5) nor Monday's.
+		if got := f.Profile(next.Add(24*time.Hour + at)); got != 5 {
+			t.Errorf("Profile(Tuesday %v) = %v, want 5", at, got)
+		}
+	}
+}
