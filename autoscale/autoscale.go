@@ -288,6 +288,7 @@ type Controller struct {
 	fc       *Forecaster
 	demand   float64
 	forecast float64
+	lead     time.Duration // how far ahead forecast looks
 	need     int
 	// waitingTicks counts the ticks in a row with callers waiting.
 	waitingTicks int
@@ -452,7 +453,8 @@ func (c *Controller) Tick(ctx context.Context) {
 	}
 	c.fc.Observe(now, demand)
 	c.demand = demand
-	c.forecast = c.fc.At(now, lead+c.cfg.StatusEvery)
+	c.lead = lead + c.cfg.StatusEvery
+	c.forecast = c.fc.At(now, c.lead)
 	per := math.Max(1, float64(capacity)*c.cfg.Utilization)
 	// Need follows the smoothed demand and the forecast, not each tick's
 	// count: a momentary queue at a busy moment must not wake a Space for

@@ -38,12 +38,15 @@ type ReplicaStatus struct {
 
 // Status is the controller's state.
 type Status struct {
-	Mode     Mode            `json:"mode"`
-	Demand   float64         `json:"demand"`
-	Forecast float64         `json:"forecast"`
-	Need     int             `json:"needAwake"`
-	MinAwake int             `json:"minAwake"`
-	Replicas []ReplicaStatus `json:"replicas"`
+	Mode     Mode    `json:"mode"`
+	Demand   float64 `json:"demand"`
+	Forecast float64 `json:"forecast"`
+	// ForecastLeadSeconds is how far ahead Forecast looks: the longest
+	// wake time of the replicas plus the status interval.
+	ForecastLeadSeconds float64         `json:"forecastLeadSeconds"`
+	Need                int             `json:"needAwake"`
+	MinAwake            int             `json:"minAwake"`
+	Replicas            []ReplicaStatus `json:"replicas"`
 	// Actions are the latest actions (taken, or in dry run planned).
 	Actions []Action `json:"actions"`
 	// EstimatedCostPerHour is the replicas' CostPerHour summed: the awake
@@ -91,7 +94,8 @@ func (c *Controller) publish(now time.Time) {
 
 // statusAt computes the status; the caller holds tickMu.
 func (c *Controller) statusAt(now time.Time) Status {
-	st := Status{Mode: c.cfg.Mode, Demand: c.demand, Forecast: c.forecast, Need: c.need, MinAwake: *c.cfg.MinAwake,
+	st := Status{Mode: c.cfg.Mode, Demand: c.demand, Forecast: c.forecast, ForecastLeadSeconds: c.lead.Seconds(),
+		Need: c.need, MinAwake: *c.cfg.MinAwake,
 		Actions: append([]Action(nil), c.actions...)}
 	if c.shared != nil {
 		st.Cluster = &ClusterStatus{Acting: c.token > 0, Leader: c.leader, FencingToken: c.token, RedisUp: !c.sharedErr}

@@ -69,6 +69,9 @@ type Agg struct {
 	MaxActionsHour, MaxActionsDay int
 	HubCallsMax                   int
 	HubCallsMean                  float64
+	// Forecast against what came (Result.ForecastVsDemand and the
+	// others), means over the seeds; 0 when not measured.
+	ForecastVsDemand, ForecastVsInUse, ForecastVsOffered float64
 }
 
 func aggregate(rs []Result) Agg {
@@ -88,6 +91,9 @@ func aggregate(rs []Result) Agg {
 		a.MaxActionsDay = max(a.MaxActionsDay, r.MaxActionsDay)
 		a.HubCallsMax = max(a.HubCallsMax, r.HubCallsPer5MinMax)
 		a.HubCallsMean += r.HubCallsPer5MinMean / n
+		a.ForecastVsDemand += r.ForecastVsDemand / n
+		a.ForecastVsInUse += r.ForecastVsInUse / n
+		a.ForecastVsOffered += r.ForecastVsOffered / n
 	}
 	return a
 }
@@ -127,6 +133,19 @@ func Table(w io.Writer, aggs []Agg) {
 		fmt.Fprintf(w, "| %s | %s | %.1f | %.0f | %s | %s | %s | %.0f | %.1f | %.1f | %.2f | %d / %d | %.1f / %d |\n",
 			a.Trace, a.Policy, a.GPUHours, a.Dollars, secs(a.P50), secs(a.P95), secs(a.P99), a.Calls, a.Failed, a.StateLost,
 			a.ActionsPerReplicaDay, a.MaxActionsHour, a.MaxActionsDay, a.HubCallsMean, a.HubCallsMax)
+	}
+}
+
+// ForecastTable writes, for the runs whose forecast was measured, the
+// forecast against what came one lead later (Result.ForecastVsDemand).
+func ForecastTable(w io.Writer, aggs []Agg) {
+	fmt.Fprintln(w, "| trace | policy | forecast / demand (in use + waiting) | forecast / calls in use | forecast / offered load |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
+	for _, a := range aggs {
+		if a.ForecastVsDemand == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %.3f | %.3f | %.3f |\n", a.Trace, a.Policy, a.ForecastVsDemand, a.ForecastVsInUse, a.ForecastVsOffered)
 	}
 }
 

@@ -139,6 +139,48 @@ type Result struct {
 	MaxActionsHour, MaxActionsDay int
 	HubCallsPer5MinMax            int
 	HubCallsPer5MinMean           float64
+	// The controller's forecast against what came (autoscale policies,
+	// from the second day on, once the profile knows a day): the sum of
+	// the forecasts made at its ticks over the sum of what was seen one
+	// forecast lead (Status.ForecastLeadSeconds) later: the demand as the
+	// controller counts it (calls in use plus waiting), the calls in use
+	// alone, and the trace's offered load (its rate times the mean call
+	// time: the busy slots the Floor counts). 1 is unbiased; 0 when not
+	// measured.
+	ForecastVsDemand, ForecastVsInUse, ForecastVsOffered float64
+}
+
+// tickSample is what one controller tick forecast and saw.
+type tickSample struct {
+	at       time.Time
+	forecast float64
+	lead     time.Duration
+	demand   float64
+	inUse    int
+	offered  float64
+}
+
+// forecastBias compares each tick's forecast from day 2 on with the
+// sample one lead later (the first tick at or after it).
+func forecastBias(ts []tickSample, start time.Time, step time.Duration) (vsDemand, vsInUse, vsOffered float64) {
+	var f, d, u, o float64
+	for i, x := range ts {
+		if x.at.Sub(start) < 24*time.Hour {
+			continue
+		}
+		j := i + int((x.lead+step-1)/step)
+		if j >= len(ts) {
+			break
+		}
+		f += x.forecast
+		d += ts[j].demand
+		u += float64(ts[j].inUse)
+		o += ts[j].offered
+	}
+	if f == 0 || d == 0 || u == 0 || o == 0 {
+		return 0, 0, 0
+	}
+	return f / d, f / u, f / o
 }
 
 type call struct {
@@ -219,6 +261,9 @@ func (ct *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) 
 	return ct.next.RoundTrip(r)
 }
 
+// tickEvery is how often the policies run (autoscale.interval's default).
+const tickEvery = 5 * time.Second
+
 // Run replays trace under policy.
 func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 	rng := rand.New(rand.NewPCG(p.Seed, 0xa5a5))
@@ -262,6 +307,8 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 		seen     bool
 	}, p.Users)
 	var lat []float64
+	var ticks []tickSample
+	meanService := p.Service.Seconds() * math.Exp(p.ServiceSig*p.ServiceSig/2)
 	res := Result{Trace: tr.Name, Policy: pol.Name, Seed: p.Seed}
 	end := start.Add(time.Duration(p.Days) * 24 * time.Hour)
 	draw := func(median time.Duration, sig float64) time.Duration {
@@ -361,9 +408,17 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 		}
 		// Policies.
 		switch {
-		case ctl != nil && now.Sub(start)%(5*time.Second) == 0:
+		case ctl != nil && now.Sub(start)%tickEvery == 0:
 			ctl.Tick(ctx)
-		case pol.Reactive && now.Sub(start)%(5*time.Second) == 0:
+			st := ctl.Status()
+			inUse := 0
+			for _, r := range tg.reps {
+				inUse += len(r.inflight)
+			}
+			ticks = append(ticks, tickSample{at: now, forecast: st.Forecast, demand: st.Demand, inUse: inUse,
+				lead:    time.Duration(st.ForecastLeadSeconds * float64(time.Second)),
+				offered: rate(now.Sub(start)) * meanService})
+		case pol.Reactive && now.Sub(start)%tickEvery == 0:
 			reactive(ctx, client, hub, tg, now, pol, p, len(waiting))
 		}
 	}
@@ -381,6 +436,7 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 		return time.Duration(lat[min(len(lat)-1, int(q*float64(len(lat))))] * float64(time.Second))
 	}
 	res.P50, res.P95, res.P99 = pct(0.50), pct(0.95), pct(0.99)
+	res.ForecastVsDemand, res.ForecastVsInUse, res.ForecastVsOffered = forecastBias(ticks, start, tickEvery)
 	acts := 0
 	for _, r := range tg.reps {
 		var done []time.Time

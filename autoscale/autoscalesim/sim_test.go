@@ -71,3 +71,25 @@ func TestAutoscaleIdleScalesToZero(t *testing.T) {
 		t.Errorf("idle day: %.2f GPU-hours", r.GPUHours)
 	}
 }
+
+// forecastBias pairs each forecast from the second day on with the tick
+// one lead later (rounded up to a tick) and skips the first day.
+func TestForecastBiasPairsALeadLater(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	step := 5 * time.Second
+	var ts []tickSample
+	for i := range 2 * 24 * 3600 / 5 {
+		at := start.Add(time.Duration(i) * step)
+		// demand i, all in use; forecast: the demand of the
+		// tick 2 ahead, which a lead of 7 s (rounded up: 2 ticks) finds
+		ts = append(ts, tickSample{at: at, forecast: float64(i + 2), lead: 7 * time.Second,
+			demand: float64(i), inUse: i, offered: 2 * float64(i)})
+	}
+	d, u, o := forecastBias(ts, start, step)
+	if d != 1 || u != 1 || o != 0.5 {
+		t.Errorf("forecastBias = %v, %v, %v; want 1, 1, 0.5", d, u, o)
+	}
+	if d, u, o := forecastBias(ts[:24*3600/5], start, step); d != 0 || u != 0 || o != 0 {
+		t.Errorf("one day: %v, %v, %v; want none measured", d, u, o)
+	}
+}

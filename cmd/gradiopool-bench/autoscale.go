@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -60,6 +61,9 @@ func runAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	autoscalesim.Table(&b, aggs)
 	fmt.Fprintf(&b, "\nLatency is arrival to end, waits included; time advances in 1 s steps, so latencies are whole seconds. A gr.State session is counted lost when a user comes back after the Space that held it was paused or stopped (its process is gone). Actions: pauses, stops, restarts and wakes of stopped Spaces, per replica per day. Hub calls are those of the policy's Hub client (status reads, pauses, restarts); the baselines make none but the reactive one's.\n\n## Goals of issue 34\n\n")
 	autoscalesim.Goals(&b, aggs, &p)
+	fmt.Fprintf(&b, "\n## The forecast against what came\n\nThe policy's forecast at each tick (the larger of the moving average and the learned profile, at the wake lead time: the longest measured wake time plus the 1 min status interval), summed from the second day on (once the profile knows a day), over what was seen one lead later: the demand as the policy counts it (calls in use plus waiting, issue 34's definition), the calls in use alone, and the trace's offered load (its rate times the mean call time, %.2f s: the busy slots `autoscalesim.Floor` counts). 1.000 is unbiased. The simulation advances in whole seconds, so a call holds its slot for its time rounded up (about 0.5 s more on average): calls in use run about 5%% above the offered load by construction. Waiting calls are demand by issue 34's definition; they are what separates the first column from the second.\n\n",
+		p.Service.Seconds()*math.Exp(p.ServiceSig*p.ServiceSig/2))
+	autoscalesim.ForecastTable(&b, aggs)
 	if len(sw) > 0 {
 		dir := filepath.Join(filepath.Dir(*out), "bench")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
