@@ -231,56 +231,51 @@ func bridgeJSON(v any) []byte {
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
-// bridgeSubmit submits one call under slot. It answers the caller unless
-// the replica refused the call (a non-nil error: the call may go to
-// another replica; the slot is the caller's to report).
-func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, fn int, rawData json.RawMessage, meta callMeta) error {
+// bridgeSubmit submits one call under slot and returns the caller's
+// answer, unless the replica refused the call (a non-nil error: the call
+// may go to another replica; the slot is the caller's to report).
+func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.Slot, fn int, rawData json.RawMessage, meta callMeta) (answer, error) {
 	ctx := r.Context()
 	replica := slot.Replica()
 	app, err := f.appFor(ctx, replica)
 	if err != nil {
-		return err
+		return answer{}, err
 	}
 	br := s.bridgeOf(true)
 	client, err := br.session(replica, app)
 	if err != nil {
-		return err
+		return answer{}, err
 	}
 	cfg := client.Config()
 	dep, err := cfg.Endpoint(gradio.FnIndex(fn))
 	if err != nil {
-		f.bridgeCallerFault(w, r, slot, meta, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index")
-		return nil
+		return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index"), nil
 	}
 	if len(rawData) > 0 {
 		nd, err := f.localizeFiles(ctx, app, replica, rawData)
 		if err != nil {
 			var bad *badFileError
 			if errors.As(err, &bad) {
-				f.bridgeCallerFault(w, r, slot, meta, err, http.StatusBadRequest, bad.Error())
-				return nil
+				return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, bad.Error()), nil
 			}
-			return fmt.Errorf("sending uploads: %w", err)
+			return answer{}, fmt.Errorf("sending uploads: %w", err)
 		}
 		rawData = nd
 		if cfg.Protocol == protocolWS {
 			if rawData, err = wsArgs(rawData); err != nil {
-				f.bridgeCallerFault(w, r, slot, meta, err, http.StatusBadRequest, err.Error())
-				return nil
+				return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, err.Error()), nil
 			}
 		}
 	}
 	var data []json.RawMessage
 	if len(rawData) > 0 && string(rawData) != "null" {
 		if err := json.Unmarshal(rawData, &data); err != nil {
-			f.bridgeCallerFault(w, r, slot, meta, err, http.StatusUnprocessableEntity, "data must be a JSON list")
-			return nil
+			return f.bridgeCallerFault(r, slot, meta, err, http.StatusUnprocessableEntity, "data must be a JSON list"), nil
 		}
 	}
 	if len(data) != len(dep.Inputs) {
-		f.bridgeCallerFault(w, r, slot, meta, nil, http.StatusUnprocessableEntity,
-			fmt.Sprintf("data has %d values; fn_index %d takes %d inputs", len(data), fn, len(dep.Inputs)))
-		return nil
+		return f.bridgeCallerFault(r, slot, meta, nil, http.StatusUnprocessableEntity,
+			fmt.Sprintf("data has %d values; fn_index %d takes %d inputs", len(data), fn, len(dep.Inputs))), nil
 	}
 	// The Go client takes the arguments without the State inputs (it
 	// sends them as null, for the app to fill in from the session).
@@ -299,7 +294,7 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		br.mu.Unlock()
 		cancel()
 		stopOnDrain()
-		return gradio.ErrClosed
+		return answer{}, gradio.ErrClosed
 	}
 	if ctx.Err() != nil {
 		// Cancelled while it waited (handleCancel ends the wait before
@@ -310,7 +305,7 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		stopOnDrain()
 		slot.Release()
 		f.reportCall(meta, codeClientClosed)
-		return nil
+		return answer{}, nil
 	}
 	br.jobs[id] = &bridgeJob{cancel: cancel}
 	br.signal()
@@ -329,26 +324,24 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 			// (cancelJob told it): not the replica's fault.
 			slot.Done(gradio.JoinMaybeAccepted, err)
 			f.reportCall(meta, codeClientClosed)
-			return nil
+			return answer{}, nil
 		}
 		switch gradio.ClassifyJoin(err) {
 		case gradio.JoinNotAccepted:
-			return err
+			return answer{}, err
 		case gradio.JoinCallerFault:
 			msg := "gradiopool: the app refused the call's input"
 			var ae *gradio.ArgumentError
 			if errors.As(err, &ae) {
 				msg = err.Error()
 			}
-			f.bridgeCallerFault(w, r, slot, meta, err, http.StatusUnprocessableEntity, msg)
-			return nil
+			return f.bridgeCallerFault(r, slot, meta, err, http.StatusUnprocessableEntity, msg), nil
 		}
 		slot.Done(gradio.JoinMaybeAccepted, err)
 		f.stats.lost.Add(1)
 		f.reportCall(meta, codeReplicaLost)
 		f.annotate(r, slog.String("error_code", codeReplicaLost))
-		f.errDetail(w, http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err)
-		return nil
+		return f.errDetail(http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err), nil
 	}
 	slot.Done(gradio.JoinAccepted, nil)
 	s.addPending(id, slot, meta)
@@ -362,8 +355,9 @@ func (f *FrontDoor) bridgeSubmit(w http.ResponseWriter, r *http.Request, s *call
 		cancel()
 		stopOnDrain()
 	}
-	relay(w, http.StatusOK, "application/json", bridgeJSON(map[string]string{"event_id": id}))
-	return nil
+	a := relayed(http.StatusOK, "application/json", bridgeJSON(map[string]string{"event_id": id}))
+	a.accepted = true
+	return a, nil
 }
 
 // awaitBridged frees call id's slot when its Go job has ended (not when
@@ -397,12 +391,12 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 }
 
 // bridgeCallerFault answers a call refused for the caller's input.
-func (f *FrontDoor) bridgeCallerFault(w http.ResponseWriter, r *http.Request, slot *pool.Slot, meta callMeta, err error, status int, msg string) {
+func (f *FrontDoor) bridgeCallerFault(r *http.Request, slot *pool.Slot, meta callMeta, err error, status int, msg string) answer {
 	slot.Done(gradio.JoinCallerFault, err)
 	f.stats.callerFaults.Add(1)
 	f.reportCall(meta, codeBadInput)
 	f.annotate(r, slog.String("error_code", codeBadInput))
-	detail(w, status, msg)
+	return detailOf(status, msg)
 }
 
 // bridgeConv turns one Go job's events into sse_v3 messages.

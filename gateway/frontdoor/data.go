@@ -206,7 +206,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			}
 			if e.answer != nil {
 				if !out.started() && len(active) == 0 {
-					relay(w, e.answer.status, e.answer.ctype, e.answer.body)
+					e.answer.writeTo(w)
 					return
 				}
 				e.cause = fmt.Errorf("queue/data %d %s", e.answer.status, excerpt(e.answer.body))
@@ -330,9 +330,9 @@ func (m *muxWriter) started() bool {
 // laneEnd is how the relay of one replica's backend stream ended.
 type laneEnd struct {
 	replica string
-	gone    bool     // the caller went away
-	cause   error    // the lane broke: its calls are lost
-	answer  *refusal // the replica answered the stream with this non-200 (not 5xx) before anything was relayed
+	gone    bool    // the caller went away
+	cause   error   // the lane broke: its calls are lost
+	answer  *answer // the replica answered the stream with this non-200 (not 5xx) before anything was relayed
 }
 
 // runLane relays the backend stream of the session at replica until the
@@ -358,7 +358,8 @@ func (f *FrontDoor) runLane(ctx context.Context, r *http.Request, s *callerSessi
 			if resp.StatusCode >= 500 || out.started() {
 				end.cause = fmt.Errorf("queue/data %d %s", resp.StatusCode, excerpt(rb))
 			} else {
-				end.answer = &refusal{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: rb}
+				a := relayed(resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+				end.answer = &a
 			}
 			return end
 		}

@@ -20,13 +20,54 @@ const maxSmallBody = 16 << 20
 
 // detail writes Gradio's error shape {"detail": msg}.
 func detail(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
+	detailOf(status, msg).writeTo(w)
+}
+
+// answer is what a join's admission decided for its caller (placeJoin and
+// what it calls decide; nothing there writes to the caller), rendered
+// once: as the HTTP answer to the join (writeTo), or, for a call whose
+// caller was told it waits in the gateway's queue, as that call's
+// process_completed (queuedEnded). The zero answer is a caller that went
+// away before anything was decided: nobody is told.
+type answer struct {
+	status int
+	ctype  string
+	body   []byte
+	// retry asks the caller to come back in a second (Retry-After).
+	retry bool
+	// accepted: a replica (or the bridge) took the call; body is its
+	// event id.
+	accepted bool
+}
+
+// detailOf is Gradio's error shape {"detail": msg}.
+func detailOf(status int, msg string) answer {
+	b, _ := json.Marshal(map[string]string{"detail": msg})
+	return answer{status: status, ctype: "application/json", body: b, retry: status == http.StatusServiceUnavailable}
+}
+
+// relayed is a replica's answer, as it came.
+func relayed(status int, ctype string, body []byte) answer {
+	return answer{status: status, ctype: ctype, body: body}
+}
+
+func (a answer) writeTo(w http.ResponseWriter) {
+	if a.status == 0 {
+		a = detailOf(http.StatusServiceUnavailable, "gradiopool: the call ended before it was answered")
+	}
+	if a.retry {
 		w.Header().Set("Retry-After", "1")
 	}
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]string{"detail": msg})
-	_, _ = w.Write(b)
+	relay(w, a.status, a.ctype, a.body)
+}
+
+// message is a's Gradio detail, "" when it has none.
+func (a answer) message() string {
+	var d struct {
+		Detail string `json:"detail"`
+	}
+	_ = json.Unmarshal(a.body, &d)
+	return d.Detail
 }
 
 // relay writes a replica's answer (status, content type, body) as is.

@@ -22,12 +22,11 @@ import (
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// refusal is a join the replica provably did not take.
+// refusal is a join the replica provably did not take: its answer (zero
+// when the replica gave none) and why.
 type refusal struct {
-	status int
-	ctype  string
-	body   []byte
-	err    error
+	answer
+	err error
 }
 
 // handleJoin is POST queue/join: bind the session (first join), take a
@@ -70,7 +69,6 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.handlingJoin()()
-	w = &answerAfterClose{ResponseWriter: w, wait: func() { s.awaitClosed(r.Context()) }}
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
 	meta := callMeta{endpoint: endpoint, start: f.conf().Now(), kept: new(atomic.Bool)}
@@ -94,67 +92,45 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 		f.annotate(r, slog.String("user", meta.user))
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
-	route := func(w http.ResponseWriter, r *http.Request, meta callMeta) { f.routeJoin(w, r, s, u, m, meta) }
+	place := func(r *http.Request, meta callMeta) answer {
+		return f.placeJoin(r, s, u, m, meta, f.Spreadable(m["fn_index"]))
+	}
 	if f.queueShown() && !f.hasReference() {
 		// No replica connected yet: the join waits for the app in the
 		// gateway's queue, shown like a wait for a slot (refwait.go).
-		handedOff = f.joinQueued(w, r, s, meta, func(w http.ResponseWriter, r *http.Request, meta callMeta) {
+		handedOff = f.joinQueued(w, r, s, meta, func(r *http.Request, meta callMeta) answer {
 			if err := f.awaitReference(r.Context(), meta.watch); err != nil {
-				f.noSlot(w, r, s, meta, err)
-				return
+				return f.noSlot(r, s, meta, err)
 			}
 			if !f.knownFn(m["fn_index"]) {
 				// The app refuses it: that is the caller's answer if it
 				// was not told it waits yet (no wait shown from here on).
 				meta.watch = nil
 			}
-			route(w, r, meta)
+			return place(r, meta)
 		})
 		return
 	}
 	if f.queueShown() && f.knownFn(m["fn_index"]) {
-		handedOff = f.joinQueued(w, r, s, meta, route)
+		handedOff = f.joinQueued(w, r, s, meta, place)
 		return
 	}
-	route(w, r, meta)
+	s.answer(r.Context(), w, place(r, meta))
 }
 
-// answerAfterClose holds a join's answer while a stream of its session is
-// closing (callerSession.awaitClosed): the caller must have let go of that
+// answer writes a join's answer once no stream of s is closing
+// (callerSession.awaitClosed): the caller must have let go of that
 // stream before it hears of the call.
-type answerAfterClose struct {
-	http.ResponseWriter
-	wait   func()
-	waited bool
-}
-
-func (a *answerAfterClose) WriteHeader(status int) {
-	if !a.waited {
-		a.waited = true
-		a.wait()
-	}
-	a.ResponseWriter.WriteHeader(status)
-}
-
-func (a *answerAfterClose) Write(b []byte) (int, error) {
-	if !a.waited {
-		a.WriteHeader(http.StatusOK)
-	}
-	return a.ResponseWriter.Write(b)
-}
-
-func (a *answerAfterClose) Unwrap() http.ResponseWriter { return a.ResponseWriter }
-
-// routeJoin places the join; whether it is relayed or bridged is decided
-// by the replica it gets (joinAt, mixed.go).
-func (f *FrontDoor) routeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta) {
-	f.placeJoin(w, r, s, u, m, meta, f.Spreadable(m["fn_index"]))
+func (s *callerSession) answer(ctx context.Context, w http.ResponseWriter, a answer) {
+	s.awaitClosed(ctx)
+	a.writeTo(w)
 }
 
 // placeJoin takes a slot for the call (waiting in the gateway's queue
-// when every replica is busy), forwards its join and answers w: the
-// join's answer, or the gateway's refusal.
-func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta, spread bool) {
+// when every replica is busy; whether it is relayed or bridged is decided
+// by the replica it gets: joinAt, mixed.go), forwards its join and
+// returns the caller's answer: the join's, or the gateway's refusal.
+func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta, spread bool) answer {
 	ctx := r.Context()
 	front, endpoint := s.front, meta.endpoint
 	var tried []string
@@ -165,14 +141,13 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 			if last != nil {
 				break
 			}
-			f.noSlot(w, r, s, meta, err)
-			return
+			return f.noSlot(r, s, meta, err)
 		}
 		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.conf().Now().Sub(meta.start)
 		f.annotate(r, slog.String("replica", b.Replica))
-		ref, done := f.joinAt(w, r, s, slot, b, m, meta)
-		if done {
-			return
+		a, ref := f.joinAt(r, s, slot, b, m, meta)
+		if ref == nil {
+			return a
 		}
 		f.stats.refused.Add(1)
 		slot.Done(gradio.JoinNotAccepted, ref.err)
@@ -187,14 +162,12 @@ func (f *FrontDoor) placeJoin(w http.ResponseWriter, r *http.Request, s *callerS
 	f.reportCall(meta, codeRefused)
 	f.annotate(r, slog.String("error_code", codeRefused))
 	if last == nil {
-		detail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
-		return
+		return detailOf(http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
 	}
 	if last.body != nil {
-		f.replicaAnswer(w, last.status, last.ctype, last.body, "gradiopool: the replicas refused the call")
-		return
+		return f.replicaAnswer(last.answer, "gradiopool: the replicas refused the call")
 	}
-	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err)
+	return f.errDetail(http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err)
 }
 
 // tooManyCallsDetail answers a join past the client's call limit.
@@ -202,10 +175,10 @@ const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client cal
 
 // noSlot answers a join for which no replica gave a slot (the first
 // attempt: later ones answer with the last replica's refusal).
-func (f *FrontDoor) noSlot(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, err error) {
+func (f *FrontDoor) noSlot(r *http.Request, s *callerSession, meta callMeta, err error) answer {
 	if r.Context().Err() != nil {
 		f.reportCall(meta, codeClientClosed)
-		return
+		return answer{}
 	}
 	f.reportCall(meta, codeNoReplica)
 	f.annotate(r, slog.String("error_code", codeNoReplica))
@@ -214,11 +187,11 @@ func (f *FrontDoor) noSlot(w http.ResponseWriter, r *http.Request, s *callerSess
 		// Not 503: the official JS client shows its own "This
 		// application is currently busy" for a 503 and drops the
 		// detail; for other statuses it shows the detail.
-		w.Header().Set("Retry-After", "1")
-		detail(w, http.StatusTooManyRequests, busy)
-		return
+		a := detailOf(http.StatusTooManyRequests, busy)
+		a.retry = true
+		return a
 	}
-	f.errDetail(w, http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+	return f.errDetail(http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
 }
 
 // busyDetail is the gateway's own message for a join that found every
@@ -239,11 +212,11 @@ func (f *FrontDoor) busyDetail(err error, start time.Time) string {
 // errDetail answers msg in Gradio's shape, followed by err's text only when
 // Config.ShowReplicaErrors is set: pool errors name the replicas (their
 // URLs), which callers do not see by default.
-func (f *FrontDoor) errDetail(w http.ResponseWriter, status int, msg string, err error) {
+func (f *FrontDoor) errDetail(status int, msg string, err error) answer {
 	if f.conf().ShowReplicaErrors && err != nil {
 		msg += ": " + err.Error()
 	}
-	detail(w, status, msg)
+	return detailOf(status, msg)
 }
 
 // slotFor returns a slot for the session's next call: on its replica, or
@@ -368,11 +341,11 @@ func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, en
 	return nil, fmt.Errorf("%w: every replica that took the call serves another app than the reference replica", errConfigMismatch)
 }
 
-// join forwards one join under slot. done means the caller got its
-// answer (accepted, or an error that moving would not fix) and the slot's
-// outcome is reported; otherwise the replica refused and the caller's join
-// may go elsewhere (the caller reports the refusal).
-func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+// join forwards one join under slot. Without a refusal, the answer is the
+// caller's (accepted, or an error that moving would not fix) and the
+// slot's outcome is reported; with one, the replica refused and the
+// caller's join may go elsewhere (the caller reports the refusal).
+func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (answer, *refusal) {
 	endpoint := meta.endpoint
 	app := slot.App()
 	body := make(map[string]json.RawMessage, len(m))
@@ -387,10 +360,9 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 			var bad *badFileError
 			if errors.As(err, &bad) {
 				slot.Release()
-				detail(w, http.StatusBadRequest, bad.Error())
-				return nil, true
+				return detailOf(http.StatusBadRequest, bad.Error()), nil
 			}
-			return &refusal{err: fmt.Errorf("sending uploads: %w", err)}, false
+			return answer{}, &refusal{err: fmt.Errorf("sending uploads: %w", err)}
 		}
 		body["data"] = nd
 	}
@@ -410,8 +382,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	req, err := app.NewRequest(jctx, http.MethodPost, app.URL("queue/join"), bytes.NewReader(out))
 	if err != nil {
 		slot.Release()
-		detail(w, http.StatusInternalServerError, err.Error())
-		return nil, true
+		return detailOf(http.StatusInternalServerError, err.Error()), nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if v := r.Header.Get("X-Gradio-User"); v != "" {
@@ -425,15 +396,14 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	resp, err := app.Do(req, true)
 	if err != nil {
 		if !sent.Load() {
-			return &refusal{err: fmt.Errorf("queue/join not sent: %w", err)}, false
+			return answer{}, &refusal{err: fmt.Errorf("queue/join not sent: %w", err)}
 		}
 		// Sent, no answer: the app may have queued it. Never run twice.
 		slot.Release()
 		f.stats.lost.Add(1)
 		f.reportCall(meta, codeReplicaLost)
 		f.annotate(r, slog.String("error_code", codeReplicaLost))
-		detail(w, http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again")
-		return nil, true
+		return detailOf(http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again"), nil
 	}
 	rb, err := readSmall(resp)
 	ctype := resp.Header.Get("Content-Type")
@@ -442,8 +412,7 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		f.stats.lost.Add(1)
 		f.reportCall(meta, codeReplicaLost)
 		f.annotate(r, slog.String("error_code", codeReplicaLost))
-		detail(w, http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again")
-		return nil, true
+		return detailOf(http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again"), nil
 	}
 	// One rule for what the answer proves (gradio.ClassifyJoin), the one
 	// the pool follows for its own calls.
@@ -454,10 +423,11 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 	case gradio.JoinAccepted:
 		slot.Done(gradio.JoinAccepted, nil)
 		s.addPending(eventID, slot, meta)
-		relay(w, resp.StatusCode, ctype, rb)
-		return nil, true
+		a := relayed(resp.StatusCode, ctype, rb)
+		a.accepted = true
+		return a, nil
 	case gradio.JoinNotAccepted:
-		return &refusal{status: resp.StatusCode, ctype: ctype, body: rb, err: jerr}, false
+		return answer{}, &refusal{answer: relayed(resp.StatusCode, ctype, rb), err: jerr}
 	case gradio.JoinCallerFault:
 		// Refused for the caller's input: the caller's answer; another
 		// replica would refuse it too, and the replica is not at fault.
@@ -467,16 +437,14 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 		f.annotate(r, slog.String("error_code", codeBadInput))
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
-		f.callerFault(w, resp.StatusCode, ctype, rb, jerr)
-		return nil, true
+		return f.callerFault(relayed(resp.StatusCode, ctype, rb), jerr), nil
 	}
 	// Maybe accepted (a proxy's 504, an answer without an event id): never
 	// run again.
 	slot.Done(gradio.JoinMaybeAccepted, jerr)
 	f.reportCall(meta, codeReplicaLost)
-	f.replicaAnswer(w, resp.StatusCode, ctype, rb,
-		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again")
-	return nil, true
+	return f.replicaAnswer(relayed(resp.StatusCode, ctype, rb),
+		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again"), nil
 }
 
 // callerFault answers a join the app refused because of what the caller
@@ -485,29 +453,28 @@ func (f *FrontDoor) join(w http.ResponseWriter, r *http.Request, s *callerSessio
 // when Config.ShowReplicaErrors is set; a 500 for an unknown fn_index (a
 // Python traceback from Gradio 5.0 to 6.8) never reaches the caller
 // otherwise.
-func (f *FrontDoor) callerFault(w http.ResponseWriter, status int, ctype string, body []byte, err error) {
+func (f *FrontDoor) callerFault(a answer, err error) answer {
 	switch {
 	case f.conf().ShowReplicaErrors:
-		relay(w, status, ctype, body)
-	case status >= 400 && status < 500 && gradioDetail(body):
-		relay(w, status, "application/json", body)
+		return a
+	case a.status >= 400 && a.status < 500 && gradioDetail(a.body):
+		a.ctype = "application/json"
+		return a
 	case errors.Is(err, gradio.ErrUnknownEndpoint):
-		detail(w, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index")
-	case status >= 400 && status < 500:
-		detail(w, status, "gradiopool: the app refused the call's input")
-	default:
-		detail(w, http.StatusBadRequest, "gradiopool: the app refused the call's input")
+		return detailOf(http.StatusBadRequest, "gradiopool: the app has no function with this fn_index")
+	case a.status >= 400 && a.status < 500:
+		return detailOf(a.status, "gradiopool: the app refused the call's input")
 	}
+	return detailOf(http.StatusBadRequest, "gradiopool: the app refused the call's input")
 }
 
 // replicaAnswer passes a replica's non-200 answer on: as is when it is
 // Gradio's {"detail": ...} shape or Config.ShowReplicaErrors is set, else
 // as msg with the replica's status (its body may hold a traceback or the
 // replica's address).
-func (f *FrontDoor) replicaAnswer(w http.ResponseWriter, status int, ctype string, body []byte, msg string) {
-	if f.conf().ShowReplicaErrors || (status >= 200 && status < 300) || gradioDetail(body) {
-		relay(w, status, ctype, body)
-		return
+func (f *FrontDoor) replicaAnswer(a answer, msg string) answer {
+	if f.conf().ShowReplicaErrors || (a.status >= 200 && a.status < 300) || gradioDetail(a.body) {
+		return a
 	}
-	detail(w, status, msg)
+	return detailOf(a.status, msg)
 }

@@ -83,30 +83,29 @@ func (f *FrontDoor) callerPrefix() string {
 
 // joinAt runs the join under slot the way its replica needs: forwarded to
 // an sse_v3 replica (join), run with the Go client on an older one (the
-// bridge). Same contract as join: done when the caller was answered,
-// else the replica refused and the caller's join may go elsewhere.
-func (f *FrontDoor) joinAt(w http.ResponseWriter, r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (*refusal, bool) {
+// bridge). Same contract as join: without a refusal the answer is the
+// caller's; with one the replica refused and the caller's join may go
+// elsewhere.
+func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (answer, *refusal) {
 	if !needsBridge(slot.App().Config()) {
-		return f.join(w, r, s, slot, b, m, meta)
+		return f.join(r, s, slot, b, m, meta)
 	}
 	var fn int
 	if err := json.Unmarshal(m["fn_index"], &fn); err != nil {
-		f.bridgeCallerFault(w, r, slot, meta, err, http.StatusUnprocessableEntity, "fn_index must be an integer")
-		return nil, true
+		return f.bridgeCallerFault(r, slot, meta, err, http.StatusUnprocessableEntity, "fn_index must be an integer"), nil
 	}
 	meta.bridged = true
-	err := f.bridgeSubmit(w, r, s, slot, fn, m["data"], meta)
+	a, err := f.bridgeSubmit(r, s, slot, fn, m["data"], meta)
 	if err == nil {
-		return nil, true
+		return a, nil
 	}
 	ref := &refusal{err: err}
 	if errors.Is(err, gradio.ErrQueueFull) {
 		// Gradio's own answer to a full queue; the JS client shows its
 		// busy message.
-		ref.status, ref.ctype = http.StatusServiceUnavailable, "application/json"
-		ref.body = []byte(`{"detail":"Queue is full! Please try again."}`)
+		ref.answer = relayed(http.StatusServiceUnavailable, "application/json", []byte(`{"detail":"Queue is full! Please try again."}`))
 	}
-	return ref, false
+	return answer{}, ref
 }
 
 // relayedOn returns the event ids of the relayed calls in flight on

@@ -115,32 +115,11 @@ func (f *FrontDoor) knownFn(fnIndex json.RawMessage) bool {
 	return false
 }
 
-// capture is the answer placeJoin would have written to the caller.
-type capture struct {
-	h      http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (c *capture) Header() http.Header { return c.h }
-func (c *capture) WriteHeader(status int) {
-	if c.status == 0 {
-		c.status = status
-	}
-}
-
-func (c *capture) Write(b []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	return c.body.Write(b)
-}
-
-// joinQueued runs place (routeJoin, via placeJoin) for the caller; when the
-// call has to wait (for a slot, the first replica) it answers the join with a gateway event id and returns true
-// (the call's goroutine then owns meta.release); otherwise the caller gets
-// place's answer as it would have.
-func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, place func(http.ResponseWriter, *http.Request, callMeta)) bool {
+// joinQueued runs place for the caller; when the call has to wait (for a
+// slot, the first replica) it answers the join with a gateway event id
+// and returns true (the call's goroutine then owns meta.release);
+// otherwise the caller gets place's answer as it would have.
+func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, place func(*http.Request, callMeta) answer) bool {
 	// The call outlives the join's request once answered: it ends with
 	// the front door, at StopCalls, or when the caller cancels it or
 	// closes its stream (qc.cancel).
@@ -148,23 +127,23 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	stopF := context.AfterFunc(f.ctx, cancel)
 	stopS := context.AfterFunc(f.stopCalls, cancel)
 	jw := newJoinWatch()
-	qc := &queuedCall{id: newEventID(), cancel: cancel} // shaped like Gradio's: 32 hex digits
+	qc := &queuedCall{id: newEventID(), cancel: cancel}
 	meta.qc = qc
 	meta.watch = jw
-	rec := &capture{h: http.Header{}}
 	br := r.WithContext(bctx)
+	var a answer // place's; read once done is closed
 	done := make(chan struct{})
 	f.qwg.Add(1)
 	go func() {
 		defer f.qwg.Done()
 		defer close(done)
-		place(rec, br, meta)
+		a = place(br, meta)
 	}()
 	end := func() { stopF(); stopS(); cancel() }
 	select {
 	case <-done:
 		end()
-		copyCapture(w, rec)
+		s.answer(r.Context(), w, a)
 		return false
 	case <-r.Context().Done():
 		// Gone before its join was answered: nothing was sent for it.
@@ -178,7 +157,7 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	if !qc.show() {
 		<-done // its join is being forwarded: the caller gets its answer
 		end()
-		copyCapture(w, rec)
+		s.answer(r.Context(), w, a)
 		return false
 	}
 	s.addQueued(qc)
@@ -186,7 +165,7 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	s.mu.Lock()
 	qc.answered = f.conf().Now() // the caller hears of the call now
 	s.mu.Unlock()
-	relay(w, http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`))
+	s.answer(r.Context(), w, relayed(http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`)))
 	// A wait nobody reads must not keep its place (and take the slot it
 	// waits for, for nobody): the same grace as a call in flight.
 	var grace *time.Timer
@@ -210,25 +189,11 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 		if meta.release != nil && !meta.kept.Load() {
 			meta.release()
 		}
-		f.queuedEnded(s, qc, rec, bctx.Err() != nil)
+		if !a.accepted {
+			f.queuedEnded(s, qc, a, bctx.Err() != nil)
+		}
 	}()
 	return true
-}
-
-// copyCapture writes placeJoin's answer to the caller.
-func copyCapture(w http.ResponseWriter, rec *capture) {
-	for k, v := range rec.h {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(cmpStatus(rec.status))
-	_, _ = w.Write(rec.body.Bytes())
-}
-
-func cmpStatus(s int) int {
-	if s == 0 {
-		return http.StatusServiceUnavailable
-	}
-	return s
 }
 
 // showQueue sends the caller estimation messages while its call waits,
@@ -266,32 +231,18 @@ func estimation(id string, pos pool.QueuePosition) []byte {
 	return b
 }
 
-// queuedEnded settles a queued call once placeJoin returned: accepted
-// (the replica's event id is mapped already: nothing to do), or refused,
-// failed or cancelled: the caller's stream gets process_completed with
-// success false and the gateway's message (the detail placeJoin would
-// have answered the join with).
-func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, rec *capture, cancelled bool) {
-	s.mu.Lock()
-	accepted := qc.replica != ""
-	s.mu.Unlock()
-	if accepted {
-		return
-	}
-	msg := ""
-	var d struct {
-		Detail string `json:"detail"`
-	}
-	if json.Unmarshal(rec.body.Bytes(), &d) == nil && d.Detail != "" {
-		msg = d.Detail
-	}
+// queuedEnded tells the caller of a queued call no replica took (refused,
+// failed or cancelled) on its stream: process_completed with success
+// false and the gateway's message (the detail of the join's answer a).
+func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, a answer, cancelled bool) {
+	msg := a.message()
 	switch {
 	case f.stopCalls.Err() != nil:
 		msg = stoppedDetail
 	case msg == "" && cancelled:
 		msg = "gradiopool: the call was cancelled while it waited for a replica"
 	case msg == "":
-		msg = fmt.Sprintf("gradiopool: no replica could take the call (%d)", cmpStatus(rec.status))
+		msg = fmt.Sprintf("gradiopool: no replica could take the call (%d)", a.status)
 	}
 	rb, _ := json.Marshal(map[string]any{
 		"msg": "process_completed", "event_id": qc.id,
