@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -48,6 +49,44 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 	}
 	if len(rec.suspect) > 0 {
 		t.Errorf("the replica busy with front-door calls was taken for dead: %v", rec.suspect)
+	}
+	if n := sim.Executions("upper"); n != calls {
+		t.Errorf("%d calls ran, want %d", n, calls)
+	}
+}
+
+// TestFrontDoorStarvedReplicaAnswersLate: a replica short of threads
+// answers joins, and opens the streams of new sessions, later than the
+// client's header time-out (Gradio's login check waits for a thread; on
+// real 5.49.1 short of threads the headers came up to a minute late),
+// while the calls it runs stream. Those joins are accepted and their calls
+// run: the front door waits for the answers while the replica shows life,
+// instead of telling callers "not run again" about calls that then run.
+func TestFrontDoorStarvedReplicaAnswersLate(t *testing.T) {
+	sim := gradiotest.NewUnstartedServer(nil)
+	sim.DefaultConcurrencyLimit = -1
+	sim.MaxThreads = 4
+	sim.Latency = 1500 * time.Millisecond
+	sim.HeartbeatInterval = 50 * time.Millisecond
+	sim.Start()
+	t.Cleanup(sim.Close)
+	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+		// Far below the replica's wait for a thread (Latency).
+		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(400*time.Millisecond))
+		c.FrontDoor.ShowReplicaErrors = true
+	})
+	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
+	const calls = 8 // twice the replica's threads
+	streams := make([]<-chan map[string]any, calls)
+	for i := range calls {
+		hash := "late" + strconv.Itoa(i)
+		joinAt(t, srv.URL, hash, `"data":["x"],"fn_index":`+upper)
+		streams[i] = fdMessages(t, srv.URL, hash)
+	}
+	for i, ch := range streams {
+		if done := waitMsg(t, ch, "process_completed"); done["success"] != true {
+			t.Errorf("call %d: %v", i, done)
+		}
 	}
 	if n := sim.Executions("upper"); n != calls {
 		t.Errorf("%d calls ran, want %d", n, calls)

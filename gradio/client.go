@@ -385,6 +385,49 @@ func (a *app) do(req *http.Request, headerTimeout bool) (*http.Response, error) 
 	return resp, nil
 }
 
+// doWhileAlive is Client.DoWhileAlive.
+func (a *app) doWhileAlive(req *http.Request) (*http.Response, error) {
+	d := a.set.headerTimeout
+	if d <= 0 {
+		return a.do(req, false)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	sent := time.Now()
+	answered := make(chan struct{})
+	go func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-answered:
+				return
+			case <-t.C:
+			}
+			alive := sent
+			if n := a.lastMsg.Load(); n != 0 && time.Unix(0, n).After(alive) {
+				alive = time.Unix(0, n)
+			}
+			if left := d - time.Since(alive); left > 0 {
+				t.Reset(left)
+				continue
+			}
+			cancel(fmt.Errorf("no response headers, and no message on the app's streams, within %s", d))
+			return
+		}
+	}()
+	resp, err := a.do(req.WithContext(ctx), false)
+	close(answered)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && !strings.Contains(err.Error(), cause.Error()) {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
+}
+
 type cancelBody struct {
 	io.ReadCloser
 	cancel func()

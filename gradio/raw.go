@@ -32,6 +32,17 @@ func (c *Client) Do(req *http.Request, headerTimeout bool) (*http.Response, erro
 	return c.app.do(req, headerTimeout)
 }
 
+// DoWhileAlive is Do for a request the app may answer late while it makes
+// progress: an app short of threads (Gradio's max_threads) answers a join,
+// or opens a new session's stream, only once a thread is free, and a join
+// it answers late is still queued. The header time-out counts from the
+// app's last sign of life, the sending of req or a message on any of its
+// streams ([Client.NoteStreamMessage] counts too), so the wait goes on
+// while the app's calls stream and ends a time-out after they stop.
+func (c *Client) DoWhileAlive(req *http.Request) (*http.Response, error) {
+	return c.app.doWhileAlive(req)
+}
+
 // Reach opens a TCP connection to the app's host and closes it at once: a
 // liveness check that sends no request, so it can neither wake a sleeping
 // Space nor queue anything, and costs the app nothing. It fails when

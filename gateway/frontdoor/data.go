@@ -386,7 +386,10 @@ func (f *FrontDoor) runLane(ctx context.Context, r *http.Request, s *callerSessi
 	}
 }
 
-// openData opens the backend session's queue/data stream.
+// openData opens the backend session's queue/data stream. Its headers may
+// come late from a replica short of threads (Gradio's queue/data waits
+// for one) while its other calls stream: DoWhileAlive waits for them as
+// long as the replica shows life.
 func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.Client, b binding) (*http.Response, error) {
 	q := url.Values{"session_hash": {b.Backend}}
 	req, err := app.NewRequest(ctx, http.MethodGet, app.URL("queue/data")+"?"+q.Encode(), nil)
@@ -395,7 +398,7 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	f.callerHeaders(r, req.Header)
-	return app.Do(req, true)
+	return app.DoWhileAlive(req)
 }
 
 // relayData relays one backend stream to the caller. It returns how many

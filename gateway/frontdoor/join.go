@@ -377,7 +377,9 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		defer s.aliasMu.Unlock()
 	}
 	// The join must not be cut half-way by a caller that goes away: the
-	// app may have queued the call, and its slot must be accounted.
+	// app may have queued the call, and its slot must be accounted. Nor
+	// by a fixed header time-out: a replica short of threads answers late
+	// and still queues the call (DoWhileAlive).
 	jctx := context.WithoutCancel(r.Context())
 	req, err := app.NewRequest(jctx, http.MethodPost, app.URL("queue/join"), bytes.NewReader(out))
 	if err != nil {
@@ -393,7 +395,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
 	}))
-	resp, err := app.Do(req, true)
+	resp, err := app.DoWhileAlive(req)
 	if err != nil {
 		if !sent.Load() {
 			return answer{}, &refusal{err: fmt.Errorf("queue/join not sent: %w", err)}

@@ -58,7 +58,12 @@ func (s *Server) buildRoutes() *routeTable {
 	} else if s.Mode.atLeast(protoV1) {
 		t.exact["queue/join"] = onlyMethod(http.MethodPost, func(w http.ResponseWriter, r *http.Request) {
 			// The login check (a synchronous dependency) takes a thread.
-			release, ok := s.thread(r.Context())
+			// A join whose client hung up while it waited for one still
+			// gets it and is queued (measured on real 5.49.1 short of
+			// threads: such calls ran to completion).
+			ctx, cancel := s.detached(r.Context())
+			defer cancel()
+			release, ok := s.thread(ctx)
 			if !ok {
 				return
 			}

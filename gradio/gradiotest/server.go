@@ -439,6 +439,14 @@ func (s *Server) thread(ctx context.Context) (release func(), ok bool) {
 	}
 }
 
+// detached is ctx without its request's cancellation, ended by the
+// server's close: work a client's hang-up does not stop.
+func (s *Server) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(s.baseCtx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // syncRoute runs h on a worker thread, as FastAPI runs Gradio's
 // synchronous routes and dependencies.
 func (s *Server) syncRoute(h http.HandlerFunc) http.HandlerFunc {
