@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,19 +30,8 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 		c.Pool.ProbeInterval = 100 * time.Millisecond
 		c.Pool.OnEvent = rec.onEvent
 	})
-	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
 	const calls = 6 // more than the replica's threads
-	streams := make([]<-chan map[string]any, calls)
-	for i := range calls {
-		hash := "starved" + strconv.Itoa(i)
-		joinAt(t, srv.URL, hash, `"data":["x"],"fn_index":`+upper)
-		streams[i] = fdMessages(t, srv.URL, hash)
-	}
-	for i, ch := range streams {
-		if done := waitMsg(t, ch, "process_completed"); done["success"] != true {
-			t.Errorf("call %d: %v", i, done)
-		}
-	}
+	completeEach(t, srv.URL, "starved", calls)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if rec.events == 0 {
@@ -75,20 +65,50 @@ func TestFrontDoorStarvedReplicaAnswersLate(t *testing.T) {
 		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(400*time.Millisecond))
 		c.FrontDoor.ShowReplicaErrors = true
 	})
-	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
 	const calls = 8 // twice the replica's threads
+	completeEach(t, srv.URL, "late", calls)
+	if n := sim.Executions("upper"); n != calls {
+		t.Errorf("%d calls ran, want %d", n, calls)
+	}
+}
+
+// completeEach makes calls front-door calls of upper at base, one after
+// another, each in a session of its own (prefix and its number) with its
+// stream opened after its join, and checks that each completes.
+func completeEach(t *testing.T, base, prefix string, calls int) {
+	t.Helper()
+	upper := strconv.Itoa(fnIndexOf(t, base, "upper"))
 	streams := make([]<-chan map[string]any, calls)
 	for i := range calls {
-		hash := "late" + strconv.Itoa(i)
-		joinAt(t, srv.URL, hash, `"data":["x"],"fn_index":`+upper)
-		streams[i] = fdMessages(t, srv.URL, hash)
+		hash := prefix + strconv.Itoa(i)
+		joinAt(t, base, hash, `"data":["x"],"fn_index":`+upper)
+		streams[i] = fdMessages(t, base, hash)
 	}
 	for i, ch := range streams {
 		if done := waitMsg(t, ch, "process_completed"); done["success"] != true {
 			t.Errorf("call %d: %v", i, done)
 		}
 	}
-	if n := sim.Executions("upper"); n != calls {
-		t.Errorf("%d calls ran, want %d", n, calls)
+}
+
+// TestFrontDoorUnopenedStreamSaysMayNotHaveRun: a replica that accepted a
+// join and then answers nothing (no headers for the call's stream, no
+// message on any stream) fails the call a header time-out later with a
+// message that does not claim the call ran: on Gradio 5.49.1 a stream
+// served after its reader gave up drops the session's queued calls.
+func TestFrontDoorUnopenedStreamSaysMayNotHaveRun(t *testing.T) {
+	sim := gradiotest.NewServer(nil)
+	t.Cleanup(sim.Close)
+	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(300*time.Millisecond))
+	})
+	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
+	joinAt(t, srv.URL, "stalled", `"data":["x"],"fn_index":`+upper)
+	sim.UpdateKnobs(func(k *gradiotest.Knobs) { k.Stall = true })
+	t.Cleanup(func() { sim.UpdateKnobs(func(k *gradiotest.Knobs) { k.Stall = false }) })
+	done := waitMsg(t, fdMessages(t, srv.URL, "stalled"), "process_completed")
+	out, _ := done["output"].(map[string]any)
+	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "could not be opened (the call may not have run)") {
+		t.Fatalf("the call whose stream never opened ended with %v", done)
 	}
 }

@@ -212,7 +212,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				e.cause = fmt.Errorf("queue/data %d %s", e.answer.status, excerpt(e.answer.body))
 			}
 			if e.cause != nil {
-				f.failLane(out, s, e.replica, e.cause)
+				f.failLane(out, s, e.replica, e.cause, e.unopened)
 			}
 			startBusy()
 			if !notes() {
@@ -333,6 +333,11 @@ type laneEnd struct {
 	gone    bool    // the caller went away
 	cause   error   // the lane broke: its calls are lost
 	answer  *answer // the replica answered the stream with this non-200 (not 5xx) before anything was relayed
+	// unopened: the lane's first stream could not be opened, so nothing
+	// of its calls was seen running (a replica short of threads that
+	// serves the stream after it was given up drops the session's
+	// queued calls: Gradio 5.49.1 measured).
+	unopened bool
 }
 
 // runLane relays the backend stream of the session at replica until the
@@ -346,10 +351,10 @@ func (f *FrontDoor) runLane(ctx context.Context, r *http.Request, s *callerSessi
 	}
 	b := binding{Replica: replica, Backend: backend}
 	quiet := 0
-	for {
+	for opened := false; ; opened = true {
 		resp, err := f.openData(ctx, r, app, b)
 		if err != nil {
-			end.cause = err
+			end.cause, end.unopened = err, !opened
 			return end
 		}
 		if resp.StatusCode != http.StatusOK {
@@ -521,16 +526,20 @@ func (s *callerSession) holdsLastCompletion() bool {
 // failLane reports every call in flight of s on replica as lost (Gradio's
 // error shape: process_completed with success false) and frees their
 // slots. The calls are never run again.
-func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, cause error) {
+func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, cause error, unopened bool) {
 	ids := s.relayedOn(replica)
 	stopped := f.stopCalls.Err() != nil
+	what := "the connection to the replica was lost while it ran this call"
+	if unopened {
+		what = "the replica's stream of this call could not be opened (the call may not have run)"
+	}
 	for _, id := range ids {
-		msg := "gradiopool: the connection to the replica was lost while it ran this call; the call is not run again"
+		msg := "gradiopool: " + what + "; the call is not run again"
 		switch {
 		case stopped:
 			msg = stoppedDetail
 		case f.conf().ShowReplicaErrors:
-			msg = fmt.Sprintf("gradiopool: the connection to replica %s was lost while it ran this call (%v); the call is not run again", replica, cause)
+			msg = fmt.Sprintf("gradiopool: %s (replica %s: %v); the call is not run again", what, replica, cause)
 		}
 		rec, _ := json.Marshal(map[string]any{
 			"msg": "process_completed", "event_id": s.frontID(id),
