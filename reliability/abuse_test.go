@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,14 @@ type abuseScale struct {
 	conns         int           // idle connections the attacker opens
 	sessions      int           // fresh front-door sessions, one heartbeat each
 	stallHold     time.Duration // how long the spare replica stalls its /config body
+	// The greedy caller (row 10): greedyCalls calls at once of greedyBytes
+	// outputs each, beside bystanderRounds rounds of bystanders calls at
+	// once of bystanderBytes, first alone, then beside it; greedyEnv is
+	// that row's own settings.
+	greedyCalls, greedyBytes   int
+	bystanders, bystanderBytes int
+	bystanderRounds            int
+	greedyEnv                  map[string]string
 	// settings are the gateway's environment besides the defaults.
 	settings map[string]string
 }
@@ -63,6 +72,7 @@ func abuseScaleNow() abuseScale {
 			bigUpload: 64 << 20, uploadParts: 20000, diskUploads: 24, fileBytes: 8 << 20,
 			pendingPosts: 300, resultBytes: 1 << 20, hostileBytes: gradiotest.DefaultHostileBytes, hostileHold: 5 * time.Second,
 			conns: 1100, sessions: 3000, stallHold: 40 * time.Second,
+			greedyCalls: 12, greedyBytes: 32_000_000, bystanders: 4, bystanderBytes: 9_000_000, bystanderRounds: 6,
 			settings: merge(common, map[string]string{
 				"GRADIOPOOL_FRONTDOOR_MAX_UPLOAD_BYTES_PER_CLIENT": fmt.Sprint(128 << 20),
 			})}
@@ -71,6 +81,10 @@ func abuseScaleNow() abuseScale {
 		bigUpload: 1 << 20, uploadParts: 300, diskUploads: 8, fileBytes: 200 << 10,
 		pendingPosts: 15, resultBytes: 10_000, hostileBytes: 2 << 20, hostileHold: time.Second,
 		conns: 40, sessions: 600, stallHold: time.Second,
+		// Row 10 scaled down about 16 times (a 16 MiB budget, outputs of 9
+		// MB / 16 and 64 MB / 16); skipped in the short form (fullOnly).
+		greedyCalls: 12, greedyBytes: 4_000_000, bystanders: 4, bystanderBytes: 562_500, bystanderRounds: 3,
+		greedyEnv: map[string]string{"GRADIOPOOL_UPSTREAM_EVENT_BYTES": fmt.Sprint(16 << 20)},
 		settings: merge(common, map[string]string{
 			"GRADIOPOOL_FRONTDOOR_MAX_FILE_BYTES":              fmt.Sprint(256 << 10),
 			"GRADIOPOOL_FRONTDOOR_MAX_UPLOAD_BYTES_PER_CLIENT": fmt.Sprint(1 << 20),
@@ -174,6 +188,9 @@ func abuseAttacks() []attack {
 		{"7 one client takes the connections", "idle keep-alive connections (one `GET /healthz` each) from one address, past `max_client_connections_per_address`", connFlood, nil, ""},
 		{"8 replica stalls its /config body", "a replica is added (reload) whose answers trickle 64 bytes per second: its /config body never arrives", stalledConfig, nil, ""},
 		{"9 a session per heartbeat", "a new front-door session per request: one heartbeat with a fresh session hash each, closed at once", sessionFlood, nil, ""},
+		{"10 greedy caller (issue 33 item 2)", "one key (from 127.0.0.1) calls `big` on healthy replicas for 32 MB outputs, 12 at once (its `max_calls_per_client`), again and again; bystanders (another key, from 127.0.0.2) call it for 9 MB outputs, 4 at once, 6 rounds without the greedy caller, then 6 beside it, on the same gateway", greedyCaller,
+			func(sc abuseScale) map[string]string { return sc.greedyEnv },
+			"row 10 runs only at full size (-reliability.abuse, make abuse): it fails about half of its runs on this code, short or full (a greedy caller's stream refused or cut is charged to its healthy replica; docs/RELIABILITY.md's abuse table), and every `go test` must pass"},
 	}
 }
 
@@ -769,6 +786,221 @@ func hostileReplica(ctx context.Context, e *abuseEnv, r *abuseRow) {
 	if r.hostileJoins == 0 {
 		r.fail("no call reached the hostile replica")
 	}
+}
+
+// 10: one key (the attacker's) pulls large outputs on healthy replicas in
+// as many calls at once as max_calls_per_client lets it, again and again,
+// while bystanders of another key (alice's) pull smaller outputs of the
+// same endpoint, fewer at once. Each key is a party of its replica's share of the event
+// budget: the greedy key's streams over its share are cut or refused as
+// its own fault (429 event_share), never a bystander's call, never an
+// error of the replica. The bystanders' rounds run first without it, then
+// beside it, on the same gateway.
+func greedyCaller(ctx context.Context, e *abuseEnv, r *abuseRow) {
+	errs0, err := e.replicaErrors()
+	if err != nil {
+		r.fail("%v", err)
+	}
+	post := func(ctx context.Context, c *http.Client, n int) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/predict/big", strings.NewReader(fmt.Sprintf(`{"data":[%d]}`, n)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Gradiopool-Timeout", "60s")
+		return c.Do(req)
+	}
+	// A round of the bystanders' calls at once; each is ok when its output
+	// came whole.
+	var lost []string
+	round := func(phase string) (ok int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range e.sc.bystanders {
+			wg.Go(func() {
+				key := ""
+				resp, err := post(ctx, e.alice, e.sc.bystanderBytes)
+				if err != nil {
+					key = transportKind(err)
+				} else {
+					var v struct {
+						Data []string `json:"data"`
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					switch {
+					case resp.StatusCode != http.StatusOK:
+						key = answerKey(resp.StatusCode, string(b)) + budgetCause(b)
+					case json.Unmarshal(b, &v) != nil || len(v.Data) != 1 || len(v.Data[0]) != e.sc.bystanderBytes:
+						key = fmt.Sprintf("200 with an output of %d bytes", len(b))
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if key == "" {
+					ok++
+					return
+				}
+				lost = append(lost, phase+": "+key)
+			})
+		}
+		wg.Wait()
+		return ok
+	}
+	// The gateway's RSS peak of each phase (the row's sampler keeps the
+	// peak of the whole row).
+	phasePeak := func(run func()) int64 {
+		stop := make(chan struct{})
+		peak := make(chan int64)
+		go func() {
+			var p int64
+			for {
+				if s, err := e.sample(); err == nil {
+					p = max(p, s.rss)
+				}
+				select {
+				case <-stop:
+					peak <- p
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+		run()
+		close(stop)
+		return <-peak
+	}
+	calls := e.sc.bystanderRounds * e.sc.bystanders
+	alone := 0
+	rssAlone := phasePeak(func() {
+		for range e.sc.bystanderRounds {
+			alone += round("alone")
+		}
+	})
+
+	gctx, gstop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var ended atomic.Int64
+	for range e.sc.greedyCalls {
+		wg.Go(func() {
+			for gctx.Err() == nil {
+				resp, err := post(gctx, e.attacker, e.sc.greedyBytes)
+				if err != nil {
+					if gctx.Err() == nil {
+						r.count("greedy: " + transportKind(err))
+						ended.Add(1)
+						time.Sleep(50 * time.Millisecond)
+					}
+					continue
+				}
+				var b []byte
+				if resp.StatusCode == http.StatusOK {
+					_, err = io.Copy(io.Discard, resp.Body) // read whole, as a caller would
+				} else {
+					b, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+				}
+				resp.Body.Close()
+				if gctx.Err() != nil {
+					return
+				}
+				ended.Add(1)
+				if err != nil {
+					r.count("greedy: 200, then " + transportKind(err))
+					continue
+				}
+				k := answerKey(resp.StatusCode, string(b))
+				r.count("greedy: " + k)
+				switch k {
+				case "200":
+				case "429 event_share":
+					if resp.Header.Get("Retry-After") == "" {
+						r.fail("the greedy caller's 429 event_share without Retry-After")
+					}
+				default:
+					r.fail("a greedy call ended with %s%s, want 200 or 429 event_share", k, budgetCause(b))
+				}
+			}
+		})
+	}
+	beside := 0
+	rssBeside := phasePeak(func() {
+		// Its calls are all in flight once the first has ended.
+		if !e.waitUntil(2*time.Minute, func() bool { return ended.Load() > 0 }) {
+			r.fail("no greedy call ended in 2 minutes")
+		}
+		for range e.sc.bystanderRounds {
+			beside += round("beside")
+		}
+	})
+	gstop()
+	wg.Wait()
+	errs1, err := e.replicaErrors()
+	if err != nil {
+		r.fail("%v", err)
+	}
+	errs := errs1 - errs0
+
+	r.mu.Lock()
+	share := r.counts["greedy: 429 event_share"]
+	r.mu.Unlock()
+	r.got = fmt.Sprintf("bystanders ok: alone %d/%d (RSS peak %.0f MiB), beside the greedy caller %d/%d (RSS peak %.0f MiB)%s; the greedy caller: %s; errors charged to the replicas: %d",
+		alone, calls, float64(rssAlone)/(1<<20), beside, calls, float64(rssBeside)/(1<<20), lostList(lost), r.countList(), errs)
+	// The bound: the bystanders lose no call, alone or beside it.
+	if alone != calls {
+		r.fail("the bystanders lost calls without the greedy caller: %d/%d ok", alone, calls)
+	}
+	if beside != calls {
+		r.fail("the bystanders lost calls beside the greedy caller: %d/%d ok (%d/%d alone)", beside, calls, alone, calls)
+	}
+	if errs != 0 {
+		r.fail("%d errors charged to the healthy replicas", errs)
+	}
+	if share == 0 {
+		r.fail("no greedy call was answered 429 event_share: the event budget was not contended, the row shows nothing")
+	}
+}
+
+// budgetCause is the event budget's reason in an error answer, after
+// "event too large: " (" (...)"), or "".
+func budgetCause(body []byte) string {
+	if _, c, ok := strings.Cut(string(body), "event too large: "); ok {
+		c, _, _ = strings.Cut(c, `"`)
+		return " (" + c + ")"
+	}
+	return ""
+}
+
+// lostList is the bystanders' lost calls, for the report.
+func lostList(lost []string) string {
+	if len(lost) == 0 {
+		return ""
+	}
+	m := map[string]int{}
+	for _, l := range lost {
+		m[l]++
+	}
+	return " (lost: " + countString(m) + ")"
+}
+
+// replicaErrors is the calls failed as the replicas' errors (pool-stats'
+// pools[].errors, summed): what counts toward ejecting a replica, not the
+// callers' own errors.
+func (e *abuseEnv) replicaErrors() (int, error) {
+	resp, err := e.monitor.Get(e.url + "/api/admin/pool-stats")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Pools map[string]struct {
+			Errors int `json:"errors"`
+		} `json:"pools"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return 0, fmt.Errorf("pool-stats: %w", err)
+	}
+	n := 0
+	for _, p := range v.Pools {
+		n += p.Errors
+	}
+	return n, nil
 }
 
 // 7: one address opens connections past its bound: the ones past it are
