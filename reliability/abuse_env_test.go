@@ -165,9 +165,10 @@ func newAbuseEnv(t testing.TB, sc abuseScale) *abuseEnv {
 	return e
 }
 
-// startGateway starts a fresh `gradiopool serve` over the three replicas
-// and waits until it has them all ready; t's cleanup stops it.
-func (e *abuseEnv) startGateway(t testing.TB) {
+// startGateway starts a fresh `gradiopool serve` over the three replicas,
+// with the scale's settings and then extra (an attack's own), and waits
+// until it has them all ready; t's cleanup stops it.
+func (e *abuseEnv) startGateway(t testing.TB, extra map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	e.uploads = filepath.Join(dir, "uploads")
@@ -187,7 +188,7 @@ func (e *abuseEnv) startGateway(t testing.TB) {
 		"GRADIOPOOL_LOG_LEVEL=warn",
 		"GRADIOPOOL_FRONTDOOR_UPLOAD_DIR="+e.uploads,
 	)
-	for k, v := range e.sc.settings {
+	for k, v := range merge(e.sc.settings, extra) {
 		env = append(env, k+"="+v)
 	}
 	e.cmd = exec.Command(abuseBin, "serve", "--config", e.cfgPath)
