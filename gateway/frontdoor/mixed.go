@@ -267,12 +267,6 @@ func (s *callerSession) releaseStream(code string) {
 			ended = append(ended, s.takeLocked(id))
 		}
 	}
-	for rid, gid := range s.alias {
-		if s.calls[rid] == nil {
-			delete(s.queued, gid)
-			delete(s.alias, rid)
-		}
-	}
 	br := s.br
 	s.mu.Unlock()
 	if br != nil {

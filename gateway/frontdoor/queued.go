@@ -381,11 +381,10 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 	look := func() (string, bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if gid, ok := s.alias[eventID]; ok {
-			return gid, true
+		if c := s.calls[eventID]; c != nil {
+			return c.front, true
 		}
-		known := s.calls[eventID] != nil
-		return "", known
+		return "", false
 	}
 	gid, known := look()
 	if gid == "" && !known && s.joining.Load() > 0 {
@@ -405,8 +404,8 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 func (s *callerSession) frontID(eventID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gid, ok := s.alias[eventID]; ok {
-		return gid
+	if c := s.calls[eventID]; c != nil && c.front != "" {
+		return c.front
 	}
 	return eventID
 }

@@ -58,10 +58,9 @@ type callerSession struct {
 	br *bridgeState
 
 	// queued holds the calls answered with the gateway's event id
-	// (queued.go), by that id, until they end; alias maps the replica's
-	// event id of those accepted to the gateway's.
+	// (queued.go), by that id, until they end (those accepted are in
+	// calls too, their call.front that id).
 	queued map[string]*queuedCall
-	alias  map[string]string
 	// aliasMu is held (written) across a queued call's forwarded join,
 	// joining counts those joins: a message of a call the stream does not
 	// know yet waits for them (frontIDs).
@@ -261,6 +260,10 @@ type call struct {
 	callMeta
 	slot  *pool.Slot // nil: a bridged call's, held by its job
 	grace *time.Timer
+	// front is the caller's event id of the call when it is not the
+	// replica's: the gateway's, for a call that waited in its queue
+	// (queued.go); "" otherwise.
+	front string
 }
 
 // callMeta is what the front door knows of a call, for its CallEnd
@@ -306,14 +309,11 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	if meta.kept != nil {
 		meta.kept.Store(true)
 	}
+	c := &call{callMeta: meta, slot: l}
 	if meta.qc != nil && meta.qc.isShown() {
-		if s.alias == nil {
-			s.alias = map[string]string{}
-		}
-		s.alias[eventID] = meta.qc.id
+		c.front = meta.qc.id
 		meta.qc.replica, meta.qc.est = eventID, nil
 	}
-	c := &call{callMeta: meta, slot: l}
 	s.calls[eventID] = c
 	if len(s.calls) > 1 {
 		s.overlapAt = s.f.conf().Now()
@@ -396,6 +396,9 @@ func (s *callerSession) takeLocked(id string) *call {
 		return nil
 	}
 	delete(s.calls, id)
+	if c.front != "" {
+		delete(s.queued, c.front) // it ended: its entry in the gateway's queue too
+	}
 	if c.grace != nil {
 		c.grace.Stop()
 	}
@@ -410,10 +413,6 @@ func (s *callerSession) takeLocked(id string) *call {
 func (s *callerSession) complete(eventID, code string) bool {
 	s.mu.Lock()
 	c := s.takeLocked(eventID)
-	if gid, ok := s.alias[eventID]; ok {
-		delete(s.alias, eventID)
-		delete(s.queued, gid)
-	}
 	if c == nil {
 		if s.early == nil || len(s.early) >= maxEarly {
 			s.early = map[string]string{}
@@ -522,10 +521,6 @@ func (s *callerSession) releaseAll(code string) int {
 	var ended []*call
 	for id := range s.calls {
 		ended = append(ended, s.takeLocked(id))
-	}
-	for rid, gid := range s.alias {
-		delete(s.queued, gid)
-		delete(s.alias, rid)
 	}
 	br := s.br
 	s.mu.Unlock()
