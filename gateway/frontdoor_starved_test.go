@@ -56,13 +56,14 @@ func TestFrontDoorStarvedReplicaAnswersLate(t *testing.T) {
 	sim := gradiotest.NewUnstartedServer(nil)
 	sim.DefaultConcurrencyLimit = -1
 	sim.MaxThreads = 4
-	sim.Latency = 1500 * time.Millisecond
+	sim.Latency = 3 * time.Second
 	sim.HeartbeatInterval = 50 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
 	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
-		// Far below the replica's wait for a thread (Latency).
-		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(400*time.Millisecond))
+		// Far below the replica's wait for a thread (Latency), far above
+		// the gaps between its heartbeats (50 ms) on a loaded machine.
+		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(time.Second))
 		c.FrontDoor.ShowReplicaErrors = true
 	})
 	const calls = 8 // twice the replica's threads
