@@ -178,9 +178,10 @@ func (g *Gateway) userCallKey(r *http.Request) string {
 // eventParty is the party that r's call's event streams are charged to
 // in its replica's part of the event budget (pool.CallOptions.Party): its
 // user within its client when it names one, else its client (its API
-// key, else its address). A party running more streams than the others
-// on a replica whose budget is full loses its own, and the failure is
-// its own, not the replica's.
+// key, else its address). A party running parallel streams that holds
+// more than its fair share of the whole budget (over every replica) when
+// it is full loses its own, and the failure is its own, not the
+// replica's.
 func (g *Gateway) eventParty(r *http.Request) string {
 	if k := g.userCallKey(r); k != "" {
 		return k

@@ -84,11 +84,13 @@ func (a *app) eventBudget() *sse.Budget {
 
 // SetEventParty names the party (a caller: a gateway's API key, a user,
 // an address) that this session's event streams are charged to inside
-// its app's part of the event budget. The streams of every session of
-// the app with the same party share its fair share: when the budget is
-// full, a party under its share takes room back from the party of the
-// same app most over its own, and a party running more streams than the
-// app's others fails with ErrEventShare, its own fault, not the app's.
+// its app's part of the event budget. The streams of every session with
+// the same party, on every app sharing the budget, share one caller's
+// fair share of the whole budget: when it is full, a party within its
+// share takes room back from the one most over its own, wherever that
+// one's streams are, and a party running parallel streams over its share
+// (or more streams than the app's others) fails with ErrEventShare, its
+// own fault, not the app's.
 // Default (""): the session is a party of its own. It applies to the
 // streams opened after it; Gradio 3's WebSocket messages stay charged to
 // the app's part.
@@ -100,8 +102,9 @@ func (c *Client) SetEventParty(key string) {
 
 // ErrEventShare ends a call whose stream was cut, or refused room in the
 // EventBudget, because the call's party (SetEventParty) held more than its
-// fair share while running more streams than the app's other parties: the
-// caller's fault, not the app's. It wraps ErrEventTooLarge.
+// fair share (of the whole budget, its streams on every app of it
+// counted together) while running parallel streams: the caller's fault,
+// not the app's. It wraps ErrEventTooLarge.
 var ErrEventShare = sse.ErrPartyOverShare
 
 // eventReader reads an event stream of the session, charged to its

@@ -114,9 +114,10 @@ type CallOptions struct {
 	Watch *QueueWatch
 	// Party is the caller the call's event streams are charged to inside
 	// its replica's part of the event budget (gradio.Client.SetEventParty):
-	// the calls of one party share a fair share there, and a stream cut
-	// because its party ran more streams than the replica's others
-	// (gradio.ErrEventShare) is the caller's error, not the replica's.
+	// the calls of one party, on every replica, share a fair share of the
+	// whole budget, and a stream cut because its party ran parallel
+	// streams and held more than that share (gradio.ErrEventShare) is the
+	// caller's error, not the replica's.
 	// Default: the user ("" anonymous: each call is a party of its own).
 	Party string
 }

@@ -40,12 +40,14 @@ var ErrBudgetExhausted = fmt.Errorf("%w: the bytes held by every stream's partly
 var ErrBudgetReclaimed = fmt.Errorf("%w: this stream's replica held more than its fair share of the event budget while another replica needed room", ErrEventTooLarge)
 
 // ErrPartyOverShare ends, or refuses room to, a stream whose party (a
-// caller, see Party) held more than its fair share of its replica's part
-// while running two streams or more there, at least the replica's average
-// per party: the caller's own parallel calls took the room, not the
-// replica, so the failure is the caller's (a gateway does not count it
-// against the replica). It wraps ErrEventTooLarge.
-var ErrPartyOverShare = fmt.Errorf("%w: this stream's caller held more than its fair share of the event budget, with more streams than the replica's other callers", ErrEventTooLarge)
+// caller, see Party) ran two streams or more and held more than its fair
+// share of the whole budget (over every replica's part: a caller's
+// parallel calls spread over replicas count together), or more than its
+// share of its replica's streams and bytes there: the caller's own
+// parallel calls took the room, not the replica, so the failure is the
+// caller's (a gateway does not count it against the replica). It wraps
+// ErrEventTooLarge.
+var ErrPartyOverShare = fmt.Errorf("%w: this stream's caller, running parallel streams, held more than its fair share of the event budget", ErrEventTooLarge)
 
 // ErrTooSlow ends a stream that held bytes of its Budget while reading
 // less than its rate floor (DefaultRateFloor) over a window.
@@ -64,23 +66,37 @@ var ErrTooSlow = fmt.Errorf("%w: a partly read event arrived slower than the byt
 // share is its parent's over the parent's parties holding Readers (the
 // root's: its total).
 //
-// When the root is full, a Reader's party takes room back at the highest
-// level where it (with the room it asks) stays within its fair share
-// while a sibling is over its own: the sibling most over its share loses,
-// inside it the party most over its share (down to a leaf), and there the
-// largest streams are cut until the room is free. A hostile replica's
-// streams are cut for a healthy replica's, a caller's parallel outputs for
-// another caller's on the same replica. A Reader whose party is over its
-// share at every level never waits for bytes to free up: it fails its own
-// stream at once, since waiting would keep its own bytes held meanwhile.
+// A named party's name is its caller's across parts: the parties of one
+// name in every replica's part are one caller, whose fair share of the
+// whole budget is the total over the callers holding Readers (a Reader
+// that is no named party is a caller of its own).
+//
+// When the root is full, a Reader takes room back first by caller: while
+// its caller (with the room it asks) stays within its fair share of the
+// whole budget, the caller most over its own, running two streams or
+// more, loses its largest streams, on whatever replica they are. Else by
+// the tree: its party takes room back at the highest level where it (with
+// the room it asks) stays within its fair share while a sibling is over
+// its own: the sibling most over its share loses, inside it the party
+// whose caller is most over its share of the whole budget, else the party
+// most over its share there (down to a leaf), and there the largest
+// streams are cut until the room is free. A hostile replica's streams are
+// cut for a healthy replica's, a caller's parallel outputs for another
+// caller's. A caller over its share takes nothing from one within its
+// own. A Reader with nothing to take room from never waits for bytes to
+// free up: it fails its own stream at once, since waiting would keep its
+// own bytes held meanwhile.
 //
 // The failure is charged (its error) to the stream's caller
-// (ErrPartyOverShare) when the caller is a named party running two streams
-// or more on its replica, and at least as many as the replica's parties
-// do on average: its parallelism took the room. Otherwise it is charged to the replica
-// (ErrBudgetReclaimed for a cut, ErrBudgetExhausted for a refusal): a
-// replica that sends every caller large events holds its bytes in one
-// stream per caller.
+// (ErrPartyOverShare) when the caller runs two streams or more and holds
+// more than its fair share of the whole budget (a refused stream counting
+// the room it asked; a cut one not counting the bytes of the caller's own
+// stream that asked for room), or when it is a named party running two
+// streams or more on its replica, and at least as many as the replica's
+// parties do on average (a caller alone on its replica included).
+// Otherwise it is charged to the replica (ErrBudgetReclaimed for a cut,
+// ErrBudgetExhausted for a refusal): a replica that sends every caller
+// large events holds its bytes in one stream per caller.
 //
 // Every Reader holding bytes past its allowance must also read at the
 // rate floor (SetRateFloor), or its stream is cut (ErrTooSlow).
@@ -209,7 +225,7 @@ func (b *Budget) Charged() (replica, party int64) {
 func (b *Budget) Take(n int64) bool { return b.take(n) == nil }
 
 // take is Take with the error of a refusal: ErrPartyOverShare when b's
-// party is to blame, else ErrBudgetExhausted.
+// caller is to blame, else ErrBudgetExhausted.
 func (b *Budget) take(n int64) error {
 	if b == nil || n <= 0 {
 		return nil
@@ -270,17 +286,96 @@ func mostOver(set map[*Budget]struct{}, share int64, not *Budget) *Budget {
 	return v
 }
 
-// blameLocked is the error a stream of part p (a leaf) fails with when it
-// is cut or refused for room: ErrPartyOverShare when p is a named party
-// running two Readers or more, and at least as many as its parent's
-// parties do on average (a caller alone on its replica included: its own
-// parallel streams filled the budget), else replicaErr. Callers hold the
+// localOverLocked reports whether leaf p is a named party running two
+// Readers or more in its parent, and at least as many as its parent's
+// parties do on average: inside its replica its own parallel streams took
+// the room (a caller alone on its replica included). Callers hold the
 // root's mu.
-func blameLocked(p *Budget, replicaErr error) error {
-	if par := p.parent; p.key != "" && par != nil && p.readers >= 2 && p.readers*len(par.kids) >= par.readers {
+func localOverLocked(p *Budget) bool {
+	par := p.parent
+	return p.key != "" && par != nil && p.readers >= 2 && p.readers*len(par.kids) >= par.readers
+}
+
+// caller is one caller's holdings over the whole budget: a named party's
+// leaves in every part (every replica) it reads in, or a leaf that is a
+// party of its own.
+type caller struct {
+	held    int64
+	readers int
+	leaves  []*Budget
+}
+
+// callers is a root's callers while it reclaims: named parties by name,
+// over every part; each leaf that is not a named party is a caller of its
+// own, counted in anon. Gathered from the tree under the root's mu, only
+// when the budget is full: the tree keeps no state for it.
+type callers struct {
+	named map[string]*caller
+	anon  int
+}
+
+func (b *Budget) callersLocked() callers {
+	cs := callers{named: map[string]*caller{}}
+	var walk func(q *Budget)
+	walk = func(q *Budget) {
+		for k := range q.kids {
+			switch {
+			case k.key != "":
+				c := cs.named[k.key]
+				if c == nil {
+					c = &caller{}
+					cs.named[k.key] = c
+				}
+				c.held += k.held.Load()
+				c.readers += k.readers
+				c.leaves = append(c.leaves, k)
+			case len(k.kids) > 0:
+				walk(k)
+			default:
+				cs.anon++
+			}
+		}
+	}
+	walk(b)
+	return cs
+}
+
+// of is leaf p's caller.
+func (cs callers) of(p *Budget) *caller {
+	if c := cs.named[p.key]; p.key != "" && c != nil {
+		return c
+	}
+	return &caller{held: p.held.Load(), readers: p.readers, leaves: []*Budget{p}}
+}
+
+// share is a caller's fair share of the root b: its total over its
+// callers.
+func (cs callers) share(b *Budget) int64 {
+	return b.total / int64(max(len(cs.named)+cs.anon, 1))
+}
+
+// over reports whether c, running two streams or more, holds more than
+// share with extra bytes (the room it asks for, or minus the bytes of the
+// stream asking for it).
+func (c *caller) over(share, extra int64) bool {
+	return c.readers >= 2 && c.held+extra > share
+}
+
+// sameCaller reports whether leaves p and q belong to one caller.
+func sameCaller(p, q *Budget) bool { return p == q || p.key != "" && p.key == q.key }
+
+// refusedLocked is the error p's stream is refused room with:
+// ErrPartyOverShare when its caller, with the n bytes asked, would hold
+// more than its fair share of the whole budget while running two streams
+// or more (wherever they are), or runs more than its share of streams
+// inside its replica (localOverLocked), else ErrBudgetExhausted (the
+// replica's). Callers hold the root's mu.
+func (b *Budget) refusedLocked(p *Budget, n int64) error {
+	cs := b.callersLocked()
+	if localOverLocked(p) || cs.of(p).over(cs.share(b), n) {
 		return ErrPartyOverShare
 	}
-	return replicaErr
+	return ErrBudgetExhausted
 }
 
 // charge counts one stream cut or refused for room with err.
@@ -292,16 +387,114 @@ func (b *Budget) charge(err error) {
 	}
 }
 
-// reclaim makes room for n bytes of part p in the full root b, and takes
-// them (from the root's free bytes; the caller counts them in p): from
-// the top of p's path down, at the first level where p's ancestor (with n
-// more) stays within its fair share while a sibling is over its own, the
-// sibling most over it loses; inside it, at each level, the party most
-// over its share (else the one holding the most), down to a leaf whose
-// largest streams are cut until the room is free. With no such level p's
-// own stream is refused.
+// reclaim makes room for n bytes of leaf p in the full root b, and takes
+// them (from the root's free bytes; the caller counts them in p).
+//
+// First by caller, over the whole budget: while p's caller (with n more)
+// stays within its fair share, the caller most over its own, running two
+// streams or more, loses its largest streams wherever they are
+// (ErrPartyOverShare).
+//
+// Else by the tree: from the top of p's path down, at the first level
+// where p's ancestor (with n more) stays within its fair share while a
+// sibling is over its own, the sibling most over it loses; inside it, at
+// each level, the party whose caller is most over its share of the whole
+// budget (p's own first when p's caller is over it), else the party most
+// over its share there, else the one holding the most, down to a leaf
+// whose largest streams are cut until the room is free. A caller over its
+// share takes no room from a caller within its own. The cut is the
+// caller's (ErrPartyOverShare) when it is over its share of the whole
+// budget (not counting p's bytes when it is p's) or over its share of
+// streams inside its replica (localOverLocked), else the replica's
+// (ErrBudgetReclaimed). With no victim p's own stream is refused
+// (refusedLocked).
 func (b *Budget) reclaim(p *Budget, n int64) error {
 	b.mu.Lock()
+	cs := b.callersLocked()
+	cshare := cs.share(b)
+	mine := cs.of(p)
+	greedy := mine.over(cshare, n)
+	// overOf is how much the caller of leaf q holds when it is over its
+	// share of the whole budget (-1: it is not), p's bytes not counted.
+	overOf := func(q *Budget) int64 {
+		if q.key == "" && len(q.kids) > 0 {
+			return -1 // not a leaf
+		}
+		c, extra := cs.of(q), int64(0)
+		if sameCaller(p, q) {
+			extra = -p.held.Load()
+		}
+		if !c.over(cshare, extra) {
+			return -1
+		}
+		return c.held
+	}
+
+	var leaves []*Budget
+	var cause error
+	if !greedy {
+		var v *caller
+		for key, c := range cs.named {
+			if key != p.key && c.over(cshare, 0) && (v == nil || c.held > v.held) {
+				v = c
+			}
+		}
+		if v != nil {
+			leaves, cause = v.leaves, ErrPartyOverShare
+		}
+	}
+	if leaves == nil {
+		if victim := b.treeVictimLocked(p, n, greedy, overOf); victim != nil {
+			switch {
+			case greedy && !sameCaller(p, victim) && overOf(victim) < 0:
+				// p's caller, over its share, takes nothing from a caller within its own
+			case localOverLocked(victim) || overOf(victim) >= 0:
+				leaves, cause = []*Budget{victim}, ErrPartyOverShare
+			default:
+				leaves, cause = []*Budget{victim}, ErrBudgetReclaimed
+			}
+		}
+	}
+	if leaves == nil {
+		err := b.refusedLocked(p, n)
+		b.mu.Unlock()
+		b.charge(err)
+		return err
+	}
+	var accts []*account
+	for _, l := range leaves {
+		for a := range l.accts {
+			accts = append(accts, a)
+		}
+	}
+	b.mu.Unlock()
+	slices.SortFunc(accts, func(x, y *account) int { return cmp.Compare(y.held(), x.held()) })
+	for _, a := range accts {
+		if b.takeFree(n) {
+			return nil
+		}
+		if a.held() == 0 {
+			break // the rest hold nothing: cutting them frees nothing
+		}
+		if a.cut(cause) {
+			b.charge(cause)
+		}
+	}
+	if b.takeFree(n) {
+		return nil
+	}
+	b.mu.Lock()
+	err := b.refusedLocked(p, n)
+	b.mu.Unlock()
+	b.charge(err)
+	return err
+}
+
+// treeVictimLocked is the leaf whose streams the tree gives up for n
+// bytes of leaf p (see reclaim), nil when none. greedy: p's caller is
+// over its share of the whole budget; overOf: what a leaf's caller holds
+// when over its share (else -1). Callers hold the root's mu.
+func (b *Budget) treeVictimLocked(p *Budget, n int64, greedy bool, overOf func(*Budget) int64) *Budget {
 	var path []*Budget
 	for q := p; q != b; q = q.parent {
 		path = append(path, q)
@@ -322,14 +515,23 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 		}
 	}
 	if victim == nil {
-		err := blameLocked(p, ErrBudgetExhausted)
-		b.mu.Unlock()
-		b.charge(err)
-		return err
+		return nil
 	}
 	for len(victim.kids) > 0 {
 		share /= int64(len(victim.kids))
-		next := mostOver(victim.kids, share, nil)
+		var next *Budget
+		for q := range victim.kids {
+			if greedy && sameCaller(p, q) {
+				next = q
+				break
+			}
+			if o := overOf(q); o >= 0 && (next == nil || o > overOf(next)) {
+				next = q
+			}
+		}
+		if next == nil {
+			next = mostOver(victim.kids, share, nil)
+		}
 		if next == nil {
 			for q := range victim.kids {
 				if next == nil || q.held.Load() > next.held.Load() {
@@ -339,32 +541,7 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 		}
 		victim = next
 	}
-	accts := make([]*account, 0, len(victim.accts))
-	for a := range victim.accts {
-		accts = append(accts, a)
-	}
-	cause := blameLocked(victim, ErrBudgetReclaimed)
-	b.mu.Unlock()
-	slices.SortFunc(accts, func(x, y *account) int { return cmp.Compare(y.held(), x.held()) })
-	for _, a := range accts {
-		if b.takeFree(n) {
-			return nil
-		}
-		if a.held() == 0 {
-			break // the rest hold nothing: cutting them frees nothing
-		}
-		if a.cut(cause) {
-			b.charge(cause)
-		}
-	}
-	if b.takeFree(n) {
-		return nil
-	}
-	b.mu.Lock()
-	err := blameLocked(p, ErrBudgetExhausted)
-	b.mu.Unlock()
-	b.charge(err)
-	return err
+	return victim
 }
 
 // register adds a Reader's account to part b and returns the part it is

@@ -84,8 +84,9 @@ func NewReader(r io.Reader) *Reader { return NewReaderSize(r, DefaultMaxLine) }
 // Budget held more than its fair share and another part needed room
 // (ErrBudgetReclaimed), or when it held bytes while reading slower than
 // the Budget's rate floor (ErrTooSlow); or, when b is a named party
-// (Budget.Party) running more streams than its replica's other parties,
-// for another party's room (ErrPartyOverShare). Next then returns that
+// (Budget.Party) whose caller runs parallel streams and holds more than
+// its fair share of the whole budget (or of its replica's part), for
+// another party's room (ErrPartyOverShare). Next then returns that
 // cause. On a part that is not a named party, the Reader is a party of its
 // own.
 func NewReaderBudget(r io.Reader, maxLine int, b *Budget) *Reader {
