@@ -371,10 +371,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		// The replica may run the call and stream its messages before
 		// its answer is read here: the caller's stream holds them until
 		// the replica's event id is mapped to the gateway's (frontIDs).
-		s.joining.Add(1)
-		s.aliasMu.Lock()
-		defer s.joining.Add(-1)
-		defer s.aliasMu.Unlock()
+		defer s.startJoining()()
 	}
 	// The join must not be cut half-way by a caller that goes away: the
 	// app may have queued the call, and its slot must be accounted. Nor

@@ -378,25 +378,45 @@ func (s *callerSession) forgetQueued(id string) {
 // flight (s.joining), a message of a call not known yet waits for the
 // join's answer: it may be that call's, already running.
 func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
-	look := func() (string, bool) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
+	s.mu.Lock()
+	gid := ""
+	for {
 		if c := s.calls[eventID]; c != nil {
-			return c.front, true
+			gid = c.front
+			break
 		}
-		return "", false
+		if s.joining == 0 {
+			break
+		}
+		s.joinedLocked().Wait()
 	}
-	gid, known := look()
-	if gid == "" && !known && s.joining.Load() > 0 {
-		s.aliasMu.RLock()
-		//lint:ignore SA2001 an empty critical section: it waits for the queued joins in flight
-		s.aliasMu.RUnlock()
-		gid, _ = look()
-	}
+	s.mu.Unlock()
 	if gid == "" {
 		return data
 	}
 	return bytes.Replace(data, []byte(`"`+eventID+`"`), []byte(`"`+gid+`"`), 1)
+}
+
+// startJoining counts a queued call's join in flight until the returned
+// func runs (frontIDs).
+func (s *callerSession) startJoining() func() {
+	s.mu.Lock()
+	s.joining++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.joining--
+		s.joinedLocked().Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// joinedLocked is s.joined, made on first use; s.mu is held.
+func (s *callerSession) joinedLocked() *sync.Cond {
+	if s.joined == nil {
+		s.joined = sync.NewCond(&s.mu)
+	}
+	return s.joined
 }
 
 // frontID is the caller's event id of a call (the gateway's for a

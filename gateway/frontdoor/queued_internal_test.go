@@ -140,3 +140,38 @@ func TestQueuedStreamHeartbeats(t *testing.T) {
 		}
 	})
 }
+
+// TestFrontIDsWaitsForQueuedJoins: while joins of calls that waited in the
+// gateway's queue are in flight (two at once: nothing serialises them), a
+// replica's message of a call the stream does not know yet waits; once
+// the join that accepted it ends, the message goes out under the gateway's
+// event id, which is the one its caller knows.
+func TestFrontIDsWaitsForQueuedJoins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &FrontDoor{}
+		f.cfg.Store(&Config{})
+		s := &callerSession{f: f, calls: map[string]*call{}, wake: make(chan struct{}, 1)}
+		end1 := s.startJoining()
+		end2 := s.startJoining()
+		qc := &queuedCall{id: "gw1"}
+		qc.show()
+		out := make(chan []byte, 1)
+		go func() { out <- s.frontIDs([]byte(`{"msg":"process_starts","event_id":"rep1"}`), "rep1") }()
+		synctest.Wait()
+		select {
+		case b := <-out:
+			t.Fatalf("written while the joins were in flight: %s", b)
+		default:
+		}
+		s.addPending("rep1", nil, callMeta{qc: qc})
+		end1()
+		if got, want := string(<-out), `{"msg":"process_starts","event_id":"gw1"}`; got != want {
+			t.Fatalf("wrote %s, want %s", got, want)
+		}
+		end2()
+		// A message of a call nobody joins goes out as it came.
+		if got := string(s.frontIDs([]byte(`{"event_id":"other"}`), "other")); got != `{"event_id":"other"}` {
+			t.Fatalf("wrote %s", got)
+		}
+	})
+}

@@ -61,11 +61,13 @@ type callerSession struct {
 	// (queued.go), by that id, until they end (those accepted are in
 	// calls too, their call.front that id).
 	queued map[string]*queuedCall
-	// aliasMu is held (written) across a queued call's forwarded join,
-	// joining counts those joins: a message of a call the stream does not
-	// know yet waits for them (frontIDs).
-	aliasMu sync.RWMutex
-	joining atomic.Int32
+	// joining counts the joins in flight of calls that waited in the
+	// gateway's queue; joined (on mu) is broadcast as each ends: a
+	// message of a call the stream does not know yet waits for them, as
+	// it may be one of theirs, running before its join's answer was read
+	// (frontIDs). No lock is held across those joins.
+	joining int
+	joined  *sync.Cond
 	// closingStream is open while a stream of s wrote close_stream and
 	// its caller has not let go of it yet (closing, awaitClosed).
 	closingStream chan struct{}
