@@ -369,9 +369,7 @@ func (a *app) do(req *http.Request, headerTimeout bool) (*http.Response, error) 
 	}
 	if err != nil {
 		if cancel != nil {
-			if cause := context.Cause(req.Context()); cause != nil && req.Context().Err() != nil && !strings.Contains(err.Error(), cause.Error()) {
-				err = fmt.Errorf("%w (%v)", err, cause)
-			}
+			err = withCause(req.Context(), err)
 			cancel(nil)
 		}
 		return nil, err
@@ -418,14 +416,21 @@ func (a *app) doWhileAlive(req *http.Request) (*http.Response, error) {
 	resp, err := a.do(req.WithContext(ctx), false)
 	close(answered)
 	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && !strings.Contains(err.Error(), cause.Error()) {
-			err = fmt.Errorf("%w (%v)", err, cause)
-		}
+		err = withCause(ctx, err)
 		cancel(nil)
 		return nil, err
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return resp, nil
+}
+
+// withCause adds to err, a request's failure, why ctx ended (a time-out
+// of ours, not the caller's cancellation) when err does not say it yet.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && !strings.Contains(err.Error(), cause.Error()) {
+		return fmt.Errorf("%w (%v)", err, cause)
+	}
+	return err
 }
 
 type cancelBody struct {
