@@ -364,14 +364,14 @@ func (c *caller) over(share, extra int64) bool {
 // sameCaller reports whether leaves p and q belong to one caller.
 func sameCaller(p, q *Budget) bool { return p == q || p.key != "" && p.key == q.key }
 
-// refusedLocked is the error p's stream is refused room with:
+// refusedLocked is the error p's stream is refused room with, cs the
+// root's callers now:
 // ErrPartyOverShare when its caller, with the n bytes asked, would hold
 // more than its fair share of the whole budget while running two streams
 // or more (wherever they are), or runs more than its share of streams
 // inside its replica (localOverLocked), else ErrBudgetExhausted (the
 // replica's). Callers hold the root's mu.
-func (b *Budget) refusedLocked(p *Budget, n int64) error {
-	cs := b.callersLocked()
+func (b *Budget) refusedLocked(cs callers, p *Budget, n int64) error {
 	if localOverLocked(p) || cs.of(p).over(cs.share(b), n) {
 		return ErrPartyOverShare
 	}
@@ -456,7 +456,7 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 		}
 	}
 	if leaves == nil {
-		err := b.refusedLocked(p, n)
+		err := b.refusedLocked(cs, p, n) // nothing changed since cs was gathered
 		b.mu.Unlock()
 		b.charge(err)
 		return err
@@ -484,7 +484,7 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 		return nil
 	}
 	b.mu.Lock()
-	err := b.refusedLocked(p, n)
+	err := b.refusedLocked(b.callersLocked(), p, n) // the streams changed while they were cut
 	b.mu.Unlock()
 	b.charge(err)
 	return err
