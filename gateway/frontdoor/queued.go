@@ -13,6 +13,7 @@ package frontdoor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -242,7 +243,7 @@ func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, a answer, canc
 	case msg == "" && cancelled:
 		msg = "gradiopool: the call was cancelled while it waited for a replica"
 	case msg == "":
-		msg = fmt.Sprintf("gradiopool: no replica could take the call (%d)", a.status)
+		msg = fmt.Sprintf("gradiopool: no replica could take the call (%d)", cmp.Or(a.status, http.StatusServiceUnavailable))
 	}
 	rb, _ := json.Marshal(map[string]any{
 		"msg": "process_completed", "event_id": qc.id,
