@@ -285,6 +285,16 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 			args = append(args, data[i])
 		}
 	}
+	// Joined at the replica only once its caller reads: Gradio 4.20
+	// (sse_v2) cannot take a queued call back at all, 4.16 (sse_v1) only
+	// through a session stream that was open, so a call whose caller
+	// never reads would run later for nobody. The wait is shown as one in
+	// the gateway's queue, whose read grace ends it; the official clients
+	// open their stream right after their first join's answer. Without a
+	// shown queue the join's answer itself would wait for the stream.
+	if meta.watch != nil && f.queueShown() {
+		s.awaitReader(ctx, meta.watch) // ended by ctx: handled below, under br.mu
+	}
 	id := meta.qc.eventID() // the gateway's queued id, if the caller has it
 	jctx, cancel := context.WithCancel(f.ctx)
 	stopOnDrain := context.AfterFunc(f.stopCalls, cancel)

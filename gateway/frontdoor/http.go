@@ -38,6 +38,9 @@ type answer struct {
 	// accepted: a replica (or the bridge) took the call; body is its
 	// event id.
 	accepted bool
+	// full: the replica's own answer that its queue is full (Gradio's
+	// 503), which a queued call's caller hears as Gradio's queue_full.
+	full bool
 }
 
 // detailOf is Gradio's error shape {"detail": msg}.

@@ -426,7 +426,9 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		a.accepted = true
 		return a, nil
 	case gradio.JoinNotAccepted:
-		return answer{}, &refusal{answer: relayed(resp.StatusCode, ctype, rb), err: jerr}
+		a := relayed(resp.StatusCode, ctype, rb)
+		a.full = errors.Is(jerr, gradio.ErrQueueFull)
+		return answer{}, &refusal{answer: a, err: jerr}
 	case gradio.JoinCallerFault:
 		// Refused for the caller's input: the caller's answer; another
 		// replica would refuse it too, and the replica is not at fault.

@@ -104,6 +104,7 @@ func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b
 		// Gradio's own answer to a full queue; the JS client shows its
 		// busy message.
 		ref.answer = relayed(http.StatusServiceUnavailable, "application/json", []byte(`{"detail":"Queue is full! Please try again."}`))
+		ref.answer.full = true
 	}
 	return answer{}, ref
 }

@@ -236,6 +236,12 @@ func estimation(id string, pos pool.QueuePosition) []byte {
 // failed or cancelled) on its stream: process_completed with success
 // false and the gateway's message (the detail of the join's answer a).
 func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, a answer, cancelled bool) {
+	if a.full && f.stopCalls.Err() == nil {
+		// What a join refused so would have shown: both official
+		// clients turn Gradio's queue_full into their busy error.
+		s.finishQueued(qc, []byte(`{"msg":"queue_full","event_id":"`+qc.id+`"}`))
+		return
+	}
 	msg := a.message()
 	switch {
 	case f.stopCalls.Err() != nil:
@@ -389,7 +395,7 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 		if s.joining == 0 {
 			break
 		}
-		s.joinedLocked().Wait()
+		s.changedLocked().Wait()
 	}
 	s.mu.Unlock()
 	if gid == "" {
@@ -407,17 +413,17 @@ func (s *callerSession) startJoining() func() {
 	return func() {
 		s.mu.Lock()
 		s.joining--
-		s.joinedLocked().Broadcast()
+		s.changedLocked().Broadcast()
 		s.mu.Unlock()
 	}
 }
 
-// joinedLocked is s.joined, made on first use; s.mu is held.
-func (s *callerSession) joinedLocked() *sync.Cond {
-	if s.joined == nil {
-		s.joined = sync.NewCond(&s.mu)
+// changedLocked is s.changed, made on first use; s.mu is held.
+func (s *callerSession) changedLocked() *sync.Cond {
+	if s.changed == nil {
+		s.changed = sync.NewCond(&s.mu)
 	}
-	return s.joined
+	return s.changed
 }
 
 // frontID is the caller's event id of a call (the gateway's for a

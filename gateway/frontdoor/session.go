@@ -62,12 +62,14 @@ type callerSession struct {
 	// calls too, their call.front that id).
 	queued map[string]*queuedCall
 	// joining counts the joins in flight of calls that waited in the
-	// gateway's queue; joined (on mu) is broadcast as each ends: a
-	// message of a call the stream does not know yet waits for them, as
-	// it may be one of theirs, running before its join's answer was read
-	// (frontIDs). No lock is held across those joins.
+	// gateway's queue: a message of a call the stream does not know yet
+	// waits for them, as it may be one of theirs, running before its
+	// join's answer was read (frontIDs). No lock is held across those
+	// joins.
 	joining int
-	joined  *sync.Cond
+	// changed (on mu) is broadcast as each of those joins ends and as a
+	// data stream opens (awaitReader).
+	changed *sync.Cond
 	// closingStream is open while a stream of s wrote close_stream and
 	// its caller has not let go of it yet (closing, awaitClosed).
 	closingStream chan struct{}
@@ -383,12 +385,37 @@ func (s *callerSession) unread() bool {
 func (s *callerSession) reading() func() {
 	s.mu.Lock()
 	s.readers++
+	s.changedLocked().Broadcast()
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
 		s.readers--
 		s.mu.Unlock()
 	}
+}
+
+// awaitReader waits until a data stream of s is open, shown to the
+// caller as a wait in the gateway's queue (watch: the join is answered
+// with the gateway's event id, and its read grace ends the wait); false
+// when ctx ended first.
+func (s *callerSession) awaitReader(ctx context.Context, watch *joinWatch) bool {
+	if !s.unread() {
+		return true
+	}
+	watch.queued(func() pool.QueuePosition { return pool.QueuePosition{Size: 1} })
+	defer watch.left()
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.changedLocked().Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.readers == 0 && ctx.Err() == nil {
+		s.changedLocked().Wait()
+	}
+	return s.readers > 0
 }
 
 // takeLocked forgets call id and stops its grace; s.mu is held.

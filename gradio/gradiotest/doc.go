@@ -125,7 +125,9 @@
 // Space behind the HF proxy: requests need "Authorization: Bearer <token>",
 // "X-HF-Authorization: Bearer <token>" or a ?__sign= JWT from the Hub, else a
 // non-JSON 401; Hub.SetPrivate sets it), UploadDir, Logger, Listener (to
-// choose the address).
+// choose the address), IgnoresDroppedStreams (a dropped stream is never
+// noticed, as on the real 4.20.1: a session's queued calls are not
+// dropped).
 //
 // [Server.Executions] counts handler starts per api_name (a call refused at
 // join never starts; one cancelled while queued does start later, as on real

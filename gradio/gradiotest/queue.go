@@ -540,7 +540,12 @@ func (s *Server) completedLocked(sess *simSession, id string) bool {
 // events are removed, running ones die, the message queue is deleted.
 // Gradio 6 keeps the queued events (measured on 6.25.0: a session's
 // queued calls outlive a dropped stream; its cancel removes them).
+//
+// With IgnoresDroppedStreams (Gradio 4.20.1) nothing is dropped.
 func (s *Server) dropSessionLocked(sess *simSession) {
+	if s.IgnoresDroppedStreams {
+		return
+	}
 	kept := map[string]bool{}
 	for id, ev := range s.events {
 		if ev.q != sess {

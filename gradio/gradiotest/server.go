@@ -79,6 +79,13 @@ type Server struct {
 	// answers them late while its streams go on. Zero: unlimited (set it
 	// before Start).
 	MaxThreads int
+	// IgnoresDroppedStreams makes the server never notice a dropped
+	// queue/data stream, as real Gradio 4.20.1 (sse_v2) does: its CORS
+	// middleware is a Starlette BaseHTTPMiddleware, under which
+	// request.is_disconnected() stays false, so a session's queued calls
+	// stay queued and run later for nobody (measured: 30 s after the
+	// drop). Off, every sse mode drops them as 4.16 and 4.44-5.x do.
+	IgnoresDroppedStreams bool
 
 	// Knobs are the start values of the run-time knobs.
 	Knobs
