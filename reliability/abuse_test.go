@@ -184,7 +184,7 @@ func abuseAttacks() []attack {
 		{"3 joins never read", "front-door joins of `slow` (60 s) whose caller opens no `queue/data` stream, 16 at a time, one heartbeat held open", unreadJoins, nil, ""},
 		{"4 oversized uploads", "one file over `frontdoor.max_file_bytes`, one request of many tiny parts, then files until the per-client disk bound", uploads, nil, ""},
 		{"5 /gradio_api/call results never read", "results of 1 MiB (`big`) posted 4 at a time and never read, and one `endless` generator nobody reads", pendingResults, nil, ""},
-		{"6 hostile replica", "one of three replicas answers every data stream with one line that never ends, then with data lines and never the blank line that ends an event (256 MiB offered per stream); 10 bystanders (another key) keep 200 ms calls going so that calls reach it", hostileReplica, nil, ""},
+		{"6 hostile replica", "10 bystanders (another key) keep 200 ms calls going over three healthy replicas (alone), then one of the three answers every data stream with one line that never ends, then with data lines and never the blank line that ends an event (256 MiB offered per stream), while they go on (beside it)", hostileReplica, nil, ""},
 		{"7 one client takes the connections", "idle keep-alive connections (one `GET /healthz` each) from one address, past `max_client_connections_per_address`", connFlood, nil, ""},
 		{"8 replica stalls its /config body", "a replica is added (reload) whose answers trickle 64 bytes per second: its /config body never arrives", stalledConfig, nil, ""},
 		{"9 a session per heartbeat", "a new front-door session per request: one heartbeat with a fresh session hash each, closed at once", sessionFlood, nil, ""},
@@ -735,42 +735,55 @@ func pendingResults(ctx context.Context, e *abuseEnv, r *abuseRow) {
 }
 
 // 6: a hostile replica's endless line and endless event end each call
-// with a typed error; calls elsewhere are served.
+// with a typed error; calls elsewhere are served. The bystanders run
+// first with the replica healthy, then beside it hostile: their answers
+// side by side.
 func hostileReplica(ctx context.Context, e *abuseEnv, r *abuseRow) {
 	r.allowHostileFailures = true
 	bad := e.sims[2]
-	joins0 := bad.Requests("queue/join")
 	// Bystanders (alice's key, anonymous) keep 10 calls of 200 ms going,
 	// more than one replica's share, so that calls reach the hostile one.
-	vctx, vcancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for vctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(vctx, http.MethodPost, e.url+"/v1/predict/slow", strings.NewReader(`{"data":[0.2]}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-Gradiopool-Timeout", "20s")
-				resp, err := e.alice.Do(req)
-				if err != nil {
-					if vctx.Err() == nil {
-						r.count("bystanders: " + transportKind(err))
+	bystand := func(ctx context.Context, label string) {
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/predict/slow", strings.NewReader(`{"data":[0.2]}`))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("X-Gradiopool-Timeout", "20s")
+					resp, err := e.alice.Do(req)
+					if err != nil {
+						if ctx.Err() == nil {
+							r.count(label + transportKind(err))
+						}
+						continue
 					}
-					continue
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if ctx.Err() != nil {
+						return
+					}
+					r.count(label + answerKey(resp.StatusCode, string(b)))
+					if resp.StatusCode != http.StatusOK && errorCode(b) == "" {
+						r.fail("a bystander's call got an untyped answer: %d %s", resp.StatusCode, clip(string(b)))
+					}
 				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if vctx.Err() != nil {
-					return
-				}
-				r.count("bystanders: " + answerKey(resp.StatusCode, string(b)))
-				if resp.StatusCode != http.StatusOK && errorCode(b) == "" {
-					r.fail("a bystander's call got an untyped answer: %d %s", resp.StatusCode, clip(string(b)))
-				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
+	actx, acancel := context.WithTimeout(ctx, 2*e.sc.hostileHold)
+	bystand(actx, "bystanders alone: ")
+	acancel()
+	joins0 := bad.Requests("queue/join")
+	vctx, vcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bystand(vctx, "bystanders beside it: ")
+	}()
 	for _, mode := range []gradiotest.Hostile{gradiotest.HostileEndlessLine, gradiotest.HostileEndlessEvent} {
 		bad.UpdateKnobs(func(k *gradiotest.Knobs) { k.Hostile, k.HostileBytes = mode, e.sc.hostileBytes })
 		select {
@@ -779,12 +792,19 @@ func hostileReplica(ctx context.Context, e *abuseEnv, r *abuseRow) {
 		}
 	}
 	vcancel()
-	wg.Wait()
+	<-done
 	bad.UpdateKnobs(func(k *gradiotest.Knobs) { k.Hostile = gradiotest.HostileOff })
 	r.hostileJoins = bad.Requests("queue/join") - joins0
 	r.got = fmt.Sprintf("the hostile replica took %d calls; %s", r.hostileJoins, r.countList())
 	if r.hostileJoins == 0 {
 		r.fail("no call reached the hostile replica")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, n := range r.counts {
+		if strings.HasPrefix(k, "bystanders alone: ") && k != "bystanders alone: 200" {
+			r.problems = append(r.problems, fmt.Sprintf("%d bystanders' calls failed with every replica healthy: %s", n, k))
+		}
 	}
 }
 
