@@ -291,8 +291,10 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 	// never reads would run later for nobody. The wait is shown as one in
 	// the gateway's queue, whose read grace ends it; the official clients
 	// open their stream right after their first join's answer. Without a
-	// shown queue the join's answer itself would wait for the stream.
-	if meta.watch != nil && f.queueShown() {
+	// shown queue, or once a join of the call went to a relayed replica
+	// first (its caller then gets the join's own answer), the answer
+	// itself would wait for the stream: the call is joined at once.
+	if meta.watch != nil && meta.qc.mayShow() {
 		s.awaitReader(ctx, meta.watch) // ended by ctx: handled below, under br.mu
 	}
 	id := meta.qc.eventID() // the gateway's queued id, if the caller has it

@@ -80,6 +80,19 @@ func (qc *queuedCall) isShown() bool {
 	return qc.shown
 }
 
+// mayShow reports whether the caller can still be told the call waits
+// (show would succeed): false once a join of it went to a replica first.
+// Only the call's own goroutine decides that (aliased), so the answer
+// holds until it waits.
+func (qc *queuedCall) mayShow() bool {
+	if qc == nil {
+		return false
+	}
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	return !qc.direct
+}
+
 // aliased, before a join is forwarded, says whether the replica's event
 // id is to be mapped to the gateway's; if not decided yet, it never is.
 func (qc *queuedCall) aliased() bool {
