@@ -379,6 +379,7 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 	srv, g, sims := frontGatewayModes(t, modes, []*gradiotest.App{spreadApp(gate), spreadApp(gate)}, nil)
 	hold := fnIndexOf(t, srv.URL, "hold")
 	var ids []string
+	var stream <-chan map[string]any
 	both := func() bool { return sims[0].Snapshot().Running > 0 && sims[1].Snapshot().Running > 0 }
 	for i := 0; i < 6 && !both(); i++ {
 		id, err := fdJoin(srv.URL, "onestream", hold, fmt.Sprint(i))
@@ -386,12 +387,17 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
+		if stream == nil {
+			// Opened after the first join's answer, as the official
+			// clients do: a bridged call is joined at its replica once
+			// its caller reads.
+			stream = fdMessages(t, srv.URL, "onestream")
+		}
 		waitFor(t, "the call to run", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == len(ids) })
 	}
 	if !both() {
 		t.Fatalf("the session's %d stateless calls all run on one replica, want both generations", len(ids))
 	}
-	stream := fdMessages(t, srv.URL, "onestream")
 	close(gate)
 	// The calls end in any order; close_stream comes after the last.
 	done := map[string]map[string]any{}

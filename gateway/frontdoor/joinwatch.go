@@ -16,6 +16,9 @@ type joinWatch struct {
 	pos    func() pool.QueuePosition // the front door's own wait; nil: none now
 	shown  bool
 	waited chan struct{} // closed at the first own wait
+	// reader: the first own wait was for the caller's stream (a bridged
+	// call, holding its slot already), not for a slot or a replica.
+	reader bool
 }
 
 func newJoinWatch() *joinWatch { return &joinWatch{waited: make(chan struct{})} }
@@ -38,6 +41,24 @@ func (w *joinWatch) queued(pos func() pool.QueuePosition) {
 		w.shown = true
 		close(w.waited)
 	}
+}
+
+// queuedForReader is queued for a wait for the caller's data stream.
+func (w *joinWatch) queuedForReader(pos func() pool.QueuePosition) {
+	w.mu.Lock()
+	if !w.shown {
+		w.reader = true
+	}
+	w.mu.Unlock()
+	w.queued(pos)
+}
+
+// waitedForReader reports whether the join's first own wait was for its
+// caller's stream (queuedForReader).
+func (w *joinWatch) waitedForReader() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reader
 }
 
 // left ends the wait queued began: pos is not called from then on.

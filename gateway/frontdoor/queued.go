@@ -175,7 +175,9 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 		return false
 	}
 	s.addQueued(qc)
-	f.stats.queued.Add(1)
+	if !jw.waitedForReader() {
+		f.stats.queued.Add(1) // a wait for a slot or a replica
+	}
 	s.mu.Lock()
 	qc.answered = f.conf().Now() // the caller hears of the call now
 	s.mu.Unlock()

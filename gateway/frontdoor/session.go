@@ -402,7 +402,7 @@ func (s *callerSession) awaitReader(ctx context.Context, watch *joinWatch) bool 
 	if !s.unread() {
 		return true
 	}
-	watch.queued(func() pool.QueuePosition { return pool.QueuePosition{Size: 1} })
+	watch.queuedForReader(func() pool.QueuePosition { return pool.QueuePosition{Size: 1} })
 	defer watch.left()
 	stop := context.AfterFunc(ctx, func() {
 		s.mu.Lock()
