@@ -234,11 +234,7 @@ func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
 	}
 	g.metrics.observeCall(CallRecord{Route: routeV1, Replica: res.Replica, Endpoint: endpoint, Wait: res.Wait, Total: d})
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", res.Replica))
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data":        nonNil(res.Data),
-		"replica":     res.Replica,
-		"duration_ms": d.Milliseconds(),
-	})
+	writePrediction(w, res.Data, res.Replica, d.Milliseconds())
 }
 
 func nonNil(d []json.RawMessage) []json.RawMessage {
@@ -246,6 +242,43 @@ func nonNil(d []json.RawMessage) []json.RawMessage {
 		return []json.RawMessage{}
 	}
 	return d
+}
+
+// writePrediction writes /v1/predict's answer, {"data": [...],
+// "duration_ms": ms, "replica": name}, without building it in memory
+// first: the outputs are written as the Go client parsed them (valid
+// JSON, up to 64 MiB each). json.Marshal would copy each into a buffer
+// that grows by doubling, then the answer once more: several times the
+// output's size in garbage per call, which is most of the gateway's
+// memory beside a caller of large outputs (issue 33).
+func writePrediction(w http.ResponseWriter, data []json.RawMessage, replica string, ms int64) {
+	name, _ := json.Marshal(replica)
+	head := []byte(`{"data":[`)
+	tail := fmt.Appendf(nil, `],"duration_ms":%d,"replica":%s}`+"\n", ms, name)
+	n := len(head) + len(tail)
+	for i, v := range data {
+		if i > 0 {
+			n++
+		}
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		n += len(v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(head)
+	for i, v := range data {
+		if i > 0 {
+			_, _ = w.Write([]byte{','})
+		}
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		_, _ = w.Write(v)
+	}
+	_, _ = w.Write(tail)
 }
 
 // startSSE starts a /v1 or /gradio_api/call event stream.
