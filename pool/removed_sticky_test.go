@@ -31,6 +31,9 @@ func TestRemovedReplicaStickyUserMoves(t *testing.T) {
 		} else if onA && r.replica == nameA {
 			u = user(i)
 		}
+		// A replica frees the call's slot only after it has sent the
+		// answer: wait for that, or the next wait below sees this call.
+		waitUntil(t, func() bool { return a.Snapshot().Running+b.Snapshot().Running == 0 })
 	}
 	if u == "" {
 		t.Fatal("no user pinned to replica A in 10")
