@@ -444,7 +444,7 @@ func (j *Job) handle(m *message) {
 		}
 		j.emit(ev)
 	case "process_generating", "process_streaming":
-		out, err := parseOutput(m.Output)
+		out, err := m.Output.parsed()
 		if err != nil {
 			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
 			return
@@ -460,7 +460,7 @@ func (j *Job) handle(m *message) {
 		}
 		j.emit(Event{Kind: EventOutput, Data: j.s.dropState(j.dep, data)})
 	case "process_completed":
-		out, err := parseOutput(m.Output)
+		out, err := m.Output.parsed()
 		if err != nil {
 			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
 			return
@@ -476,7 +476,7 @@ func (j *Job) handle(m *message) {
 		}
 		// Merge before the job finishes: a caller that calls a rendered
 		// endpoint right after Predict returns must find it.
-		j.s.applyRenderLocked(m.Output)
+		j.s.applyRenderLocked(out.RenderConfig)
 		j.s.completeLocked(j, j.s.dropState(j.dep, out.Data))
 	}
 }

@@ -9,20 +9,20 @@ import (
 
 // message is one record of a queue stream (sse v0 to v3; server_messages.py).
 type message struct {
-	Msg             string          `json:"msg"`
-	EventID         *string         `json:"event_id"`
-	Rank            *int            `json:"rank"`
-	QueueSize       *int            `json:"queue_size"`
-	RankETA         *float64        `json:"rank_eta"`
-	ETA             *float64        `json:"eta"`
-	ProgressData    []Progress      `json:"progress_data"`
-	Log             string          `json:"log"`
-	Level           string          `json:"level"`
-	Title           *string         `json:"title"`
-	Output          json.RawMessage `json:"output"`
-	Success         *bool           `json:"success"`
-	Message         string          `json:"message"`
-	SessionNotFound bool            `json:"session_not_found"`
+	Msg             string      `json:"msg"`
+	EventID         *string     `json:"event_id"`
+	Rank            *int        `json:"rank"`
+	QueueSize       *int        `json:"queue_size"`
+	RankETA         *float64    `json:"rank_eta"`
+	ETA             *float64    `json:"eta"`
+	ProgressData    []Progress  `json:"progress_data"`
+	Log             string      `json:"log"`
+	Level           string      `json:"level"`
+	Title           *string     `json:"title"`
+	Output          outputField `json:"output"`
+	Success         *bool       `json:"success"`
+	Message         string      `json:"message"`
+	SessionNotFound bool        `json:"session_not_found"`
 }
 
 // decodeMessage parses one data: payload. Payloads that are not JSON
@@ -35,50 +35,88 @@ func decodeMessage(b []byte) (*message, error) {
 	return &m, nil
 }
 
-// output is the "output" object of process_generating/completed.
-type output struct {
-	Data     []json.RawMessage `json:"data"`
-	Error    json.RawMessage   `json:"error"`
-	Title    *string           `json:"title"`
-	Duration *float64          `json:"duration"`
-	Visible  *bool             `json:"visible"`
-	hasError bool
+// outputField decodes a message's output in the message's own pass: an
+// output of many megabytes is then copied once, into output.Data, where a
+// json.RawMessage kept for later would copy it once more and parsing that
+// a third time. A malformed output is kept as an error for the message's
+// job alone, never an error of the stream that carries other jobs too.
+type outputField struct {
+	out *output
+	err error
 }
 
-func parseOutput(raw json.RawMessage) (*output, error) {
-	var o output
+func (f *outputField) UnmarshalJSON(b []byte) error {
+	f.out, f.err = parseOutput(b)
+	return nil
+}
+
+// parsed returns the output; a message without one has an empty output.
+func (f *outputField) parsed() (*output, error) {
+	if f.out == nil && f.err == nil {
+		return &output{}, nil
+	}
+	return f.out, f.err
+}
+
+// output is the "output" object of process_generating/completed.
+type output struct {
+	Data         []json.RawMessage // nil when there is no "data" key ({} after /cancel)
+	Error        json.RawMessage   // set when there is an "error" key, even a null one
+	Title        *string
+	Duration     *float64
+	Visible      *bool
+	RenderConfig json.RawMessage // Gradio 5's gr.render: the render_config
+	hasError     bool
+}
+
+// outputWire is output as sent. Fields other than data are decoded leniently
+// after it: a title of the wrong type is ignored, as Gradio's clients do.
+type outputWire struct {
+	Data         outputData      `json:"data"`
+	Error        json.RawMessage `json:"error"`
+	Title        json.RawMessage `json:"title"`
+	Duration     json.RawMessage `json:"duration"`
+	Visible      json.RawMessage `json:"visible"`
+	RenderConfig json.RawMessage `json:"render_config"`
+}
+
+// outputData tells a "data": null (an empty result) from no "data" key.
+type outputData struct {
+	set   bool
+	elems []json.RawMessage
+}
+
+func (d *outputData) UnmarshalJSON(b []byte) error {
+	d.set = true
+	if err := json.Unmarshal(b, &d.elems); err != nil {
+		return fmt.Errorf("output.data: %w", err)
+	}
+	if d.elems == nil {
+		d.elems = []json.RawMessage{}
+	}
+	return nil
+}
+
+func parseOutput(raw []byte) (*output, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return &o, nil
+		return &output{}, nil
 	}
-	// Detect the "error" key even when its value is null.
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil {
-		return nil, fmt.Errorf("output is not an object: %w", err)
+	if raw[0] != '{' {
+		return nil, fmt.Errorf("output is not an object: %.40s", raw)
 	}
-	if d, ok := keys["data"]; ok {
-		if err := json.Unmarshal(d, &o.Data); err != nil {
-			return nil, fmt.Errorf("output.data: %w", err)
-		}
-		if o.Data == nil {
-			o.Data = []json.RawMessage{}
-		}
+	var w outputWire
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, err
 	}
-	if e, ok := keys["error"]; ok {
-		o.hasError, o.Error = true, e
+	o := &output{Data: w.Data.elems, RenderConfig: w.RenderConfig}
+	if w.Error != nil {
+		o.hasError, o.Error = true, w.Error
+		_ = json.Unmarshal(w.Duration, &o.Duration)
+		_ = json.Unmarshal(w.Visible, &o.Visible)
 	}
-	if t, ok := keys["title"]; ok {
-		_ = json.Unmarshal(t, &o.Title)
-	}
-	if o.hasError {
-		if d, ok := keys["duration"]; ok {
-			_ = json.Unmarshal(d, &o.Duration)
-		}
-		if v, ok := keys["visible"]; ok {
-			_ = json.Unmarshal(v, &o.Visible)
-		}
-	}
-	return &o, nil
+	_ = json.Unmarshal(w.Title, &o.Title)
+	return o, nil
 }
 
 func (o *output) isError() bool { return o.hasError }
@@ -149,7 +187,7 @@ func LoadEvent(data []byte) (Event, bool) {
 	case "process_starts":
 		return Event{Kind: EventStarted, ETA: seconds(m.ETA)}, true
 	case "process_completed":
-		out, err := parseOutput(m.Output)
+		out, err := m.Output.parsed()
 		if err != nil || out.isError() || (m.Success != nil && !*m.Success) {
 			return Event{Kind: EventError}, true
 		}

@@ -24,14 +24,8 @@ type renderConfig struct {
 
 // parseRenderConfig parses output.render_config of a process_completed
 // output object; a missing or null render_config gives none.
-func parseRenderConfig(rawOutput json.RawMessage) (*renderConfig, error) {
-	var o struct {
-		RenderConfig json.RawMessage `json:"render_config"`
-	}
-	if err := json.Unmarshal(rawOutput, &o); err != nil {
-		return nil, err
-	}
-	rc := bytes.TrimSpace(o.RenderConfig)
+func parseRenderConfig(raw json.RawMessage) (*renderConfig, error) {
+	rc := bytes.TrimSpace(raw)
 	if len(rc) == 0 || string(rc) == "null" {
 		return &renderConfig{none: true}, nil
 	}
@@ -101,8 +95,8 @@ func (s *appSession) config() *Config {
 
 // applyRenderLocked merges a completion's render_config into the session's
 // config. Callers hold s.mu, which serialises merges.
-func (s *appSession) applyRenderLocked(rawOutput json.RawMessage) {
-	rc, err := parseRenderConfig(rawOutput)
+func (s *appSession) applyRenderLocked(raw json.RawMessage) {
+	rc, err := parseRenderConfig(raw)
 	if err != nil {
 		s.app.log.Warn("gradio: ignoring a malformed render_config", "base", s.app.base, "err", err)
 		return

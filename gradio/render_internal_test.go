@@ -13,7 +13,7 @@ func TestMergeRenderReplacesByRenderID(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := func(rc string) json.RawMessage {
-		return json.RawMessage(`{"data":[],"render_config":` + rc + `}`)
+		return json.RawMessage(rc)
 	}
 	merge := func(cfg *Config, raw json.RawMessage) *Config {
 		t.Helper()
