@@ -58,11 +58,23 @@ func joinAt(t *testing.T, base, hash, body string) string {
 }
 
 // occupy takes the cluster's one slot at gateway A with a call of the
-// slow endpoint (seconds), whose stream is read at A until it ends.
-func occupy(t *testing.T, base string, seconds string) <-chan string {
+// slow endpoint (seconds), whose stream is read at A until it ends. It
+// returns once the call runs at sim: a join may be answered while its
+// call still waits for the slot, and a join after it would then queue
+// behind it.
+func occupy(t *testing.T, sim *gradiotest.Server, base string, seconds string) <-chan string {
 	t.Helper()
 	joinAt(t, base, "occupier0", `"data":[`+seconds+`],"fn_index":2`)
 	done := make(chan string, 1)
+	defer func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for sim.Snapshot().Running != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the occupying call does not run: %+v", sim.Snapshot())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 	go func() {
 		resp, err := http.Get(base + "/gradio_api/queue/data?session_hash=occupier0")
 		if err != nil {
@@ -94,7 +106,7 @@ func anyMsg(t *testing.T, ch <-chan map[string]any) map[string]any {
 
 func TestFrontDoorQueueAcrossGateways(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqueue", 10*time.Second)
-	occupied := occupy(t, urls[0], "1.5")
+	occupied := occupy(t, sim, urls[0], "1.5")
 	before := gws[0].FrontDoor().Stats().Queued
 	id := joinAt(t, urls[0], "waiter0", `"data":["abc"],"fn_index":0`)
 	if q := gws[0].FrontDoor().Stats().Queued; q != before+1 {
@@ -139,7 +151,7 @@ func TestFrontDoorQueueAcrossGateways(t *testing.T) {
 // with success false and the gateway's message.
 func TestFrontDoorQueueTimeoutAcrossGateways(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqtimeout", 300*time.Millisecond)
-	occupied := occupy(t, urls[0], "2")
+	occupied := occupy(t, sim, urls[0], "2")
 	id := joinAt(t, urls[0], "waiter1", `"data":["abc"],"fn_index":0`)
 	msgs := fdMessages(t, urls[1], "waiter1")
 	var last map[string]any
@@ -165,7 +177,7 @@ func TestFrontDoorQueueTimeoutAcrossGateways(t *testing.T) {
 // gets the call's end.
 func TestFrontDoorQueueCancelAcrossGateways(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqcancel", 10*time.Second)
-	occupied := occupy(t, urls[0], "1.5")
+	occupied := occupy(t, sim, urls[0], "1.5")
 	id := joinAt(t, urls[0], "waiter2", `"data":["abc"],"fn_index":0`)
 	msgs := fdMessages(t, urls[1], "waiter2")
 	if m := anyMsg(t, msgs); m["msg"] != "estimation" || m["event_id"] != id {
