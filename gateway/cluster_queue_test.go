@@ -293,13 +293,13 @@ func TestFrontDoorQueueJSClientAcrossGateways(t *testing.T) {
 		// A session of its own at each gateway (one named after the
 		// port's last digits was shared by two gateways whose ports end
 		// alike, and forwarded to the first: the second measured nothing).
-		if got := fdCall(t, u, "warm"+strconv.Itoa(i), fnIndexOf(t, u, "upper"), "x"); got != "X" {
-			t.Fatalf("upper at %s: %q", u, got)
+		if got := fdCall(t, u, "warm"+strconv.Itoa(i), fnIndexOf(t, u, "measured"), "x"); got != "X" {
+			t.Fatalf("measured at %s: %q", u, got)
 		}
 	}
 	// Through the balancer, its join and its stream at different gateways.
-	if got := fdCall(t, lb, "warmlb", fnIndexOf(t, lb, "upper"), "y"); got != "Y" {
-		t.Fatalf("upper through the balancer: %q", got)
+	if got := fdCall(t, lb, "warmlb", fnIndexOf(t, lb, "measured"), "y"); got != "Y" {
+		t.Fatalf("measured through the balancer: %q", got)
 	}
 	if _, err := fdJoin(lb, "occupier", fnIndexOf(t, lb, "hold"), "o"); err != nil {
 		t.Fatal(err)

@@ -162,7 +162,7 @@ func TestFrontDoorQueueJSClient(t *testing.T) {
 	base := srv.URL
 	hold := fnIndexOf(t, base, "hold")
 	// A measured call: ETAs are known from then on.
-	if got := fdCall(t, base, "warm", fnIndexOf(t, base, "upper"), "x"); got != "X" {
+	if got := fdCall(t, base, "warm", fnIndexOf(t, base, "measured"), "x"); got != "X" {
 		t.Fatalf("upper: %q", got)
 	}
 	if _, err := fdJoin(base, "occupier", hold, "o"); err != nil {

@@ -29,6 +29,18 @@ func spreadApp(gate chan struct{}) *gradiotest.App {
 		}
 		return []any{"held " + s}, nil
 	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
+	// measured: upper that takes 20 ms, so that the slot time a call
+	// measures, and the queue's ETA from it, is not below the
+	// millisecond the front door rounds rank_eta to.
+	app.Handle("measured", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
+		s, _ := c.String(0)
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return []any{strings.ToUpper(s)}, nil
+	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
 	return app
 }
 
