@@ -345,6 +345,17 @@ func (o *owners) forward(w http.ResponseWriter, r *http.Request, d door, k strin
 	defer context.AfterFunc(p.ctx, cancel)()
 	ctx = context.WithValue(ctx, forwardKey{}, fw)
 	addLog(r, slog.String("owner", rec.id))
+	if r.Body != nil && r.Body != http.NoBody {
+		// Full duplex: the owner may answer before the transport has read
+		// the caller's body to its end (it checks for EOF once more after
+		// the last byte, or the owner answers 413 early). Without it,
+		// net/http's server consumes and closes the body as the answer's
+		// header is written; the transport's next read of it then fails,
+		// and it closes the connection the answer is still arriving on:
+		// the caller got a 200 header and a cut body ("TypeError:
+		// terminated" in the JS client; Go issue 40747).
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	o.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
