@@ -80,14 +80,13 @@ type outputWire struct {
 	RenderConfig json.RawMessage `json:"render_config"`
 }
 
-// outputData tells a "data": null (an empty result) from no "data" key.
+// outputData tells a "data": null (an empty result, elems empty) from no
+// "data" key (elems nil).
 type outputData struct {
-	set   bool
 	elems []json.RawMessage
 }
 
 func (d *outputData) UnmarshalJSON(b []byte) error {
-	d.set = true
 	if err := json.Unmarshal(b, &d.elems); err != nil {
 		return fmt.Errorf("output.data: %w", err)
 	}

@@ -22,8 +22,8 @@ type renderConfig struct {
 	none bool    // null or absent: nothing to merge
 }
 
-// parseRenderConfig parses output.render_config of a process_completed
-// output object; a missing or null render_config gives none.
+// parseRenderConfig parses the render_config of a process_completed
+// output (output.RenderConfig); a missing or null one gives none.
 func parseRenderConfig(raw json.RawMessage) (*renderConfig, error) {
 	rc := bytes.TrimSpace(raw)
 	if len(rc) == 0 || string(rc) == "null" {
