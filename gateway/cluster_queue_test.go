@@ -66,15 +66,6 @@ func occupy(t *testing.T, sim *gradiotest.Server, base string, seconds string) <
 	t.Helper()
 	joinAt(t, base, "occupier0", `"data":[`+seconds+`],"fn_index":2`)
 	done := make(chan string, 1)
-	defer func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for sim.Snapshot().Running != 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the occupying call does not run: %+v", sim.Snapshot())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
 	go func() {
 		resp, err := http.Get(base + "/gradio_api/queue/data?session_hash=occupier0")
 		if err != nil {
@@ -85,6 +76,7 @@ func occupy(t *testing.T, sim *gradiotest.Server, base string, seconds string) <
 		resp.Body.Close()
 		done <- string(b)
 	}()
+	waitFor(t, "the occupying call to run", func() bool { return sim.Snapshot().Running == 1 })
 	return done
 }
 
