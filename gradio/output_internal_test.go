@@ -62,3 +62,36 @@ func TestParseOutputShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadEventShapes: how LoadEvent classifies the relayed messages it
+// reads without decoding their outputs' data.
+func TestLoadEventShapes(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		ok   bool
+		kind EventKind
+	}{
+		{`{"msg":"estimation","rank":2,"queue_size":3,"rank_eta":1.5}`, true, EventQueued},
+		{`{"msg":"process_starts","eta":2}`, true, EventStarted},
+		{`{"msg":"process_completed","output":{"data":["a"]},"success":true}`, true, EventCompleted},
+		{`{"msg":"process_completed","output":{}}`, true, EventCompleted},
+		{`{"msg":"process_completed","output":{"data":null}}`, true, EventCompleted},
+		{`{"msg":"process_completed","output":null,"success":true}`, true, EventCompleted},
+		{`{"msg":"process_completed","output":{"data":["a"]},"success":false}`, true, EventError},
+		{`{"msg":"process_completed","output":{"error":null}}`, true, EventError},
+		{`{"msg":"process_completed","output":{"error":"boom","data":[]}}`, true, EventError},
+		{`{"msg":"process_completed","output":[1]}`, true, EventError},
+		{`{"msg":"process_completed","output":{"data":"x"}}`, true, EventError},
+		{`{"msg":"heartbeat"}`, false, 0},
+		{`"ALIVE"`, false, 0},
+		{`not json`, false, 0},
+	} {
+		ev, ok := LoadEvent([]byte(tc.msg))
+		if ok != tc.ok || (ok && ev.Kind != tc.kind) {
+			t.Errorf("LoadEvent(%s) = %v %v, want %v %v", tc.msg, ev.Kind, ok, tc.kind, tc.ok)
+		}
+	}
+	if ev, _ := LoadEvent([]byte(`{"msg":"estimation","rank":2,"queue_size":3,"rank_eta":1.5}`)); ev.Rank != 2 || ev.QueueSize != 3 || ev.ETA <= 0 {
+		t.Errorf("estimation read as %+v", ev)
+	}
+}
