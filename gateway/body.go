@@ -28,6 +28,11 @@ type bodyGuard struct {
 	eof  atomic.Bool // the body was read to its end
 }
 
+// maxUnreadBody is how much of a body nobody read net/http reads after
+// an answer to keep the connection (its own bound, 256 KiB); past it the
+// connection is closed instead.
+const maxUnreadBody = 256 << 10
+
 // guardBody installs the guard on r (a request with a body) and returns
 // it; done must be called when the handler returned.
 func guardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) *bodyGuard {

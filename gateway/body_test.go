@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +108,51 @@ func TestSlowBodyIsAnswered(t *testing.T) {
 				t.Fatalf("answer %d %s, want %d %s", status, body, tc.status, tc.code)
 			}
 		})
+	}
+}
+
+// TestUnreadBodyKeepsTheConnection: an answer written without reading the
+// request's body (401 here) leaves a connection net/http reads the body
+// off and keeps; the next request on it must run, not find its context
+// already cancelled because the body's phase deadline was moved to now
+// after net/http had read the body and begun watching the connection.
+func TestUnreadBodyKeepsTheConnection(t *testing.T) {
+	f := newFake()
+	_, srv, _ := newGateway(t, f, func(c *gateway.Config) { c.Secrets.APIKeys = []string{"k"} })
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	send := func(auth string) (int, string) {
+		t.Helper()
+		body := `{"data":["abc"]}`
+		req := "POST /v1/predict/upper HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+		if auth != "" {
+			req += "Authorization: Bearer " + auth + "\r\n"
+		}
+		if _, err := c.Write([]byte(req + "\r\n" + body)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("answer cut: %v", err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	for i := range 3 {
+		if status, body := send(""); status != http.StatusUnauthorized {
+			t.Fatalf("round %d without a key: %d %s, want 401", i, status, body)
+		}
+		if status, body := send("k"); status != http.StatusOK || !strings.Contains(body, "ABC") {
+			t.Fatalf("round %d with the key, on the same connection: %d %q, want 200 with ABC", i, status, body)
+		}
 	}
 }

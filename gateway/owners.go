@@ -355,6 +355,16 @@ func (o *owners) forward(w http.ResponseWriter, r *http.Request, d door, k strin
 		// the caller got a 200 header and a cut body ("TypeError:
 		// terminated" in the JS client; Go issue 40747).
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		// And read what is left of the body before the handler returns,
+		// as net/http would have before the answer: in full duplex its own
+		// read comes after the handler, once it stopped watching the
+		// connection, and reaching the body's end starts that watch again,
+		// racing the read of the connection's next request ("invalid
+		// concurrent Body.Read call": the caller's connection was reset).
+		// Reading through r.Body lets bodyGuard see the end, so that it
+		// does not time out the connection's watch either (that cancels
+		// every later request on the connection).
+		defer func() { _, _ = io.CopyN(io.Discard, r.Body, maxUnreadBody) }()
 	}
 	o.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
