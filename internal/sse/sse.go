@@ -257,6 +257,10 @@ func (r *Reader) readLine() ([]byte, error) {
 	for {
 		if len(r.lines) > 0 {
 			l := r.lines[0]
+			// The slot is cleared: a line may be buf, which lineDone and
+			// shrink drop (and stop counting), and the array behind
+			// r.lines would otherwise keep it live until overwritten.
+			r.lines[0] = nil
 			r.lines = r.lines[1:]
 			return l, nil
 		}
@@ -356,7 +360,14 @@ func (r *Reader) eventData() ([]byte, error) {
 // blockSize is the size of carry's blocks: a full read buffer.
 const blockSize = 16 << 10
 
-// blockPool recycles carry's blocks between lines and Readers.
+// blockPool recycles carry's blocks between lines and Readers. Blocks in
+// it are counted by no Budget, so a Reader returns at most keepBlocks of
+// those it drops at once (its allowance's worth) and leaves the rest to the
+// collector: a 32 MB line's 2 000 blocks, pooled, stayed live beside the
+// next line's buffers, uncounted, until they were reused or two
+// collections passed (TestBudgetCountsWhatReadersHold).
+const keepBlocks = DefaultAllowance / blockSize
+
 var blockPool = sync.Pool{New: func() any { return new([blockSize]byte) }}
 
 // appendCarry adds p to the unterminated line.
@@ -405,10 +416,13 @@ func (r *Reader) joinCarry(tail []byte) ([]byte, error) {
 	return buf, nil
 }
 
-// dropBlocks returns the blocks of *list to the pool, and their share.
+// dropBlocks gives back the share of the blocks of *list, returning the
+// first keepBlocks of them to the pool.
 func (r *Reader) dropBlocks(list *[][]byte, n *int) {
 	for i, b := range *list {
-		blockPool.Put((*[blockSize]byte)(b[:blockSize]))
+		if i < keepBlocks {
+			blockPool.Put((*[blockSize]byte)(b[:blockSize]))
+		}
 		(*list)[i] = nil
 	}
 	_ = r.charge(-len(*list) * blockSize)
