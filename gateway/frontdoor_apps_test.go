@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
-	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -273,7 +273,7 @@ func TestFrontDoorConfigShapeIgnoresVolatileFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fps = append(fps, frontdoor.Fingerprint(c.Config()))
+		fps = append(fps, appshape.Fingerprint(c.Config()))
 		c.Close()
 	}
 	if fps[0] != fps[1] {

@@ -82,7 +82,7 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 
 // bridgedMode reports whether the front door bridges mode's replicas.
 // Before Gradio 4.21 /info publishes no Python parameter names: the front
-// door names the parameters after their labels (presentInfo), which the
+// door names the parameters after their labels (appshape.PresentInfo), which the
 // reference app's Python names differ from in two endpoints, so view_api
 // is not required of them.
 func bridgedMode(m gradiotest.Mode) bool {

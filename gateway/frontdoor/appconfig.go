@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 )
 
 // refConfig is the reference app whose config and /info the gateway serves.
@@ -119,7 +120,7 @@ func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
 			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
 			return
 		}
-		body = presentInfo(rb, app.Config())
+		body = appshape.PresentInfo(rb, app.Config())
 		f.refMu.Lock()
 		if f.ref.app == app && len(f.ref.info) < 16 {
 			f.ref.info[q] = body

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -50,7 +51,7 @@ const bridgePrefix = "/gradio_api"
 // bridgedProtocol reports whether callers of an app speaking protocol p
 // are bridged: every generation older than sse_v3 that the Go client
 // speaks, Gradio 3 (ws) included (its file and /info shapes are mapped in
-// bridge_ws.go).
+// internal/appshape).
 func bridgedProtocol(p string) bool {
 	switch p {
 	case "sse", "sse_v1", "sse_v2", "sse_v2.1", "ws":
@@ -189,7 +190,7 @@ func (b *bridgeState) cancelJob(id string) bool {
 	}
 	j.ended = true
 	delete(b.jobs, id)
-	b.push(bridgeJSON(map[string]any{"msg": "process_completed", "event_id": id, "output": map[string]any{}, "success": true, "title": nil}))
+	b.push(appshape.Marshal(map[string]any{"msg": "process_completed", "event_id": id, "output": map[string]any{}, "success": true, "title": nil}))
 	b.mu.Unlock()
 	j.cancel()
 	return true
@@ -217,18 +218,6 @@ func (b *bridgeState) take() ([][]byte, bool) {
 	out := b.out
 	b.out = nil
 	return out, len(b.jobs) == 0
-}
-
-// bridgeJSON encodes the bridge's messages as Gradio does (orjson): no
-// HTML escaping.
-func bridgeJSON(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err) // only maps of JSON values are encoded here
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // bridgeSubmit submits one call under slot and returns the caller's
@@ -261,8 +250,8 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 			return answer{}, fmt.Errorf("sending uploads: %w", err)
 		}
 		rawData = nd
-		if cfg.Protocol == protocolWS {
-			if rawData, err = wsArgs(rawData); err != nil {
+		if cfg.Protocol == appshape.ProtocolWS {
+			if rawData, err = appshape.WSArgs(rawData); err != nil {
 				return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, err.Error()), nil
 			}
 		}
@@ -367,7 +356,7 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 		cancel()
 		stopOnDrain()
 	}
-	a := relayed(http.StatusOK, "application/json", bridgeJSON(map[string]string{"event_id": id}))
+	a := relayed(http.StatusOK, "application/json", appshape.Marshal(map[string]string{"event_id": id}))
 	a.accepted = true
 	return a, nil
 }
@@ -466,7 +455,7 @@ func (c *bridgeConv) event(ev gradio.Event) {
 			// previous one (the JS client applies them); a "replace" of
 			// the whole value is a valid diff of any value.
 			for i, v := range data {
-				data[i] = bridgeJSON([]any{[]any{"replace", []any{}, v}})
+				data[i] = appshape.Marshal([]any{[]any{"replace", []any{}, v}})
 			}
 		}
 		j.gens++
@@ -484,7 +473,7 @@ func (c *bridgeConv) event(ev gradio.Event) {
 		j.ended = true
 		delete(b.jobs, c.id)
 	}
-	b.push(bridgeJSON(msg))
+	b.push(appshape.Marshal(msg))
 }
 
 func (c *bridgeConv) output(data []json.RawMessage, generating bool) map[string]any {
@@ -560,8 +549,8 @@ func (c *bridgeConv) outputs(in []json.RawMessage) []json.RawMessage {
 // file= route), in Gradio 5's FileData shape: sse_v1 apps send url null,
 // older ones fewer fields.
 func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
-	if c.cfg.Protocol == protocolWS {
-		v = wsOutputFiles(v)
+	if c.cfg.Protocol == appshape.ProtocolWS {
+		v = appshape.WSOutputFiles(v)
 	}
 	if !bytes.Contains(v, []byte(`"path"`)) {
 		return v
@@ -582,7 +571,7 @@ func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
 			}
 		case map[string]any:
 			p, ok := t["path"].(string)
-			if ok && len(p) > 1 && p[0] == '/' && isFileData(t) {
+			if ok && len(p) > 1 && p[0] == '/' && appshape.IsFileData(t) {
 				vp := c.f.virtualPath(c.idx, p)
 				t["path"] = vp
 				t["url"] = c.gw + c.pre + "/file=" + vp
@@ -607,18 +596,7 @@ func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
 	if !changed {
 		return v
 	}
-	return bridgeJSON(x)
-}
-
-// isFileData reports whether a JSON object with a path is Gradio 4's
-// FileData (meta._type, or the fields every 4.x FileData has).
-func isFileData(t map[string]any) bool {
-	if m, ok := t["meta"].(map[string]any); ok {
-		return m["_type"] == "gradio.FileData"
-	}
-	_, url := t["url"]
-	_, name := t["orig_name"]
-	return url || name
+	return appshape.Marshal(x)
 }
 
 // bridgeConfig is GET /config when the reference replica is bridged: its config
@@ -677,7 +655,7 @@ func (f *FrontDoor) bridgeConfig(w http.ResponseWriter, r *http.Request, app *gr
 		c["pages"] = []any{[]any{"", "Home", true}}
 	}
 	delete(c, "path") // Gradio 4's; 5 has none
-	out := replaceRoots(bridgeJSON(c), appRoots(app), gw)
+	out := replaceRoots(appshape.Marshal(c), appRoots(app), gw)
 	relay(w, http.StatusOK, "application/json", out)
 }
 

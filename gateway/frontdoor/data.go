@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
@@ -415,9 +416,9 @@ func (f *FrontDoor) openData(ctx context.Context, r *http.Request, app *gradio.C
 func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession, app *gradio.Client, b binding, resp *http.Response) (relayed int, reopen, done bool, cause error) {
 	rw := f.rewriter(app, b.Replica, f.root(r))
 	rd := sse.NewReaderBudget(resp.Body, 0, app.EventBudget().Party(s.client)) // the replica's events count toward its pool's total, in its caller's (its client's) fair share
-	// A replica numbering the app's components otherwise (idmap.go): the
+	// A replica numbering the app's components otherwise (appshape.IDMaps): the
 	// ids its completions name are mapped back to the presented ones.
-	toPresented := inverse(f.ids.get(f.presented(), app.Config()))
+	toPresented := appshape.Inverse(f.ids.Get(f.presented(), app.Config()))
 	defer rd.Release()
 	// held is the session's last completion, kept until the replica's
 	// close_stream that follows it so that both reach the caller in one
@@ -479,7 +480,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			data = f.presentError(app, data) // a mixed set: one gr.Error text
 		}
 		if toPresented != nil && (msg.Msg == "process_completed" || msg.Msg == "process_generating") {
-			data = mapChangedStateIDs(data, toPresented)
+			data = appshape.MapChangedStateIDs(data, toPresented)
 		}
 		if msg.Msg == "process_completed" && msg.EventID != nil {
 			// The call ends before its completion is written: if it was

@@ -49,9 +49,9 @@
 // The reference app is the one most connected replicas serve at first
 // use (ties: pool order); /config and /info come from the first replica
 // serving it. Every replica's config is compared with it by
-// shape ([configShape]: fn_index order, api_names, input and output
+// shape (appshape.Shape: fn_index order, api_names, input and output
 // component types in order; not app_id, root, labels, component ids
-// (mapped per replica, idmap.go), nor the Gradio generation: protocol,
+// (mapped per replica, appshape.IDMaps), nor the Gradio generation: protocol,
 // API prefix, version): a replica that
 // differs gets no session while it differs and is reported per replica
 // (an error log line, Stats.Mismatched). The gateway keeps serving with

@@ -7,20 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 )
 
 // The front door serves one app, the reference: at first use, the app
 // most of the connected replicas serve (ties: the first in pool order). A
 // replica whose app differs
 // from it (another api_name, other inputs or outputs, another fn_index
-// order; not another Gradio generation, see configShape) would run a caller's fn_index on the wrong
+// order; not another Gradio generation, see appshape.Shape) would run a caller's fn_index on the wrong
 // function, so it gets no front-door session while its config differs:
 // the gateway keeps serving with the replicas that match, logs the
 // mismatch per replica at error level and counts it in Stats.Mismatched.
@@ -45,62 +44,6 @@ func (e *mismatchError) Error() string {
 }
 
 func (e *mismatchError) Unwrap() error { return errConfigMismatch }
-
-// configShape is the part of a Gradio config that callers depend on, one
-// line per feature: whether login is needed, and each dependency's
-// fn_index, api_name, visibility, generator and queue flags and the types
-// of its input and output components, in order. Volatile fields (app_id,
-// root, version, labels, layout, component class hashes) are left out, so
-// two replicas of one app give the same lines. Component ids are left out
-// too: Gradio releases number one app's components differently, and the
-// front door maps them per replica (idmap.go).
-//
-// The protocol and the API prefix are left out too: the front door serves
-// each call the way its own replica needs (relayed over sse_v3, bridged
-// with the Go client otherwise, see mixed.go) and presents one Gradio 5 app
-// over them, so replicas of one app on different Gradio generations (a
-// rolling upgrade) are one app for it.
-func configShape(c *gradio.Config) []string {
-	out := []string{
-		"auth_required " + strconv.FormatBool(c.AuthRequired),
-	}
-	comp := func(ids []int) string {
-		parts := make([]string, 0, len(ids))
-		for _, id := range ids {
-			t := "?"
-			for i := range c.Components {
-				if c.Components[i].ID == id {
-					t = c.Components[i].Type
-					break
-				}
-			}
-			parts = append(parts, t)
-		}
-		return "[" + strings.Join(parts, " ") + "]"
-	}
-	for _, d := range c.Dependencies {
-		name := "(no api_name)"
-		if d.APIName != "" {
-			name = "/" + d.APIName
-		}
-		// Whether the call is queued, not how the config says it: before
-		// 4.22 an event's "queue" is null (the app's enable_queue), later
-		// releases write true for the same app.
-		q := strconv.FormatBool(c.EnableQueue)
-		if d.Queue != nil {
-			q = strconv.FormatBool(*d.Queue)
-		}
-		out = append(out, fmt.Sprintf("fn_index %d %s in %s out %s generator=%t queue=%s backend=%t private=%t undocumented=%t",
-			d.FnIndex, name, comp(d.Inputs), comp(d.Outputs), d.Generator, q, d.BackendFn, d.Private, d.Undocumented))
-	}
-	return out
-}
-
-// Fingerprint is a short hash of [configShape].
-func Fingerprint(c *gradio.Config) string {
-	h := sha256.Sum256([]byte(strings.Join(configShape(c), "\n")))
-	return hex.EncodeToString(h[:8])
-}
 
 // shapeOf is a computed config shape.
 type shapeOf struct {
@@ -135,7 +78,7 @@ func (fp *fingerprints) shape(c *gradio.Config) *shapeOf {
 	if len(fp.cache) > 64 { // old apps of reconnected replicas
 		clear(fp.cache)
 	}
-	lines := configShape(c)
+	lines := appshape.Shape(c)
 	h := sha256.Sum256([]byte(strings.Join(lines, "\n")))
 	s := &shapeOf{fp: hex.EncodeToString(h[:8]), lines: lines}
 	fp.cache[c] = s
@@ -169,7 +112,7 @@ func (f *FrontDoor) checkApp(replica string, cfg *gradio.Config) error {
 		}
 		return nil
 	}
-	me := &mismatchError{Replica: replica, Reference: refReplica, Diff: shapeDiff(ref.lines, s.lines, 4)}
+	me := &mismatchError{Replica: replica, Reference: refReplica, Diff: appshape.Diff(ref.lines, s.lines, 4)}
 	fp.bad[replica] = me
 	first := !fp.logged[cfg][ref.fp]
 	if first {
@@ -231,25 +174,6 @@ func (f *FrontDoor) adopt(cands []candidate, why string) {
 	for _, c := range cands {
 		_ = f.checkApp(c.replica, c.cfg)
 	}
-}
-
-// shapeDiff lists up to max lines only in a ("-") or only in b ("+").
-func shapeDiff(a, b []string, max int) []string {
-	var out []string
-	for _, l := range a {
-		if !slices.Contains(b, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range b {
-		if !slices.Contains(a, l) {
-			out = append(out, "+ "+l)
-		}
-	}
-	if len(out) > max {
-		out = append(out[:max], fmt.Sprintf("(%d more)", len(out)-max))
-	}
-	return out
 }
 
 // mismatched returns the replicas whose current app differs from the

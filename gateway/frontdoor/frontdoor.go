@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -140,7 +141,7 @@ type FrontDoor struct {
 	refMu sync.Mutex // guards ref
 	ref   refConfig
 	fps   fingerprints
-	ids   idMaps // presented component ids -> each replica's (idmap.go)
+	ids   appshape.IDMaps // presented component ids -> each replica's (appshape.IDMaps)
 
 	stats counters
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -353,7 +354,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		body[k] = v
 	}
 	body["session_hash"], _ = json.Marshal(b.Backend)
-	mapTriggerID(body, f.ids.get(f.presented(), app.Config()))
+	appshape.MapTriggerID(body, f.ids.Get(f.presented(), app.Config()))
 	if data, ok := m["data"]; ok {
 		nd, err := f.localizeFiles(r.Context(), app, b.Replica, data)
 		if err != nil {

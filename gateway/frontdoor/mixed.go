@@ -7,7 +7,7 @@ package frontdoor
 // Why per replica and not per app: the generations differ in how a call
 // is carried (sse_v3 relays byte for byte; older protocols need the
 // bridge, see bridge.go), not in what the app is (the shape check,
-// configShape, compares endpoints only). A choice made once for the app
+// appshape.Shape, compares endpoints only). A choice made once for the app
 // would have to refuse the replicas of the other generations, or bridge
 // them all and lose the relay where it is exact. So the choice is made
 // for each call, once its replica is known (joinAt): relayed when the
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/appshape"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -330,5 +331,5 @@ func (f *FrontDoor) presentError(app *gradio.Client, data []byte) []byte {
 	} else {
 		out["error"] = gradio.PyRepr(text)
 	}
-	return bridgeJSON(m)
+	return appshape.Marshal(m)
 }

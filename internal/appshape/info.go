@@ -1,4 +1,4 @@
-package frontdoor
+package appshape
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// presentInfo presents the reference replica's /info body in Gradio 5's
+// PresentInfo presents the reference replica's /info body in Gradio 5's
 // shape. Gradio 4.21 and later publish each parameter's Python name and
 // default (parameter_name, parameter_has_default, parameter_default), from
 // which the official clients build keyword arguments; their /info passes
@@ -23,8 +23,8 @@ import (
 // callers use the labels' names. A Gradio 3 (ws) /info also gets Gradio
 // 5's file types (wsEndpoint). A body that is not an /info is returned as
 // it is.
-func presentInfo(body []byte, cfg *gradio.Config) []byte {
-	ws := cfg != nil && cfg.Protocol == protocolWS
+func PresentInfo(body []byte, cfg *gradio.Config) []byte {
+	ws := cfg != nil && cfg.Protocol == ProtocolWS
 	if !ws && bytes.Contains(body, []byte(`"parameter_name"`)) {
 		return body
 	}
@@ -148,11 +148,11 @@ func encodeInfo(body []byte, info map[string]any) []byte {
 			buf.WriteByte(',')
 		}
 		first = false
-		buf.Write(bridgeJSON(k))
+		buf.Write(Marshal(k))
 		buf.WriteByte(':')
 		eps, isMap := v.(map[string]any)
 		if !isMap || (k != "named_endpoints" && k != "unnamed_endpoints") {
-			buf.Write(bridgeJSON(v))
+			buf.Write(Marshal(v))
 			continue
 		}
 		var raw map[string]json.RawMessage
@@ -168,9 +168,9 @@ func encodeInfo(body []byte, info map[string]any) []byte {
 				buf.WriteByte(',')
 			}
 			n++
-			buf.Write(bridgeJSON(name))
+			buf.Write(Marshal(name))
 			buf.WriteByte(':')
-			buf.Write(bridgeJSON(e))
+			buf.Write(Marshal(e))
 		}
 		buf.WriteByte('}')
 	}

@@ -1,4 +1,4 @@
-package frontdoor
+package appshape
 
 import (
 	"bytes"
@@ -11,9 +11,9 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// wsConfig is a Gradio 3 config with no components: presentInfo knows
+// wsConfig is a Gradio 3 config with no components: PresentInfo knows
 // the protocol, not the defaults.
-var wsConfig = &gradio.Config{Protocol: protocolWS}
+var wsConfig = &gradio.Config{Protocol: ProtocolWS}
 
 // recorded reads a recorded config and /info of a real server (testdata).
 func recorded(t *testing.T, release string) (*gradio.Config, []byte) {
@@ -54,7 +54,7 @@ func checkAppOrder(t *testing.T, out []byte) {
 // with python_type filepath, no serializers.
 func TestWSInfoIsGradio5Shaped(t *testing.T) {
 	cfg, body := recorded(t, "3.50.2")
-	out := presentInfo(body, cfg)
+	out := PresentInfo(body, cfg)
 	if got, want := objectKeys(out), []string{"named_endpoints", "unnamed_endpoints"}; !slices.Equal(got, want) {
 		t.Fatalf("top-level keys %v, want %v", got, want)
 	}
@@ -123,7 +123,7 @@ func TestWSInfoIsGradio5Shaped(t *testing.T) {
 // TestWSInfoBadBodies: what is not Gradio 3's /info passes unchanged.
 func TestWSInfoBadBodies(t *testing.T) {
 	for _, b := range []string{``, `not json`, `[1,2]`, `null`, `{"named_endpoints":[1]}`, `{"named_endpoints":{"/x":5}}`} {
-		got := presentInfo([]byte(b), wsConfig)
+		got := PresentInfo([]byte(b), wsConfig)
 		if b == `{"named_endpoints":[1]}` || b == `{"named_endpoints":{"/x":5}}` {
 			var v any
 			if json.Unmarshal(got, &v) != nil {
@@ -153,7 +153,7 @@ func TestIdentifier(t *testing.T) {
 			} `json:"parameters"`
 		} `json:"named_endpoints"`
 	}
-	if err := json.Unmarshal(presentInfo(body, wsConfig), &info); err != nil {
+	if err := json.Unmarshal(PresentInfo(body, wsConfig), &info); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -171,7 +171,7 @@ func TestIdentifier(t *testing.T) {
 // a URL is refused with a clear error; other data passes unchanged.
 func TestWSArgs(t *testing.T) {
 	in := `[{"path":"/tmp/gradio/7d7e/payload.txt","url":null,"orig_name":"payload.txt","size":23,"meta":{"_type":"gradio.FileData"}},"text",[{"path":"/tmp/b.txt","meta":{"_type":"gradio.FileData"}}]]`
-	out, err := wsArgs(json.RawMessage(in))
+	out, err := WSArgs(json.RawMessage(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,15 +180,14 @@ func TestWSArgs(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}
 	for _, plain := range []string{`["a",1,null]`, `[{"path":"x"}]`, `not json "path"`} {
-		out, err := wsArgs(json.RawMessage(plain))
+		out, err := WSArgs(json.RawMessage(plain))
 		if err != nil || string(out) != plain {
 			t.Errorf("%s became %s, %v", plain, out, err)
 		}
 	}
-	_, err = wsArgs(json.RawMessage(`[{"path":"https://example.com/a.pdf","meta":{"_type":"gradio.FileData"}}]`))
-	var bad *badFileError
-	if !errors.As(err, &bad) {
-		t.Errorf("a URL file argument: %v, want a badFileError", err)
+	_, err = WSArgs(json.RawMessage(`[{"path":"https://example.com/a.pdf","meta":{"_type":"gradio.FileData"}}]`))
+	if !errors.Is(err, ErrFileURL) {
+		t.Errorf("a URL file argument: %v, want ErrFileURL", err)
 	}
 }
 
@@ -205,19 +204,19 @@ func TestWSOutputFiles(t *testing.T) {
 			Type string `json:"_type"`
 		}
 	}
-	out := wsOutputFiles(json.RawMessage(in))
+	out := WSOutputFiles(json.RawMessage(in))
 	if err := json.Unmarshal(out, &fd); err != nil {
 		t.Fatal(err)
 	}
 	if fd.Path != "/tmp/gradio/cd8d/reversed_payload.txt" || fd.OrigName != "reversed_payload.txt" || fd.Size != 23 || fd.Meta.Type != "gradio.FileData" {
 		t.Errorf("got %s", out)
 	}
-	nested := wsOutputFiles(json.RawMessage(`[["a", {"name":"/x/y.txt","is_file":true}]]`))
+	nested := WSOutputFiles(json.RawMessage(`[["a", {"name":"/x/y.txt","is_file":true}]]`))
 	if !json.Valid(nested) || !isFileDataJSON(t, nested) {
 		t.Errorf("nested: %s", nested)
 	}
 	for _, plain := range []string{`"is_file"`, `{"name":"rel.txt","is_file":true}`, `{"name":"/x","is_file":false}`, `{"is_file": broken`} {
-		if got := wsOutputFiles(json.RawMessage(plain)); string(got) != plain {
+		if got := WSOutputFiles(json.RawMessage(plain)); string(got) != plain {
 			t.Errorf("%s became %s", plain, got)
 		}
 	}
@@ -233,7 +232,7 @@ func isFileDataJSON(t *testing.T, b []byte) bool {
 	if json.Unmarshal(v[0][1], &fd) != nil {
 		return false
 	}
-	return fd["path"] == "/x/y.txt" && isFileData(fd)
+	return fd["path"] == "/x/y.txt" && IsFileData(fd)
 }
 
 // TestInfoNamesBefore421: a real Gradio 4.20.1 /info (no parameter_name,
@@ -244,7 +243,7 @@ func isFileDataJSON(t *testing.T, b []byte) bool {
 // byte.
 func TestInfoNamesBefore421(t *testing.T) {
 	cfg, body := recorded(t, "4.20.1")
-	out := presentInfo(body, cfg)
+	out := PresentInfo(body, cfg)
 	checkAppOrder(t, out)
 	var info struct {
 		Named map[string]struct {
@@ -277,7 +276,7 @@ func TestInfoNamesBefore421(t *testing.T) {
 		}
 	}
 	named := []byte(`{"named_endpoints":{"/b":{"parameters":[{"label":"x","parameter_name":"y"}]},"/a":{}},"unnamed_endpoints":{}}`)
-	if got := presentInfo(named, cfg); !bytes.Equal(got, named) {
+	if got := PresentInfo(named, cfg); !bytes.Equal(got, named) {
 		t.Errorf("an /info with parameter names became %s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package frontdoor
+package appshape
 
 // Component ids across replicas of one app. Gradio numbers an app's
 // blocks in the order it builds them, and the releases do not build the
@@ -9,7 +9,7 @@ package frontdoor
 // numbering them otherwise has the two ids a join and its answer carry
 // mapped: the join's trigger_id (the component whose event it is) and a
 // completion's changed_state_ids (the gr.State components it changed).
-// Data are positional and need nothing. The shape check (configShape)
+// Data are positional and need nothing. The shape check (Shape)
 // compares components by place and type, not id, so such replicas are
 // one app.
 
@@ -20,9 +20,9 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 )
 
-// idMaps caches the component id map between two configs (configs are
+// IDMaps caches the component id map between two configs (configs are
 // immutable per connected app, so their pointers key it).
-type idMaps struct {
+type IDMaps struct {
 	mu sync.Mutex
 	m  map[idPair]map[int]int // nil value: same ids
 }
@@ -34,9 +34,9 @@ const maxIDMaps = 256
 
 type idPair struct{ from, to *gradio.Config }
 
-// get returns the map from the ids of from to those of to, nil when every
+// Get returns the map from the ids of from to those of to, nil when every
 // id is the same (the common case: one Gradio generation).
-func (c *idMaps) get(from, to *gradio.Config) map[int]int {
+func (c *IDMaps) Get(from, to *gradio.Config) map[int]int {
 	if from == nil || to == nil || from == to {
 		return nil
 	}
@@ -114,10 +114,10 @@ func targetIDs(d *gradio.Dependency) []int {
 	return ids
 }
 
-// mapTriggerID rewrites a join body's trigger_id through m (presented ids
+// MapTriggerID rewrites a join body's trigger_id through m (presented ids
 // -> the replica's); a trigger_id that is absent, null or unknown is left
 // as it is.
-func mapTriggerID(body map[string]json.RawMessage, m map[int]int) {
+func MapTriggerID(body map[string]json.RawMessage, m map[int]int) {
 	if m == nil {
 		return
 	}
@@ -130,10 +130,10 @@ func mapTriggerID(body map[string]json.RawMessage, m map[int]int) {
 	}
 }
 
-// mapChangedStateIDs rewrites a relayed message's
+// MapChangedStateIDs rewrites a relayed message's
 // output.changed_state_ids through m (the replica's ids -> presented);
 // data is returned unchanged when there is nothing to map.
-func mapChangedStateIDs(data []byte, m map[int]int) []byte {
+func MapChangedStateIDs(data []byte, m map[int]int) []byte {
 	if m == nil {
 		return data
 	}
@@ -167,8 +167,8 @@ func mapChangedStateIDs(data []byte, m map[int]int) []byte {
 	return b
 }
 
-// inverse returns m with keys and values swapped.
-func inverse(m map[int]int) map[int]int {
+// Inverse returns m with keys and values swapped.
+func Inverse(m map[int]int) map[int]int {
 	if m == nil {
 		return nil
 	}

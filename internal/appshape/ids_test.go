@@ -1,4 +1,4 @@
-package frontdoor
+package appshape
 
 import (
 	"encoding/json"
@@ -51,39 +51,39 @@ func TestComponentIDsMappedPerReplica(t *testing.T) {
 	presented := withTargets(t, testConfig(t, "textbox", 1, "http://r0", "text"))
 	replica := shiftedConfig(t)
 	if Fingerprint(presented) != Fingerprint(replica) {
-		t.Fatalf("one app numbered otherwise has another shape:\n%q\n%q", configShape(presented), configShape(replica))
+		t.Fatalf("one app numbered otherwise has another shape:\n%q\n%q", Shape(presented), Shape(replica))
 	}
-	var maps idMaps
-	m := maps.get(presented, replica)
+	var maps IDMaps
+	m := maps.Get(presented, replica)
 	if len(m) != 2 || m[2] != 3 || m[3] != 4 {
 		t.Fatalf("map %v, want 2->3 (output) and 3->4 (button)", m)
 	}
-	if again := maps.get(presented, replica); len(again) != 2 {
+	if again := maps.Get(presented, replica); len(again) != 2 {
 		t.Errorf("cached map %v", again)
 	}
 	for range 2 * maxIDMaps { // reconnected replicas: new configs, a bounded cache
-		maps.get(presented, shiftedConfig(t))
+		maps.Get(presented, shiftedConfig(t))
 	}
 	if n := len(maps.m); n > maxIDMaps {
 		t.Errorf("%d cached id maps, want at most %d", n, maxIDMaps)
 	}
-	if same := maps.get(presented, withTargets(t, testConfig(t, "textbox", 9, "http://r9", "x"))); same != nil {
+	if same := maps.Get(presented, withTargets(t, testConfig(t, "textbox", 9, "http://r9", "x"))); same != nil {
 		t.Errorf("same ids mapped: %v", same)
 	}
 
 	body := map[string]json.RawMessage{"trigger_id": json.RawMessage("3"), "fn_index": json.RawMessage("0")}
-	mapTriggerID(body, m)
+	MapTriggerID(body, m)
 	if string(body["trigger_id"]) != "4" {
 		t.Errorf("trigger_id %s, want 4", body["trigger_id"])
 	}
 	body = map[string]json.RawMessage{"trigger_id": json.RawMessage("null")}
-	mapTriggerID(body, m)
+	MapTriggerID(body, m)
 	if string(body["trigger_id"]) != "null" {
 		t.Errorf("null trigger_id became %s", body["trigger_id"])
 	}
 
 	msg := []byte(`{"msg":"process_completed","event_id":"e","output":{"data":["X"],"changed_state_ids":[3,1]},"success":true}`)
-	got := mapChangedStateIDs(msg, inverse(m))
+	got := MapChangedStateIDs(msg, Inverse(m))
 	var out struct {
 		Output struct {
 			Data            []string `json:"data"`
@@ -94,7 +94,7 @@ func TestComponentIDsMappedPerReplica(t *testing.T) {
 		t.Errorf("mapped %s", got)
 	}
 	plain := []byte(`{"msg":"process_completed","output":{"data":["X"],"changed_state_ids":[]}}`)
-	if string(mapChangedStateIDs(plain, inverse(m))) != string(plain) {
+	if string(MapChangedStateIDs(plain, Inverse(m))) != string(plain) {
 		t.Error("a message with nothing to map was rewritten")
 	}
 }

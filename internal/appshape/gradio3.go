@@ -1,7 +1,8 @@
-package frontdoor
+package appshape
 
-// Gradio 3 (ws) replicas behind the bridge: what differs from the 4.x
-// generations besides the transport (which the Go client speaks).
+// Gradio 3 (ws) replicas behind the front door's bridge: what differs
+// from the 4.x generations besides the transport (which the Go client
+// speaks).
 //
 // Gradio 3.x has no FileData: a file component takes and returns a plain
 // dict {"name": <server path>, "data": null, "is_file": true, "orig_name",
@@ -16,6 +17,7 @@ package frontdoor
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"path"
 	"strconv"
 	"strings"
@@ -24,8 +26,13 @@ import (
 	"github.com/gradiopool/gradiopool/internal/jsonwalk"
 )
 
-// protocolWS is the Go client's name for Gradio 3's protocol.
-const protocolWS = "ws"
+// ErrFileURL is WSArgs' answer to a file passed by URL: a caller's fault
+// (Gradio 3 only reads files already on its disk). Its text is for the
+// caller.
+var ErrFileURL = errors.New("gradiopool: this app runs Gradio 3, which takes only uploaded files: upload the file instead of passing its URL")
+
+// ProtocolWS is the Go client's name for Gradio 3's protocol.
+const ProtocolWS = "ws"
 
 // wsFileSerializers are Gradio 3's serializers whose values are file
 // dicts (VideoSerializable is a FileSerializable there). Image, audio and
@@ -33,21 +40,10 @@ const protocolWS = "ws"
 // passed as they are.
 var wsFileSerializers = map[string]bool{"FileSerializable": true, "VideoSerializable": true}
 
-// decodeJSON decodes b keeping numbers as written.
-func decodeJSON(b []byte) (any, bool) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return nil, false
-	}
-	return v, true
-}
-
-// wsArgs turns the FileData in a bridged join's data (already localized:
+// WSArgs turns the FileData in a bridged join's data (already localized:
 // paths on the replica) into Gradio 3 file dicts. A FileData naming a URL
 // is refused: Gradio 3 only reads files already on its disk.
-func wsArgs(data json.RawMessage) (json.RawMessage, error) {
+func WSArgs(data json.RawMessage) (json.RawMessage, error) {
 	if !bytes.Contains(data, []byte(`"path"`)) {
 		return data, nil
 	}
@@ -55,14 +51,14 @@ func wsArgs(data json.RawMessage) (json.RawMessage, error) {
 	if !ok {
 		return data, nil // the caller's fault is reported by the join
 	}
-	var bad error
+	var bad bool
 	v, _ = jsonwalk.Replace(v, func(t map[string]any) (any, bool) {
 		p, ok := t["path"].(string)
-		if !ok || !isFileData(t) {
+		if !ok || !IsFileData(t) {
 			return nil, false
 		}
 		if strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://") || p == "" {
-			bad = &badFileError{msg: "gradiopool: this app runs Gradio 3, which takes only uploaded files: upload the file instead of passing its URL"}
+			bad = true
 			return t, true
 		}
 		lf := map[string]any{"name": p, "data": nil, "is_file": true}
@@ -74,15 +70,15 @@ func wsArgs(data json.RawMessage) (json.RawMessage, error) {
 		}
 		return lf, true
 	})
-	if bad != nil {
-		return nil, bad
+	if bad {
+		return nil, ErrFileURL
 	}
-	return bridgeJSON(v), nil
+	return Marshal(v), nil
 }
 
-// wsOutputFiles turns the Gradio 3 file dicts in an output value into
+// WSOutputFiles turns the Gradio 3 file dicts in an output value into
 // FileData with a path (the bridge then points them at the gateway).
-func wsOutputFiles(v json.RawMessage) json.RawMessage {
+func WSOutputFiles(v json.RawMessage) json.RawMessage {
 	if !bytes.Contains(v, []byte(`"is_file"`)) {
 		return v
 	}
@@ -105,7 +101,7 @@ func wsOutputFiles(v json.RawMessage) json.RawMessage {
 	if !changed {
 		return v
 	}
-	return bridgeJSON(x)
+	return Marshal(x)
 }
 
 // wsFileType is Gradio 5's API type of a FileData value.
@@ -125,7 +121,7 @@ var wsFileType = map[string]any{
 }
 
 // wsEndpoint presents one endpoint of a Gradio 3 /info in Gradio 5's
-// shape (the parameter names are presentInfo's): file components get
+// shape (the parameter names are PresentInfo's): file components get
 // FileData types, the serializers go.
 func wsEndpoint(e map[string]any) {
 	params, _ := e["parameters"].([]any)
