@@ -15,7 +15,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -25,11 +24,28 @@ import (
 	"github.com/gradiopool/gradiopool/gradio"
 
 	"github.com/gradiopool/gradiopool/internal/jsonwalk"
+	"github.com/gradiopool/gradiopool/internal/uploadstore"
 )
 
 // heldPrefix starts the paths the gateway answers for its uploads; a join
 // whose data names one gets the file sent to its replica first.
 const heldPrefix = "/gradiopool-upload/"
+
+// uploadPrefix starts the ids of this gateway's uploads: the cluster's
+// gateways each have a home (Config.UploadHome), so that a join at another
+// gateway knows where to fetch an upload it names.
+func uploadPrefix(home string) string {
+	if home == "" {
+		return ""
+	}
+	return home + "."
+}
+
+// heldID is the upload id in gateway path p (heldPrefix + id + "/" + name).
+func heldID(p string) string {
+	id, _, _ := strings.Cut(strings.TrimPrefix(p, heldPrefix), "/")
+	return id
+}
 
 // filePrefix starts the virtual paths of replica files handed out by the
 // gateway: /gradiopool/{replica index}/{signature}{replica path}.
@@ -60,7 +76,7 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if !ok { // all or nothing: a refused request keeps no file
 			for _, p := range paths {
-				f.ups.remove(p)
+				f.ups.Remove(heldID(p))
 			}
 		}
 	}()
@@ -82,26 +98,26 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 			_ = part.Close()
 			continue
 		}
-		p, err := f.ups.put(client, cleanName(part.FileName()), part, limit)
+		up, err := f.ups.Put(client, uploadstore.CleanName(part.FileName()), part, limit)
 		_ = part.Close()
 		switch {
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, uploadstore.ErrTooLarge):
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusRequestEntityTooLarge)
 			_, _ = fmt.Fprintf(w, "File size exceeded maximum allowed size of %d bytes.", limit)
 			return
-		case errors.Is(err, errClientQuota):
+		case errors.Is(err, uploadstore.ErrClientQuota):
 			w.Header().Set("Retry-After", strconv.Itoa(int(f.conf().UploadTTL/time.Second)))
 			detail(w, http.StatusTooManyRequests, fmt.Sprintf("gradiopool: this client's uploads kept take %d bytes already (frontdoor.max_upload_bytes_per_client); they expire %s after their upload", f.conf().MaxUploadBytesPerClient, f.conf().UploadTTL))
 			return
-		case errors.Is(err, errTotalQuota):
+		case errors.Is(err, uploadstore.ErrTotalQuota):
 			detail(w, http.StatusServiceUnavailable, "gradiopool: the gateway's upload space is full (frontdoor.max_upload_bytes); retry later")
 			return
 		case err != nil:
 			detail(w, http.StatusInternalServerError, "storing the upload: "+err.Error())
 			return
 		}
-		paths = append(paths, p)
+		paths = append(paths, heldPrefix+up.ID+"/"+up.Name)
 	}
 	ok = true
 	b, _ := json.Marshal(paths)
@@ -115,15 +131,11 @@ var ErrUploadNotFound = errors.New("frontdoor: upload not found")
 // OpenUpload opens upload id kept here, for another gateway of the
 // cluster whose join names it (Config.FetchUpload there).
 func (f *FrontDoor) OpenUpload(id string) (io.ReadCloser, error) {
-	h := f.ups.get(id)
-	if h == nil {
+	r, err := f.ups.Open(id)
+	if err != nil {
 		return nil, ErrUploadNotFound
 	}
-	file, err := os.Open(h.file)
-	if err != nil {
-		return nil, ErrUploadNotFound // swept meanwhile
-	}
-	return file, nil
+	return r, nil
 }
 
 // fetchedUpload sends upload id (path p), kept by another gateway of the
@@ -201,28 +213,25 @@ func (f *FrontDoor) localizeFiles(ctx context.Context, app *gradio.Client, repli
 func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, p string) (string, bool, error) {
 	switch {
 	case strings.HasPrefix(p, heldPrefix):
-		rest := strings.TrimPrefix(p, heldPrefix)
-		id, _, _ := strings.Cut(rest, "/")
-		h := f.ups.get(id)
+		id := heldID(p)
+		h := f.ups.Get(id)
 		if h == nil {
 			return f.fetchedUpload(ctx, app, p, id)
 		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if rp, ok := h.sent[replica]; ok {
-			return rp, true, nil
-		}
-		file, err := os.Open(h.file)
-		if err != nil {
+		rp, err := h.SendOnce(replica, func(r io.Reader) (string, error) {
+			fd, err := app.Upload(ctx, h.Name, r)
+			if err != nil {
+				return "", err
+			}
+			return fd.Path, nil
+		})
+		if errors.Is(err, uploadstore.ErrNotFound) {
 			return "", false, &badFileError{msg: "gradiopool: the upload " + p + " is gone; upload it again"}
 		}
-		defer file.Close()
-		fd, err := app.Upload(ctx, h.name, file)
 		if err != nil {
 			return "", false, err
 		}
-		h.sent[replica] = fd.Path
-		return fd.Path, true, nil
+		return rp, true, nil
 	case strings.HasPrefix(p, filePrefix):
 		idx, orig, ok := f.verifyFile(p)
 		if !ok {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/appshape"
+	"github.com/gradiopool/gradiopool/internal/uploadstore"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -130,7 +131,7 @@ type FrontDoor struct {
 	fileMu  sync.Mutex
 	fileIDs []string
 	appID   uint64
-	ups     *uploads
+	ups     *uploadstore.Store
 
 	mu        sync.Mutex // guards sessions and perClient; nothing slow runs under it
 	sessions  map[string]*callerSession
@@ -201,7 +202,7 @@ func New(p Pool, cfg Config) (*FrontDoor, error) {
 		_, _ = rand.Read(b[:])
 		f.appID = binary.BigEndian.Uint64(b[:]) | 1<<63 // above 2^63 like the simulator: exercises uint64
 	}
-	f.ups = newUploads(cfg.UploadDir, cfg.UploadHome, cfg.Now, cfg.MaxUploadBytesPerClient, cfg.MaxUploadBytes)
+	f.ups = uploadstore.New(cfg.UploadDir, uploadPrefix(cfg.UploadHome), cfg.Now, cfg.MaxUploadBytesPerClient, cfg.MaxUploadBytes)
 	f.fps.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.drain = make(chan struct{})
@@ -244,7 +245,7 @@ func (f *FrontDoor) Reconfigure(live Config) {
 	next.ShowReplicaErrors, next.PinSessions, next.PinnedEndpoints = live.ShowReplicaErrors, live.PinSessions, slices.Clone(live.PinnedEndpoints)
 	next.limitDefaults()
 	f.cfg.Store(&next)
-	f.ups.setQuotas(next.MaxUploadBytesPerClient, next.MaxUploadBytes)
+	f.ups.SetQuotas(next.MaxUploadBytesPerClient, next.MaxUploadBytes)
 }
 
 // start runs the sweeper from the first session on, so that a gateway
@@ -316,7 +317,7 @@ func (f *FrontDoor) Close() error {
 	for _, s := range all {
 		s.releaseAll(codeShutdown)
 	}
-	return f.ups.close()
+	return f.ups.Close()
 }
 
 // Routes lists the front door's routes, each under /gradio_api (Gradio 5/6)
@@ -392,7 +393,7 @@ func (f *FrontDoor) sweep() {
 		f.stats.expired.Add(1)
 		f.log.Debug("front door: session expired", slog.String("session", shortHash(s.front)), slog.Int("calls_released", n))
 	}
-	f.ups.sweep(now.Add(-f.conf().UploadTTL))
+	f.ups.Sweep(now.Add(-f.conf().UploadTTL))
 }
 
 // appFor returns the app of a replica, or an error for the caller.

@@ -67,8 +67,8 @@ func (f *FrontDoor) Stats() Stats {
 	st.Lost = f.stats.lost.Load()
 	st.NotRead = f.stats.notRead.Load()
 	st.SessionsRefused = f.stats.sessionsRefused.Load()
-	st.Uploads = f.ups.count()
-	st.UploadBytes = f.ups.bytes()
+	st.Uploads = f.ups.Count()
+	st.UploadBytes = f.ups.Bytes()
 	for n, me := range f.mismatched() {
 		if st.Mismatched == nil {
 			st.Mismatched = map[string]string{}
