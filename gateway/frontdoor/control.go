@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -33,7 +32,7 @@ func (f *FrontDoor) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusForbidden, "this session_hash belongs to other credentials")
 		return
 	}
-	defer s.stream()()
+	defer s.stream(false)()
 	rc := startSSE(w)
 	t := time.NewTicker(f.conf().HeartbeatInterval)
 	defer t.Stop()
@@ -150,7 +149,7 @@ func (f *FrontDoor) dropAtReplica(b binding) {
 	if err != nil {
 		return
 	}
-	if major, _, _ := strings.Cut(app.Config().Version, "."); atoi(major) >= 6 {
+	if majorAtLeast(app.Config().Version, 6) {
 		// Gradio 6 keeps a session's queue when its stream drops, and its
 		// cancel takes a queued call out of the queue (measured on
 		// 6.25.0): the cancel that follows is enough.
@@ -185,12 +184,6 @@ func (f *FrontDoor) dropAtReplica(b binding) {
 			}
 		}
 	}
-}
-
-// atoi is s as a number, 0 when it is none.
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }
 
 func (f *FrontDoor) cancelAtReplica(b binding, eventID, fnIndex string) {

@@ -73,8 +73,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 		_ = rc.Data(sessionNotFound)
 		return
 	}
-	defer s.stream()()
-	defer s.reading()()
+	defer s.stream(true)()
 	b := s.binding()
 	f.annotate(r, slog.String("replica", b.Replica))
 	if u, err := user(r); err == nil && u != "" {
@@ -466,7 +465,7 @@ func (f *FrontDoor) relayData(out *muxWriter, r *http.Request, s *callerSession,
 			// neither reopen nor end, which runLane takes for the caller
 			// gone (the stream then ended without close_stream, and the
 			// official client waited on it for ever).
-			left := len(s.relayedOn(b.Replica))
+			left := len(s.callsOn(b.Replica, true))
 			return relayed, left > 0, left == 0, nil
 		}
 		if flush() != nil {
@@ -528,7 +527,7 @@ func (s *callerSession) holdsLastCompletion() bool {
 // error shape: process_completed with success false) and frees their
 // slots. The calls are never run again.
 func (f *FrontDoor) failLane(out *muxWriter, s *callerSession, replica string, cause error, unopened bool) {
-	ids := s.relayedOn(replica)
+	ids := s.callsOn(replica, true)
 	stopped := f.stopCalls.Err() != nil
 	what := "the connection to the replica was lost while it ran this call"
 	if unopened {

@@ -54,7 +54,7 @@ func TestSessionsExpireWhenIdleWithoutStreams(t *testing.T) {
 	streaming.mu.Lock()
 	streaming.accepted = 1
 	streaming.mu.Unlock()
-	endStream := streaming.stream() // e.g. the caller's heartbeat
+	endStream := streaming.stream(false) // e.g. the caller's heartbeat
 
 	clk.add(59 * time.Minute)
 	f.sweep()
@@ -176,7 +176,7 @@ func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
 			t.Fatalf("call %d: %d sessions in use after it completed", i, st.InUseConnections)
 		}
 	}
-	if n := len(s.inFlight()); n != 0 {
+	if n := len(s.callsOn("", false)); n != 0 {
 		t.Errorf("%d calls still in flight", n)
 	}
 }
@@ -238,7 +238,7 @@ func TestSessionCapCountsLiveSessions(t *testing.T) {
 			t.Fatalf("session %d: %v", i, err)
 		}
 		if i == 0 {
-			keep = s.stream() // a page with its heartbeat open
+			keep = s.stream(false) // a page with its heartbeat open
 		}
 	}
 	defer keep()

@@ -155,7 +155,7 @@ func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map
 		f.log.Warn("front door: replica refused a join", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(front)), slog.String("user", f.conf().HashUser(u)), slog.Any("error", ref.err))
 		last = ref
-		if !spread && len(s.inFlightOn(b.Replica)) > 0 {
+		if !spread && len(s.callsOn(b.Replica, false)) > 0 {
 			break // the session's other calls run there: it cannot move
 		}
 		tried = append(tried, b.Replica)
@@ -266,14 +266,14 @@ func (f *FrontDoor) slotFor(ctx context.Context, s *callerSession, u string, tri
 					continue
 				}
 				l.Release()
-				if len(s.inFlightOn(b.Replica)) > 0 {
+				if len(s.callsOn(b.Replica, false)) > 0 {
 					return nil, b, cerr
 				}
 				// Its app changed to another: move.
 			} else {
 				var re *pool.ReplicaError
 				if ctx.Err() != nil || errors.Is(err, pool.ErrQueueTimeout) || errors.Is(err, pool.ErrQueueFull) ||
-					!(errors.As(err, &re) || errors.Is(err, pool.ErrUnknownReplica)) || len(s.inFlightOn(b.Replica)) > 0 {
+					!(errors.As(err, &re) || errors.Is(err, pool.ErrUnknownReplica)) || len(s.callsOn(b.Replica, false)) > 0 {
 					return nil, b, err
 				}
 				// The replica cannot serve (ejected, unreachable, removed by

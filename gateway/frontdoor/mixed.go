@@ -110,20 +110,6 @@ func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b
 	return answer{}, ref
 }
 
-// relayedOn returns the event ids of the relayed calls in flight on
-// replica (the ones its queue/data stream carries).
-func (s *callerSession) relayedOn(replica string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ids []string
-	for id, c := range s.calls {
-		if c.replica == replica && !c.bridged {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
 // streamDrained reports that s has no call left for its stream (see
 // drainedLocked).
 func (s *callerSession) streamDrained() bool {
@@ -292,16 +278,16 @@ func (s *callerSession) bridgeMessages() [][]byte {
 // relayed one as itself (Gradio 4.44 stays 4.44).
 func (f *FrontDoor) presentedModern() bool {
 	if c := f.presented(); c != nil && !needsBridge(c) {
-		return modernVersion(c.Version)
+		return majorAtLeast(c.Version, 5)
 	}
 	return true
 }
 
-// modernVersion reports whether Gradio version v is 5.0 or later.
-func modernVersion(v string) bool {
-	major, _, _ := strings.Cut(strings.TrimSpace(v), ".")
-	n, err := strconv.Atoi(major)
-	return err == nil && n >= 5
+// majorAtLeast reports whether Gradio version v is major.0 or later.
+func majorAtLeast(v string, major int) bool {
+	m, _, _ := strings.Cut(strings.TrimSpace(v), ".")
+	n, err := strconv.Atoi(m)
+	return err == nil && n >= major
 }
 
 // presentError gives a relayed failed process_completed the gr.Error text
@@ -310,7 +296,7 @@ func modernVersion(v string) bool {
 // message. Replicas of one generation pass unchanged.
 func (f *FrontDoor) presentError(app *gradio.Client, data []byte) []byte {
 	modern := f.presentedModern()
-	if modernVersion(app.Config().Version) == modern {
+	if majorAtLeast(app.Config().Version, 5) == modern {
 		return data
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -21,6 +21,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/logattr"
@@ -45,12 +46,19 @@ type queuedCall struct {
 	// Guarded by the session's mu.
 	answered time.Time
 
-	// mu decides, once, whether the caller is answered with the
-	// gateway's event id (shown: the call waited) or with the replica's
-	// (direct: its join was forwarded before the handler saw it wait).
-	mu            sync.Mutex
-	shown, direct bool
+	// told is decided once, by whichever comes first: the caller is told
+	// the gateway's event id (toldGateway: the call waited), or its join
+	// goes to a replica first (toldReplica: the caller gets the replica's
+	// answer and id).
+	told atomic.Int32
 }
+
+// The decisions of queuedCall.told.
+const (
+	toldUndecided int32 = iota
+	toldGateway
+	toldReplica
+)
 
 // eventID is the event id a call the gateway runs itself (bridge.go) is
 // known by: the gateway's own when the caller was told it while the call
@@ -65,33 +73,16 @@ func (qc *queuedCall) eventID() string {
 // show commits the caller to the gateway's event id; false when the
 // join went to a replica first (the caller gets the replica's answer).
 func (qc *queuedCall) show() bool {
-	qc.mu.Lock()
-	defer qc.mu.Unlock()
-	if qc.direct {
-		return false
-	}
-	qc.shown = true
-	return true
+	return qc.told.CompareAndSwap(toldUndecided, toldGateway) || qc.told.Load() == toldGateway
 }
 
-func (qc *queuedCall) isShown() bool {
-	qc.mu.Lock()
-	defer qc.mu.Unlock()
-	return qc.shown
-}
+func (qc *queuedCall) isShown() bool { return qc.told.Load() == toldGateway }
 
 // mayShow reports whether the caller can still be told the call waits
 // (show would succeed): false once a join of it went to a replica first.
 // Only the call's own goroutine decides that (aliased), so the answer
 // holds until it waits.
-func (qc *queuedCall) mayShow() bool {
-	if qc == nil {
-		return false
-	}
-	qc.mu.Lock()
-	defer qc.mu.Unlock()
-	return !qc.direct
-}
+func (qc *queuedCall) mayShow() bool { return qc != nil && qc.told.Load() != toldReplica }
 
 // aliased, before a join is forwarded, says whether the replica's event
 // id is to be mapped to the gateway's; if not decided yet, it never is.
@@ -99,12 +90,8 @@ func (qc *queuedCall) aliased() bool {
 	if qc == nil {
 		return false
 	}
-	qc.mu.Lock()
-	defer qc.mu.Unlock()
-	if !qc.shown {
-		qc.direct = true
-	}
-	return qc.shown
+	qc.told.CompareAndSwap(toldUndecided, toldReplica)
+	return qc.told.Load() == toldGateway
 }
 
 // queueShown reports whether joins that must wait are answered at once

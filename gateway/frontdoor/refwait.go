@@ -123,8 +123,7 @@ func (f *FrontDoor) streamUntilReference(w http.ResponseWriter, r *http.Request,
 	if f.hasReference() || !s.waitingQueued() {
 		return w, false, false
 	}
-	defer s.stream()()
-	defer s.reading()()
+	defer s.stream(true)()
 	ctx, cancel := context.WithCancel(r.Context())
 	ready := make(chan struct{})
 	go func() {

@@ -299,10 +299,7 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 	if !meta.spread {
 		s.accepted++
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.poke()
 	if code, ok := s.early[eventID]; ok {
 		delete(s.early, eventID)
 		s.mu.Unlock()
@@ -381,19 +378,6 @@ func (s *callerSession) unread() bool {
 	return s.readers == 0
 }
 
-// reading counts an open data stream until the returned func runs.
-func (s *callerSession) reading() func() {
-	s.mu.Lock()
-	s.readers++
-	s.changedLocked().Broadcast()
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		s.readers--
-		s.mu.Unlock()
-	}
-}
-
 // awaitReader waits until a data stream of s is open, shown to the
 // caller as a wait in the gateway's queue (watch: the join is answered
 // with the gateway's event id, and its read grace ends the wait); false
@@ -470,17 +454,6 @@ func (s *callerSession) observe(eventID string, data []byte) {
 	}
 }
 
-// inFlight returns the event ids of the calls in flight.
-func (s *callerSession) inFlight() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.calls))
-	for id := range s.calls {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
 // laneBackend returns the backend session hash of s at replica, making
 // one for a replica it has not used yet.
 func (s *callerSession) laneBackend(replica string) string {
@@ -516,13 +489,15 @@ func (s *callerSession) busyLanes() map[string]string {
 	return out
 }
 
-// inFlightOn returns the event ids of the calls in flight on replica.
-func (s *callerSession) inFlightOn(replica string) []string {
+// callsOn returns the event ids of the calls in flight on replica (""
+// any replica); relayed keeps those its replica's queue/data stream
+// carries (not bridged).
+func (s *callerSession) callsOn(replica string, relayed bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
 	for id, c := range s.calls {
-		if c.replica == replica {
+		if (replica == "" || c.replica == replica) && !(relayed && c.bridged) {
 			ids = append(ids, id)
 		}
 	}
@@ -570,14 +545,22 @@ func (s *callerSession) endCalls(ended []*call, code string) {
 	}
 }
 
-// stream counts an open stream until the returned func runs.
-func (s *callerSession) stream() func() {
+// stream counts an open stream (a data stream when data: its messages
+// are read, see ReadGrace; else a heartbeat) until the returned func runs.
+func (s *callerSession) stream(data bool) func() {
 	s.mu.Lock()
 	s.streams++
+	if data {
+		s.readers++
+		s.changedLocked().Broadcast()
+	}
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
 		s.streams--
+		if data {
+			s.readers--
+		}
 		s.lastSeen = s.f.conf().Now()
 		s.mu.Unlock()
 	}
