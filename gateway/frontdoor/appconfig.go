@@ -80,7 +80,7 @@ func (f *FrontDoor) handleConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	out := replaceRoots(app.Config().Raw, appRoots(app), f.root(r))
 	out = appIDRe.ReplaceAll(out, []byte(`"app_id":`+strconv.FormatUint(f.appID, 10)))
-	relay(w, http.StatusOK, "application/json", out)
+	relayed(http.StatusOK, "application/json", out).writeTo(w)
 }
 
 // handleInfo is GET info: the reference replica's /info (cached per query
@@ -117,7 +117,7 @@ func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
 		}
 		rb, err := readSmall(resp)
 		if err != nil || resp.StatusCode != http.StatusOK {
-			relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+			relayed(resp.StatusCode, resp.Header.Get("Content-Type"), rb).writeTo(w)
 			return
 		}
 		body = appshape.PresentInfo(rb, app.Config())
@@ -127,12 +127,12 @@ func (f *FrontDoor) handleInfo(w http.ResponseWriter, r *http.Request) {
 		}
 		f.refMu.Unlock()
 	}
-	relay(w, http.StatusOK, "application/json", replaceRoots(body, appRoots(app), f.root(r)))
+	relayed(http.StatusOK, "application/json", replaceRoots(body, appRoots(app), f.root(r))).writeTo(w)
 }
 
 // handleAppID is GET app_id: the gateway's own id, stable while it runs.
 func (f *FrontDoor) handleAppID(w http.ResponseWriter, r *http.Request) {
-	relay(w, http.StatusOK, "application/json", []byte(`{"app_id":`+strconv.FormatUint(f.appID, 10)+`}`))
+	relayed(http.StatusOK, "application/json", []byte(`{"app_id":`+strconv.FormatUint(f.appID, 10)+`}`)).writeTo(w)
 }
 
 // root is the gateway's root URL as the caller reached it.

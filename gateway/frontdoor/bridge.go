@@ -656,7 +656,7 @@ func (f *FrontDoor) bridgeConfig(w http.ResponseWriter, r *http.Request, app *gr
 	}
 	delete(c, "path") // Gradio 4's; 5 has none
 	out := replaceRoots(appshape.Marshal(c), appRoots(app), gw)
-	relay(w, http.StatusOK, "application/json", out)
+	relayed(http.StatusOK, "application/json", out).writeTo(w)
 }
 
 // targetsOf lists the event names of a dependency's targets.

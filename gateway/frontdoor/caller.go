@@ -79,11 +79,7 @@ func validHash(s string) bool {
 // newBackendHash makes the session hash the gateway uses at a replica: the
 // caller's own hash never reaches a replica, so callers cannot collide with
 // each other or with the pool's sessions there.
-func newBackendHash() string {
-	var b [10]byte
-	_, _ = rand.Read(b[:])
-	return "gp" + hex.EncodeToString(b[:])
-}
+func newBackendHash() string { return "gp" + randomHex(10) }
 
 // callerHeaders copies what the caller may send to the replica: its own
 // token and X-IP-Token when ForwardCallerToken is set.
@@ -104,8 +100,11 @@ func (f *FrontDoor) callerHeaders(r *http.Request, out http.Header) {
 }
 
 // newEventID is an event id shaped like Gradio's: 32 hex digits.
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+func newEventID() string { return randomHex(16) }
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -65,7 +65,7 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		s = f.session(r.Context(), front, f.owner(r), false)
 	}
 	if s == nil {
-		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		relayed(http.StatusOK, "application/json", []byte(`{"success":true}`)).writeTo(w)
 		return
 	}
 	// A call in the gateway's queue: its wait ends (no replica has it).
@@ -83,11 +83,11 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		// A bridged call: the bridge ends it for the caller as Gradio 5's
 		// cancel does, and stops it at the replica in its protocol's way.
 		s.forgetQueued(str(m["event_id"]))
-		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		relayed(http.StatusOK, "application/json", []byte(`{"success":true}`)).writeTo(w)
 		return
 	}
 	if waited || s.binding().Replica == "" {
-		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		relayed(http.StatusOK, "application/json", []byte(`{"success":true}`)).writeTo(w)
 		return
 	}
 	m["event_id"], _ = json.Marshal(rid)
@@ -100,7 +100,7 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if needsBridge(app.Config()) {
 		// An older replica has no cancel of Gradio 5's (the call ended
 		// already, or was never known): Gradio answers success.
-		relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+		relayed(http.StatusOK, "application/json", []byte(`{"success":true}`)).writeTo(w)
 		return
 	}
 	m["session_hash"], _ = json.Marshal(backend)
@@ -118,7 +118,7 @@ func (f *FrontDoor) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rb, _ := readSmall(resp)
-	relay(w, resp.StatusCode, resp.Header.Get("Content-Type"), rb)
+	relayed(resp.StatusCode, resp.Header.Get("Content-Type"), rb).writeTo(w)
 }
 
 // handleReset is POST reset: a no-op in Gradio 6 and only cleanup in 4.x,
@@ -127,7 +127,7 @@ func (f *FrontDoor) handleReset(w http.ResponseWriter, r *http.Request) {
 	if _, ok := f.readBody(w, r); !ok {
 		return
 	}
-	relay(w, http.StatusOK, "application/json", []byte(`{"success":true}`))
+	relayed(http.StatusOK, "application/json", []byte(`{"success":true}`)).writeTo(w)
 }
 
 // cancelAtReplica asks b's replica to cancel call eventID of the backend

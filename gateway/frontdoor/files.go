@@ -121,7 +121,7 @@ func (f *FrontDoor) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	ok = true
 	b, _ := json.Marshal(paths)
-	relay(w, http.StatusOK, "application/json", b)
+	relayed(http.StatusOK, "application/json", b).writeTo(w)
 }
 
 // ErrUploadNotFound is an upload no front door of the cluster keeps (never
@@ -218,7 +218,7 @@ func (f *FrontDoor) localPath(ctx context.Context, app *gradio.Client, replica, 
 		if h == nil {
 			return f.fetchedUpload(ctx, app, p, id)
 		}
-		rp, err := h.SendOnce(replica, func(r io.Reader) (string, error) {
+		rp, err := h.SendOnce(ctx, replica, func(r io.Reader) (string, error) {
 			fd, err := app.Upload(ctx, h.Name, r)
 			if err != nil {
 				return "", err

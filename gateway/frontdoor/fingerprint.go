@@ -2,8 +2,6 @@ package frontdoor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,7 +51,7 @@ type shapeOf struct {
 
 // fingerprints tracks the reference app and each replica's verdict.
 type fingerprints struct {
-	adoptMu sync.Mutex // serialises choosing the reference
+	adoptMu sync.Mutex // serialises adopt; held for no I/O
 
 	mu         sync.Mutex // guards the fields below; nothing slow runs under it
 	ref        *shapeOf   // nil until a reference is chosen
@@ -62,6 +60,9 @@ type fingerprints struct {
 	bad        map[string]*mismatchError          // replica -> its mismatch, for its current config
 	logged     map[*gradio.Config]map[string]bool // mismatches logged: config -> reference fingerprints
 	checkOnce  sync.Once
+	// choosing is closed when the first choice of the reference in flight
+	// (ensureReference) ends; nil when none is.
+	choosing chan struct{}
 }
 
 func (fp *fingerprints) init() {
@@ -79,8 +80,7 @@ func (fp *fingerprints) shape(c *gradio.Config) *shapeOf {
 		clear(fp.cache)
 	}
 	lines := appshape.Shape(c)
-	h := sha256.Sum256([]byte(strings.Join(lines, "\n")))
-	s := &shapeOf{fp: hex.EncodeToString(h[:8]), lines: lines}
+	s := &shapeOf{fp: appshape.FingerprintOf(lines), lines: lines}
 	fp.cache[c] = s
 	return s
 }
@@ -198,14 +198,38 @@ const adoptGrace = 2 * time.Second
 // adoptGrace for the others, then takes the app most of the connected
 // replicas serve.
 func (f *FrontDoor) ensureReference(ctx context.Context) error {
-	if f.hasReference() {
-		return nil
+	// One caller chooses; the others wait for its choice, each until its
+	// own ctx ends (no lock is held while replicas connect), and try
+	// themselves if it failed.
+	for !f.hasReference() {
+		fp := &f.fps
+		fp.mu.Lock()
+		ch, mine := fp.choosing, fp.choosing == nil
+		if mine {
+			ch = make(chan struct{})
+			fp.choosing = ch
+		}
+		fp.mu.Unlock()
+		if mine {
+			err := f.chooseReference(ctx)
+			fp.mu.Lock()
+			fp.choosing = nil
+			fp.mu.Unlock()
+			close(ch)
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	f.fps.adoptMu.Lock()
-	defer f.fps.adoptMu.Unlock()
-	if f.hasReference() {
-		return nil
-	}
+	return nil
+}
+
+// chooseReference is ensureReference's choice, made by one caller at a
+// time.
+func (f *FrontDoor) chooseReference(ctx context.Context) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the connects still waited for (the pool keeps connecting)
 	names := f.replicaNames()
@@ -241,7 +265,9 @@ wait:
 	if ok == 0 {
 		return fmt.Errorf("no replica is connected: %w", errors.Join(errs...))
 	}
+	f.fps.adoptMu.Lock()
 	f.adopt(f.connected(), "first use")
+	f.fps.adoptMu.Unlock()
 	f.checkAllLater()
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -281,14 +282,8 @@ func (f *FrontDoor) StopCalls() { f.stopCallsDone() }
 // CallsInFlight is how many calls hold a slot now (joined, not completed):
 // what a draining gateway waits for.
 func (f *FrontDoor) CallsInFlight() int {
-	f.mu.Lock()
-	list := make([]*callerSession, 0, len(f.sessions))
-	for _, s := range f.sessions {
-		list = append(list, s)
-	}
-	f.mu.Unlock()
 	n := 0
-	for _, s := range list {
+	for _, s := range f.sessionList() {
 		s.mu.Lock()
 		n += len(s.calls)
 		for _, qc := range s.queued {
@@ -299,6 +294,13 @@ func (f *FrontDoor) CallsInFlight() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// sessionList is a snapshot of the sessions known now.
+func (f *FrontDoor) sessionList() []*callerSession {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.sessions))
 }
 
 // Close stops the sweeper, ends every session (releasing the slots of

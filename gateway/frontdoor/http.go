@@ -61,7 +61,11 @@ func (a answer) writeTo(w http.ResponseWriter) {
 	if a.retry {
 		w.Header().Set("Retry-After", "1")
 	}
-	relay(w, a.status, a.ctype, a.body)
+	if a.ctype != "" {
+		w.Header().Set("Content-Type", a.ctype)
+	}
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
 }
 
 // message is a's Gradio detail, "" when it has none.
@@ -71,15 +75,6 @@ func (a answer) message() string {
 	}
 	_ = json.Unmarshal(a.body, &d)
 	return d.Detail
-}
-
-// relay writes a replica's answer (status, content type, body) as is.
-func relay(w http.ResponseWriter, status int, ctype string, body []byte) {
-	if ctype != "" {
-		w.Header().Set("Content-Type", ctype)
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 func readSmall(resp *http.Response) ([]byte, error) {

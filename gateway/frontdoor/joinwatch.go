@@ -32,29 +32,19 @@ func (w *joinWatch) poolWatch() *pool.QueueWatch {
 }
 
 // queued records that the join waits in the front door, pos giving its
-// position until left.
-func (w *joinWatch) queued(pos func() pool.QueuePosition) {
+// position until left; reader: the wait is for the caller's data stream.
+func (w *joinWatch) queued(pos func() pool.QueuePosition, reader bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pos = pos
 	if !w.shown {
-		w.shown = true
+		w.shown, w.reader = true, reader
 		close(w.waited)
 	}
 }
 
-// queuedForReader is queued for a wait for the caller's data stream.
-func (w *joinWatch) queuedForReader(pos func() pool.QueuePosition) {
-	w.mu.Lock()
-	if !w.shown {
-		w.reader = true
-	}
-	w.mu.Unlock()
-	w.queued(pos)
-}
-
 // waitedForReader reports whether the join's first own wait was for its
-// caller's stream (queuedForReader).
+// caller's stream (queued with reader).
 func (w *joinWatch) waitedForReader() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -108,12 +108,8 @@ func (f *FrontDoor) knownFn(fnIndex json.RawMessage) bool {
 	if json.Unmarshal(fnIndex, &fn) != nil || !f.hasReference() {
 		return false
 	}
-	for _, n := range f.replicaNames() {
-		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
-			return app.Config().HasFn(fn)
-		}
-	}
-	return false
+	c := f.presented()
+	return c != nil && c.HasFn(fn)
 }
 
 // joinQueued runs place for the caller; when the call has to wait (for a

@@ -58,8 +58,8 @@ func (f *FrontDoor) awaitReference(ctx context.Context, watch *joinWatch) error 
 		defer close(ready)
 		_, _, _ = f.reference(ctx)
 	}()
-	// Not waited for once cancelled: the reference's choice may be held
-	// by another caller's (adoptMu); it ends with that.
+	// Not waited for once cancelled: the choice in flight may be another
+	// caller's; this one's wait for it ends with ctx.
 	defer cancel()
 	var expired <-chan time.Time
 	if qt := f.p.QueueTimeout(); qt > 0 {
@@ -93,7 +93,7 @@ func (f *FrontDoor) awaitReference(ctx context.Context, watch *joinWatch) error 
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			return pool.QueuePosition{Rank: max(slices.Index(q.list, me), 0), Size: len(q.list)}
-		})
+		}, false)
 		defer watch.left() // before the entry goes: its position is not asked after
 	}
 	select {

@@ -386,7 +386,7 @@ func (s *callerSession) awaitReader(ctx context.Context, watch *joinWatch) bool 
 	if !s.unread() {
 		return true
 	}
-	watch.queuedForReader(func() pool.QueuePosition { return pool.QueuePosition{Size: 1} })
+	watch.queued(func() pool.QueuePosition { return pool.QueuePosition{Size: 1} }, true)
 	defer watch.left()
 	stop := context.AfterFunc(ctx, func() {
 		s.mu.Lock()

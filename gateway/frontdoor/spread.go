@@ -36,12 +36,8 @@ func (f *FrontDoor) Spreadable(fnIndex json.RawMessage) bool {
 	// Any connected replica serving the reference app will do: their
 	// configs have one shape (fingerprint.go). No connect here: a join of
 	// a gateway that has none yet binds its session anyway.
-	for _, n := range f.replicaNames() {
-		if app := f.p.ConnectedApp(n); app != nil && f.checkApp(n, app.Config()) == nil {
-			return f.spreadableIn(app.Config(), fn)
-		}
-	}
-	return false
+	c := f.presented()
+	return c != nil && f.spreadableIn(c, fn)
 }
 
 // spreadableIn is Spreadable's rule over the config c.

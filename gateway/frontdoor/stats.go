@@ -41,12 +41,7 @@ func (f *FrontDoor) Stats() Stats {
 	for _, n := range f.replicaNames() {
 		st.Pinned[n] = 0
 	}
-	f.mu.Lock()
-	list := make([]*callerSession, 0, len(f.sessions))
-	for _, s := range f.sessions {
-		list = append(list, s)
-	}
-	f.mu.Unlock()
+	list := f.sessionList()
 	st.Open = len(list)
 	for _, s := range list {
 		s.mu.Lock()

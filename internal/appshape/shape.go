@@ -61,9 +61,13 @@ func Shape(c *gradio.Config) []string {
 	return out
 }
 
-// Fingerprint is a short hash of [Shape].
-func Fingerprint(c *gradio.Config) string {
-	h := sha256.Sum256([]byte(strings.Join(Shape(c), "\n")))
+// Fingerprint is a short hash of [Shape]: two configs with one
+// fingerprint serve one app.
+func Fingerprint(c *gradio.Config) string { return FingerprintOf(Shape(c)) }
+
+// FingerprintOf is the fingerprint of shape lines (from [Shape]).
+func FingerprintOf(lines []string) string {
+	h := sha256.Sum256([]byte(strings.Join(lines, "\n")))
 	return hex.EncodeToString(h[:8])
 }
 

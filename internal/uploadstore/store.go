@@ -8,6 +8,7 @@
 package uploadstore
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -60,8 +61,15 @@ type File struct {
 	size    int64
 	created time.Time
 
-	mu   sync.Mutex        // guards sent; held while a copy is sent (SendOnce)
-	sent map[string]string // destination -> its name of the file there
+	mu   sync.Mutex       // guards sent; never held while a copy is sent
+	sent map[string]*copy // destination -> its copy, sent or being sent
+}
+
+// copy is a file's copy at one destination: done is closed once its send
+// ended, with name set on success (a failed copy is forgotten).
+type copy struct {
+	done chan struct{}
+	name string
 }
 
 // New returns a store keeping its files in dir ("" a temporary directory,
@@ -181,7 +189,7 @@ func (s *Store) Put(client, name string, r io.Reader, limit int64) (*File, error
 		s.mu.Unlock()
 		return nil, err
 	}
-	h := &File{ID: id, Name: name, path: f.Name(), client: client, size: n, created: s.now(), sent: map[string]string{}}
+	h := &File{ID: id, Name: name, path: f.Name(), client: client, size: n, created: s.now(), sent: map[string]*copy{}}
 	s.mu.Lock()
 	s.files[id] = h
 	s.mu.Unlock()
@@ -258,26 +266,52 @@ func (s *Store) Close() error {
 
 // SendOnce returns the name the file has at dest, sending it there with
 // send (which reads the file and answers that name) the first time: one
-// send per destination, whatever joins name the file at once. Only sends
-// of this file wait for each other. ErrNotFound when the file went from
-// the disk (swept meanwhile).
-func (h *File) SendOnce(dest string, send func(io.Reader) (string, error)) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if name, ok := h.sent[dest]; ok {
-		return name, nil
+// send per destination, whatever joins name the file at once; the others
+// wait for it until their ctx ends, and try themselves if it failed.
+// Sends to other destinations do not wait. ErrNotFound when the file went
+// from the disk (swept meanwhile).
+func (h *File) SendOnce(ctx context.Context, dest string, send func(io.Reader) (string, error)) (string, error) {
+	for {
+		h.mu.Lock()
+		c := h.sent[dest]
+		mine := c == nil
+		if mine {
+			c = &copy{done: make(chan struct{})}
+			h.sent[dest] = c
+		}
+		h.mu.Unlock()
+		if mine {
+			name, err := h.send(send)
+			h.mu.Lock()
+			if err != nil {
+				delete(h.sent, dest)
+			}
+			c.name = name
+			h.mu.Unlock()
+			close(c.done)
+			return name, err
+		}
+		select {
+		case <-c.done:
+			h.mu.Lock()
+			name, ok := c.name, h.sent[dest] == c
+			h.mu.Unlock()
+			if ok {
+				return name, nil
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
+}
+
+func (h *File) send(send func(io.Reader) (string, error)) (string, error) {
 	file, err := os.Open(h.path)
 	if err != nil {
 		return "", ErrNotFound
 	}
 	defer file.Close()
-	name, err := send(file)
-	if err != nil {
-		return "", err
-	}
-	h.sent[dest] = name
-	return name, nil
+	return send(file)
 }
 
 // CleanName keeps the base name of an uploaded file, as Gradio does: no

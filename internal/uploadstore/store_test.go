@@ -1,6 +1,7 @@
 package uploadstore
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -63,7 +64,7 @@ func TestSweepAndOpen(t *testing.T) {
 	if _, err := s.Open(old.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("swept file opened: %v", err)
 	}
-	if _, err := old.SendOnce("r1", func(io.Reader) (string, error) { return "x", nil }); !errors.Is(err, ErrNotFound) {
+	if _, err := old.SendOnce(context.Background(), "r1", func(io.Reader) (string, error) { return "x", nil }); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a swept file sent: %v", err)
 	}
 	r, err := s.Open(kept.ID)
@@ -103,13 +104,13 @@ func TestSendOnce(t *testing.T) {
 		sends.Add(1)
 		return "/tmp/replica/f.txt", nil
 	}
-	if _, err := h.SendOnce("r1", func(io.Reader) (string, error) { return "", errors.New("replica down") }); err == nil {
+	if _, err := h.SendOnce(context.Background(), "r1", func(io.Reader) (string, error) { return "", errors.New("replica down") }); err == nil {
 		t.Fatal("a failed send reported no error")
 	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if name, err := h.SendOnce("r1", send); err != nil || name != "/tmp/replica/f.txt" {
+			if name, err := h.SendOnce(context.Background(), "r1", send); err != nil || name != "/tmp/replica/f.txt" {
 				t.Errorf("send: %q %v", name, err)
 			}
 		})
@@ -118,7 +119,7 @@ func TestSendOnce(t *testing.T) {
 	if n := sends.Load(); n != 1 {
 		t.Fatalf("%d sends to r1, want 1", n)
 	}
-	if _, err := h.SendOnce("r2", send); err != nil || sends.Load() != 2 {
+	if _, err := h.SendOnce(context.Background(), "r2", send); err != nil || sends.Load() != 2 {
 		t.Fatalf("r2: %v, %d sends", err, sends.Load())
 	}
 }
@@ -138,5 +139,56 @@ func TestCleanName(t *testing.T) {
 		if got := CleanName(in); !strings.HasPrefix(got, "tmp") {
 			t.Errorf("CleanName(%q) = %q, want a random tmp name", in, got)
 		}
+	}
+}
+
+// TestSendOnceHoldsNoLock: while a send of the file to one replica hangs,
+// a send to another replica goes through, and a join waiting for the
+// hung one gives up with its own context.
+func TestSendOnceHoldsNoLock(t *testing.T) {
+	s := New(t.TempDir(), "", time.Now, 0, 0)
+	defer s.Close()
+	h, err := s.Put("a", "f.txt", strings.NewReader("payload"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	hung := make(chan error, 1)
+	go func() {
+		_, err := h.SendOnce(context.Background(), "r1", func(io.Reader) (string, error) {
+			close(started)
+			<-release
+			return "/r1/f.txt", nil
+		})
+		hung <- err
+	}()
+	<-started
+	done := make(chan error, 2)
+	go func() {
+		_, err := h.SendOnce(context.Background(), "r2", func(io.Reader) (string, error) { return "/r2/f.txt", nil })
+		done <- err
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := h.SendOnce(ctx, "r1", func(io.Reader) (string, error) { return "", errors.New("sent twice") })
+		done <- err
+	}()
+	cancel()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("while r1's send hangs: %v", err)
+			}
+		case <-time.After(10 * time.Second): // a hang guard, not a timing
+			t.Fatal("a send waited for another replica's hung send")
+		}
+	}
+	close(release)
+	if err := <-hung; err != nil {
+		t.Fatal(err)
+	}
+	if name, err := h.SendOnce(context.Background(), "r1", nil); err != nil || name != "/r1/f.txt" {
+		t.Errorf("r1 after its send: %q %v", name, err)
 	}
 }
