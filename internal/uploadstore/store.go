@@ -61,13 +61,13 @@ type File struct {
 	size    int64
 	created time.Time
 
-	mu   sync.Mutex       // guards sent; never held while a copy is sent
-	sent map[string]*copy // destination -> its copy, sent or being sent
+	mu   sync.Mutex              // guards sent; never held while a copy is sent
+	sent map[string]*replicaCopy // destination -> its copy, sent or being sent
 }
 
-// copy is a file's copy at one destination: done is closed once its send
+// replicaCopy is a file's copy at one destination: done is closed once its send
 // ended, with name set on success (a failed copy is forgotten).
-type copy struct {
+type replicaCopy struct {
 	done chan struct{}
 	name string
 }
@@ -189,7 +189,7 @@ func (s *Store) Put(client, name string, r io.Reader, limit int64) (*File, error
 		s.mu.Unlock()
 		return nil, err
 	}
-	h := &File{ID: id, Name: name, path: f.Name(), client: client, size: n, created: s.now(), sent: map[string]*copy{}}
+	h := &File{ID: id, Name: name, path: f.Name(), client: client, size: n, created: s.now(), sent: map[string]*replicaCopy{}}
 	s.mu.Lock()
 	s.files[id] = h
 	s.mu.Unlock()
@@ -276,7 +276,7 @@ func (h *File) SendOnce(ctx context.Context, dest string, send func(io.Reader) (
 		c := h.sent[dest]
 		mine := c == nil
 		if mine {
-			c = &copy{done: make(chan struct{})}
+			c = &replicaCopy{done: make(chan struct{})}
 			h.sent[dest] = c
 		}
 		h.mu.Unlock()
