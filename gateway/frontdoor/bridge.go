@@ -223,7 +223,7 @@ func (b *bridgeState) take() ([][]byte, bool) {
 // bridgeSubmit submits one call under slot and returns the caller's
 // answer, unless the replica refused the call (a non-nil error: the call
 // may go to another replica; the slot is the caller's to report).
-func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.Slot, fn int, rawData json.RawMessage, meta callMeta) (answer, error) {
+func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.Slot, fn int, rawData json.RawMessage, c *call) (answer, error) {
 	ctx := r.Context()
 	replica := slot.Replica()
 	app, err := f.appFor(ctx, replica)
@@ -238,32 +238,32 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 	cfg := client.Config()
 	dep, err := cfg.Endpoint(gradio.FnIndex(fn))
 	if err != nil {
-		return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index"), nil
+		return f.bridgeCallerFault(r, slot, c, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index"), nil
 	}
 	if len(rawData) > 0 {
 		nd, err := f.localizeFiles(ctx, app, replica, rawData)
 		if err != nil {
 			var bad *badFileError
 			if errors.As(err, &bad) {
-				return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, bad.Error()), nil
+				return f.bridgeCallerFault(r, slot, c, err, http.StatusBadRequest, bad.Error()), nil
 			}
 			return answer{}, fmt.Errorf("sending uploads: %w", err)
 		}
 		rawData = nd
 		if cfg.Protocol == appshape.ProtocolWS {
 			if rawData, err = appshape.WSArgs(rawData); err != nil {
-				return f.bridgeCallerFault(r, slot, meta, err, http.StatusBadRequest, err.Error()), nil
+				return f.bridgeCallerFault(r, slot, c, err, http.StatusBadRequest, err.Error()), nil
 			}
 		}
 	}
 	var data []json.RawMessage
 	if len(rawData) > 0 && string(rawData) != "null" {
 		if err := json.Unmarshal(rawData, &data); err != nil {
-			return f.bridgeCallerFault(r, slot, meta, err, http.StatusUnprocessableEntity, "data must be a JSON list"), nil
+			return f.bridgeCallerFault(r, slot, c, err, http.StatusUnprocessableEntity, "data must be a JSON list"), nil
 		}
 	}
 	if len(data) != len(dep.Inputs) {
-		return f.bridgeCallerFault(r, slot, meta, nil, http.StatusUnprocessableEntity,
+		return f.bridgeCallerFault(r, slot, c, nil, http.StatusUnprocessableEntity,
 			fmt.Sprintf("data has %d values; fn_index %d takes %d inputs", len(data), fn, len(dep.Inputs))), nil
 	}
 	// The Go client takes the arguments without the State inputs (it
@@ -283,13 +283,13 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 	// shown queue, or once a join of the call went to a relayed replica
 	// first (its caller then gets the join's own answer), the answer
 	// itself would wait for the stream: the call is joined at once.
-	if meta.watch != nil && meta.qc.mayShow() {
-		s.awaitReader(ctx, meta.watch) // ended by ctx: handled below, under br.mu
+	if c.watch != nil && c.mayShow() {
+		s.awaitReader(ctx, c.watch) // ended by ctx: handled below, under br.mu
 	}
-	id := meta.qc.eventID() // the gateway's queued id, if the caller has it
+	id := c.eventID() // the gateway's queued id, if the caller has it
 	jctx, cancel := context.WithCancel(f.ctx)
 	stopOnDrain := context.AfterFunc(f.stopCalls, cancel)
-	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), pre: f.callerPrefix(), modern: f.presentedModern(), start: meta.start}
+	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), pre: f.callerPrefix(), modern: f.presentedModern(), start: c.start}
 	br.mu.Lock()
 	if br.closed {
 		br.mu.Unlock()
@@ -305,7 +305,7 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 		cancel()
 		stopOnDrain()
 		slot.Release()
-		f.reportCall(meta, codeClientClosed)
+		f.reportCall(c, codeClientClosed)
 		return answer{}, nil
 	}
 	br.jobs[id] = &bridgeJob{cancel: cancel}
@@ -324,7 +324,7 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 			// The caller cancelled it while its join was on the way
 			// (cancelJob told it): not the replica's fault.
 			slot.Done(gradio.JoinMaybeAccepted, err)
-			f.reportCall(meta, codeClientClosed)
+			f.reportCall(c, codeClientClosed)
 			return answer{}, nil
 		}
 		switch gradio.ClassifyJoin(err) {
@@ -336,16 +336,16 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 			if errors.As(err, &ae) {
 				msg = err.Error()
 			}
-			return f.bridgeCallerFault(r, slot, meta, err, http.StatusUnprocessableEntity, msg), nil
+			return f.bridgeCallerFault(r, slot, c, err, http.StatusUnprocessableEntity, msg), nil
 		}
 		slot.Done(gradio.JoinMaybeAccepted, err)
 		f.stats.lost.Add(1)
-		f.reportCall(meta, codeReplicaLost)
+		f.reportCall(c, codeReplicaLost)
 		f.annotate(r, slog.String("error_code", codeReplicaLost))
 		return f.errDetail(http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err), nil
 	}
 	slot.Done(gradio.JoinAccepted, nil)
-	s.addPending(id, slot, meta)
+	s.addPending(id, slot, c)
 	if f.ctx.Err() == nil {
 		f.wg.Add(1)
 		go func() {
@@ -392,10 +392,10 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 }
 
 // bridgeCallerFault answers a call refused for the caller's input.
-func (f *FrontDoor) bridgeCallerFault(r *http.Request, slot *pool.Slot, meta callMeta, err error, status int, msg string) answer {
+func (f *FrontDoor) bridgeCallerFault(r *http.Request, slot *pool.Slot, c *call, err error, status int, msg string) answer {
 	slot.Done(gradio.JoinCallerFault, err)
 	f.stats.callerFaults.Add(1)
-	f.reportCall(meta, codeBadInput)
+	f.reportCall(c, codeBadInput)
 	f.annotate(r, slog.String("error_code", codeBadInput))
 	return detailOf(status, msg)
 }

@@ -30,15 +30,15 @@ func (f *FrontDoor) annotate(r *http.Request, attrs ...slog.Attr) {
 }
 
 // reportCall tells Config.OnCall about a call that ended with code.
-func (f *FrontDoor) reportCall(m callMeta, code string) {
-	if m.release != nil {
-		m.release()
+func (f *FrontDoor) reportCall(c *call, code string) {
+	if c.release != nil {
+		c.release()
 	}
 	if f.conf().OnCall == nil {
 		return
 	}
-	f.conf().OnCall(CallEnd{Replica: m.replica, Endpoint: m.endpoint, User: m.user, Wait: m.wait,
-		Duration: f.conf().Now().Sub(m.start), Code: code})
+	f.conf().OnCall(CallEnd{Replica: c.replica, Endpoint: c.endpoint, User: c.user, Wait: c.wait,
+		Duration: f.conf().Now().Sub(c.start), Code: code})
 }
 
 // Route is one HTTP route of the front door. Open routes need no API key
@@ -286,8 +286,8 @@ func (f *FrontDoor) CallsInFlight() int {
 	for _, s := range f.sessionList() {
 		s.mu.Lock()
 		n += len(s.calls)
-		for _, qc := range s.queued {
-			if qc.replica == "" && qc.final == nil {
+		for _, c := range s.queued {
+			if c.replicaID == "" && c.final == nil {
 				n++ // waits in the gateway's queue
 			}
 		}

@@ -72,7 +72,7 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	defer s.handlingJoin()()
 	f.stats.joins.Add(1)
 	endpoint := "fn_index=" + string(m["fn_index"])
-	meta := callMeta{endpoint: endpoint, start: f.conf().Now(), kept: new(atomic.Bool)}
+	c := &call{endpoint: endpoint, start: f.conf().Now()}
 	handedOff := false // the call waits in the gateway's queue: its goroutine owns release
 	if f.conf().BeginCall != nil {
 		release, ok := f.conf().BeginCall(r)
@@ -81,42 +81,42 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 			detail(w, http.StatusTooManyRequests, tooManyCallsDetail)
 			return
 		}
-		meta.release = release
+		c.release = release
 		defer func() {
-			if !handedOff && !meta.kept.Load() {
+			if !handedOff && !c.kept.Load() {
 				release()
 			}
 		}()
 	}
 	if u != "" {
-		meta.user = f.conf().HashUser(u)
-		f.annotate(r, slog.String("user", meta.user))
+		c.user = f.conf().HashUser(u)
+		f.annotate(r, slog.String("user", c.user))
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
-	place := func(r *http.Request, meta callMeta) answer {
-		return f.placeJoin(r, s, u, m, meta, f.Spreadable(m["fn_index"]))
+	place := func(r *http.Request, c *call) answer {
+		return f.placeJoin(r, s, u, m, c, f.Spreadable(m["fn_index"]))
 	}
 	if f.queueShown() && !f.hasReference() {
 		// No replica connected yet: the join waits for the app in the
 		// gateway's queue, shown like a wait for a slot (refwait.go).
-		handedOff = f.joinQueued(w, r, s, meta, func(r *http.Request, meta callMeta) answer {
-			if err := f.awaitReference(r.Context(), meta.watch); err != nil {
-				return f.noSlot(r, s, meta, err)
+		handedOff = f.joinQueued(w, r, s, c, func(r *http.Request, c *call) answer {
+			if err := f.awaitReference(r.Context(), c.watch); err != nil {
+				return f.noSlot(r, s, c, err)
 			}
 			if !f.knownFn(m["fn_index"]) {
 				// The app refuses it: that is the caller's answer if it
 				// was not told it waits yet (no wait shown from here on).
-				meta.watch = nil
+				c.watch = nil
 			}
-			return place(r, meta)
+			return place(r, c)
 		})
 		return
 	}
 	if f.queueShown() && f.knownFn(m["fn_index"]) {
-		handedOff = f.joinQueued(w, r, s, meta, place)
+		handedOff = f.joinQueued(w, r, s, c, place)
 		return
 	}
-	s.answer(r.Context(), w, place(r, meta))
+	s.answer(r.Context(), w, place(r, c))
 }
 
 // answer writes a join's answer once no stream of s is closing
@@ -131,22 +131,22 @@ func (s *callerSession) answer(ctx context.Context, w http.ResponseWriter, a ans
 // when every replica is busy; whether it is relayed or bridged is decided
 // by the replica it gets: joinAt, mixed.go), forwards its join and
 // returns the caller's answer: the join's, or the gateway's refusal.
-func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, meta callMeta, spread bool) answer {
+func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map[string]json.RawMessage, c *call, spread bool) answer {
 	ctx := r.Context()
-	front, endpoint := s.front, meta.endpoint
+	front, endpoint := s.front, c.endpoint
 	var tried []string
 	var last *refusal
 	for range len(f.replicaNames()) + 1 {
-		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint, meta.watch, spread)
+		slot, b, err := f.slotFor(ctx, s, u, tried, endpoint, c.watch, spread)
 		if err != nil {
 			if last != nil {
 				break
 			}
-			return f.noSlot(r, s, meta, err)
+			return f.noSlot(r, s, c, err)
 		}
-		meta.replica, meta.backend, meta.spread, meta.wait = b.Replica, b.Backend, spread, f.conf().Now().Sub(meta.start)
+		c.replica, c.backend, c.spread, c.wait = b.Replica, b.Backend, spread, f.conf().Now().Sub(c.start)
 		f.annotate(r, slog.String("replica", b.Replica))
-		a, ref := f.joinAt(r, s, slot, b, m, meta)
+		a, ref := f.joinAt(r, s, slot, b, m, c)
 		if ref == nil {
 			return a
 		}
@@ -160,7 +160,7 @@ func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map
 		}
 		tried = append(tried, b.Replica)
 	}
-	f.reportCall(meta, codeRefused)
+	f.reportCall(c, codeRefused)
 	f.annotate(r, slog.String("error_code", codeRefused))
 	if last == nil {
 		return detailOf(http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
@@ -176,15 +176,15 @@ const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client cal
 
 // noSlot answers a join for which no replica gave a slot (the first
 // attempt: later ones answer with the last replica's refusal).
-func (f *FrontDoor) noSlot(r *http.Request, s *callerSession, meta callMeta, err error) answer {
+func (f *FrontDoor) noSlot(r *http.Request, s *callerSession, c *call, err error) answer {
 	if r.Context().Err() != nil {
-		f.reportCall(meta, codeClientClosed)
+		f.reportCall(c, codeClientClosed)
 		return answer{}
 	}
-	f.reportCall(meta, codeNoReplica)
+	f.reportCall(c, codeNoReplica)
 	f.annotate(r, slog.String("error_code", codeNoReplica))
 	f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(s.front)), slog.Any("error", err))
-	if busy := f.busyDetail(err, meta.start); busy != "" {
+	if busy := f.busyDetail(err, c.start); busy != "" {
 		// Not 503: the official JS client shows its own "This
 		// application is currently busy" for a 503 and drops the
 		// detail; for other statuses it shows the detail.
@@ -346,8 +346,8 @@ func (f *FrontDoor) pickReplica(ctx context.Context, u string, skip []string, en
 // caller's (accepted, or an error that moving would not fix) and the
 // slot's outcome is reported; with one, the replica refused and the
 // caller's join may go elsewhere (the caller reports the refusal).
-func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (answer, *refusal) {
-	endpoint := meta.endpoint
+func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
+	endpoint := c.endpoint
 	app := slot.App()
 	body := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
@@ -368,7 +368,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		body["data"] = nd
 	}
 	out, _ := json.Marshal(body)
-	if meta.qc.aliased() {
+	if c.aliased() {
 		// The replica may run the call and stream its messages before
 		// its answer is read here: the caller's stream holds them until
 		// the replica's event id is mapped to the gateway's (frontIDs).
@@ -401,7 +401,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		// Sent, no answer: the app may have queued it. Never run twice.
 		slot.Release()
 		f.stats.lost.Add(1)
-		f.reportCall(meta, codeReplicaLost)
+		f.reportCall(c, codeReplicaLost)
 		f.annotate(r, slog.String("error_code", codeReplicaLost))
 		return detailOf(http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again"), nil
 	}
@@ -410,7 +410,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 	if err != nil {
 		slot.Release()
 		f.stats.lost.Add(1)
-		f.reportCall(meta, codeReplicaLost)
+		f.reportCall(c, codeReplicaLost)
 		f.annotate(r, slog.String("error_code", codeReplicaLost))
 		return detailOf(http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again"), nil
 	}
@@ -422,7 +422,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 	switch gradio.ClassifyJoin(jerr) {
 	case gradio.JoinAccepted:
 		slot.Done(gradio.JoinAccepted, nil)
-		s.addPending(eventID, slot, meta)
+		s.addPending(eventID, slot, c)
 		a := relayed(resp.StatusCode, ctype, rb)
 		a.accepted = true
 		return a, nil
@@ -435,7 +435,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		// replica would refuse it too, and the replica is not at fault.
 		slot.Done(gradio.JoinCallerFault, jerr)
 		f.stats.callerFaults.Add(1)
-		f.reportCall(meta, codeBadInput)
+		f.reportCall(c, codeBadInput)
 		f.annotate(r, slog.String("error_code", codeBadInput))
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
@@ -444,7 +444,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 	// Maybe accepted (a proxy's 504, an answer without an event id): never
 	// run again.
 	slot.Done(gradio.JoinMaybeAccepted, jerr)
-	f.reportCall(meta, codeReplicaLost)
+	f.reportCall(c, codeReplicaLost)
 	return f.replicaAnswer(relayed(resp.StatusCode, ctype, rb),
 		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again"), nil
 }

@@ -87,16 +87,16 @@ func (f *FrontDoor) callerPrefix() string {
 // bridge). Same contract as join: without a refusal the answer is the
 // caller's; with one the replica refused and the caller's join may go
 // elsewhere.
-func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, meta callMeta) (answer, *refusal) {
-	if !needsBridge(slot.App().Config()) {
-		return f.join(r, s, slot, b, m, meta)
+func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
+	c.bridged = needsBridge(slot.App().Config())
+	if !c.bridged {
+		return f.join(r, s, slot, b, m, c)
 	}
 	var fn int
 	if err := json.Unmarshal(m["fn_index"], &fn); err != nil {
-		return f.bridgeCallerFault(r, slot, meta, err, http.StatusUnprocessableEntity, "fn_index must be an integer"), nil
+		return f.bridgeCallerFault(r, slot, c, err, http.StatusUnprocessableEntity, "fn_index must be an integer"), nil
 	}
-	meta.bridged = true
-	a, err := f.bridgeSubmit(r, s, slot, fn, m["data"], meta)
+	a, err := f.bridgeSubmit(r, s, slot, fn, m["data"], c)
 	if err == nil {
 		return a, nil
 	}
@@ -131,8 +131,8 @@ func (s *callerSession) drainedLocked() bool {
 			return false
 		}
 	}
-	for _, qc := range s.queued {
-		if qc.replica == "" {
+	for _, c := range s.queued {
+		if c.replicaID == "" {
 			return false
 		}
 	}

@@ -21,39 +21,13 @@ import (
 	"math"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/logattr"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
-// queuedCall is a join answered with the gateway's event id while it
-// waits for a slot (or is being forwarded).
-type queuedCall struct {
-	id     string             // the gateway's event id, the caller's
-	cancel context.CancelFunc // ends the wait (the caller's cancel, its stream gone)
-	// est is the latest estimation not yet written to the caller's
-	// stream: only the latest is kept, however fast the queue moves.
-	est []byte
-	// final is the call's process_completed when it ended without a
-	// replica accepting it; the entry goes once it is written.
-	final []byte
-	// replica is the replica's event id once the replica accepted.
-	replica string
-	// answered is when the caller was told the call's event id: its
-	// read grace counts from then, not from the replica's accept.
-	// Guarded by the session's mu.
-	answered time.Time
-
-	// told is decided once, by whichever comes first: the caller is told
-	// the gateway's event id (toldGateway: the call waited), or its join
-	// goes to a replica first (toldReplica: the caller gets the replica's
-	// answer and id).
-	told atomic.Int32
-}
-
-// The decisions of queuedCall.told.
+// The decisions of call.told.
 const (
 	toldUndecided int32 = iota
 	toldGateway
@@ -63,35 +37,35 @@ const (
 // eventID is the event id a call the gateway runs itself (bridge.go) is
 // known by: the gateway's own when the caller was told it while the call
 // waited, else a new one.
-func (qc *queuedCall) eventID() string {
-	if qc.aliased() {
-		return qc.id
+func (c *call) eventID() string {
+	if c.aliased() {
+		return c.gatewayID
 	}
 	return newEventID()
 }
 
 // show commits the caller to the gateway's event id; false when the
 // join went to a replica first (the caller gets the replica's answer).
-func (qc *queuedCall) show() bool {
-	return qc.told.CompareAndSwap(toldUndecided, toldGateway) || qc.told.Load() == toldGateway
+func (c *call) show() bool {
+	return c.told.CompareAndSwap(toldUndecided, toldGateway) || c.told.Load() == toldGateway
 }
 
-func (qc *queuedCall) isShown() bool { return qc.told.Load() == toldGateway }
+func (c *call) isShown() bool { return c.told.Load() == toldGateway }
 
 // mayShow reports whether the caller can still be told the call waits
 // (show would succeed): false once a join of it went to a replica first.
 // Only the call's own goroutine decides that (aliased), so the answer
 // holds until it waits.
-func (qc *queuedCall) mayShow() bool { return qc != nil && qc.told.Load() != toldReplica }
+func (c *call) mayShow() bool { return c.gatewayID != "" && c.told.Load() != toldReplica }
 
 // aliased, before a join is forwarded, says whether the replica's event
 // id is to be mapped to the gateway's; if not decided yet, it never is.
-func (qc *queuedCall) aliased() bool {
-	if qc == nil {
+func (c *call) aliased() bool {
+	if c.gatewayID == "" {
 		return false
 	}
-	qc.told.CompareAndSwap(toldUndecided, toldReplica)
-	return qc.told.Load() == toldGateway
+	c.told.CompareAndSwap(toldUndecided, toldReplica)
+	return c.told.Load() == toldGateway
 }
 
 // queueShown reports whether joins that must wait are answered at once
@@ -114,19 +88,17 @@ func (f *FrontDoor) knownFn(fnIndex json.RawMessage) bool {
 
 // joinQueued runs place for the caller; when the call has to wait (for a
 // slot, the first replica) it answers the join with a gateway event id
-// and returns true (the call's goroutine then owns meta.release);
+// and returns true (the call's goroutine then owns c.release);
 // otherwise the caller gets place's answer as it would have.
-func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, meta callMeta, place func(*http.Request, callMeta) answer) bool {
+func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *callerSession, c *call, place func(*http.Request, *call) answer) bool {
 	// The call outlives the join's request once answered: it ends with
 	// the front door, at StopCalls, or when the caller cancels it or
-	// closes its stream (qc.cancel).
+	// closes its stream (c.cancel).
 	bctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	stopF := context.AfterFunc(f.ctx, cancel)
 	stopS := context.AfterFunc(f.stopCalls, cancel)
 	jw := newJoinWatch()
-	qc := &queuedCall{id: newEventID(), cancel: cancel}
-	meta.qc = qc
-	meta.watch = jw
+	c.gatewayID, c.cancel, c.watch = newEventID(), cancel, jw
 	br := r.WithContext(bctx)
 	var a answer // place's; read once done is closed
 	done := make(chan struct{})
@@ -134,7 +106,7 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	go func() {
 		defer f.qwg.Done()
 		defer close(done)
-		a = place(br, meta)
+		a = place(br, c)
 	}()
 	end := func() { stopF(); stopS(); cancel() }
 	select {
@@ -151,29 +123,29 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	case <-jw.pool.Waited():
 	case <-jw.waited:
 	}
-	if !qc.show() {
+	if !c.show() {
 		<-done // its join is being forwarded: the caller gets its answer
 		end()
 		s.answer(r.Context(), w, a)
 		return false
 	}
-	s.addQueued(qc)
+	s.addQueued(c)
 	if !jw.waitedForReader() {
 		f.stats.queued.Add(1) // a wait for a slot or a replica
 	}
 	s.mu.Lock()
-	qc.answered = f.conf().Now() // the caller hears of the call now
+	c.answered = f.conf().Now() // the caller hears of the call now
 	s.mu.Unlock()
-	s.answer(r.Context(), w, relayed(http.StatusOK, "application/json", []byte(`{"event_id":"`+qc.id+`"}`)))
+	s.answer(r.Context(), w, relayed(http.StatusOK, "application/json", []byte(`{"event_id":"`+c.gatewayID+`"}`)))
 	// A wait nobody reads must not keep its place (and take the slot it
 	// waits for, for nobody): the same grace as a call in flight.
 	var grace *time.Timer
 	if g := f.conf().ReadGrace; g > 0 {
 		grace = time.AfterFunc(g, func() {
-			if s.unread() && s.cancelQueuedCall(qc.id) {
+			if s.unread() && s.cancelQueuedCall(c.gatewayID) {
 				f.stats.notRead.Add(1)
 				f.log.Info("front door: a call waiting in the gateway's queue was cancelled: its caller opened no data stream within the grace",
-					slog.String("session", shortHash(s.front)), slog.String("endpoint", meta.endpoint), logattr.Ms("grace", g))
+					slog.String("session", shortHash(s.front)), slog.String("endpoint", c.endpoint), logattr.Ms("grace", g))
 			}
 		})
 	}
@@ -184,12 +156,12 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 		if grace != nil {
 			defer grace.Stop()
 		}
-		f.showQueue(s, qc, jw, done)
-		if meta.release != nil && !meta.kept.Load() {
-			meta.release()
+		f.showQueue(s, c, jw, done)
+		if c.release != nil && !c.kept.Load() {
+			c.release()
 		}
 		if !a.accepted {
-			f.queuedEnded(s, qc, a, bctx.Err() != nil)
+			f.queuedEnded(s, c, a, bctx.Err() != nil)
 		}
 	}()
 	return true
@@ -198,14 +170,14 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 // showQueue sends the caller estimation messages while its call waits,
 // at most one per Config.QueueUpdateInterval and only when the rank, the
 // queue's size or whether an ETA is known changed, until done.
-func (f *FrontDoor) showQueue(s *callerSession, qc *queuedCall, jw positioner, done <-chan struct{}) {
+func (f *FrontDoor) showQueue(s *callerSession, c *call, jw positioner, done <-chan struct{}) {
 	t := time.NewTicker(f.conf().QueueUpdateInterval)
 	defer t.Stop()
 	last := pool.QueuePosition{Rank: -1}
 	for {
 		if pos, ok := jw.Position(); ok && (pos.Rank != last.Rank || pos.Size != last.Size || pos.ETAKnown != last.ETAKnown || pos.Waking != last.Waking) {
 			last = pos
-			s.noteQueued(qc, estimation(qc.id, pos))
+			s.noteQueued(c, estimation(c.gatewayID, pos))
 		}
 		select {
 		case <-done:
@@ -233,11 +205,11 @@ func estimation(id string, pos pool.QueuePosition) []byte {
 // queuedEnded tells the caller of a queued call no replica took (refused,
 // failed or cancelled) on its stream: process_completed with success
 // false and the gateway's message (the detail of the join's answer a).
-func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, a answer, cancelled bool) {
+func (f *FrontDoor) queuedEnded(s *callerSession, c *call, a answer, cancelled bool) {
 	if a.full && f.stopCalls.Err() == nil {
 		// What a join refused so would have shown: both official
 		// clients turn Gradio's queue_full into their busy error.
-		s.finishQueued(qc, []byte(`{"msg":"queue_full","event_id":"`+qc.id+`"}`))
+		s.finishQueued(c, []byte(`{"msg":"queue_full","event_id":"`+c.gatewayID+`"}`))
 		return
 	}
 	msg := a.message()
@@ -250,22 +222,22 @@ func (f *FrontDoor) queuedEnded(s *callerSession, qc *queuedCall, a answer, canc
 		msg = fmt.Sprintf("gradiopool: no replica could take the call (%d)", cmp.Or(a.status, http.StatusServiceUnavailable))
 	}
 	rb, _ := json.Marshal(map[string]any{
-		"msg": "process_completed", "event_id": qc.id,
+		"msg": "process_completed", "event_id": c.gatewayID,
 		"output":  map[string]any{"error": msg, "visible": true, "title": "Error"},
 		"success": false, "title": "Error",
 	})
 	f.log.Info("front door: a call that waited in the gateway's queue ended without a replica",
 		slog.String("session", shortHash(s.front)), slog.String("error", msg))
-	s.finishQueued(qc, rb)
+	s.finishQueued(c, rb)
 }
 
 // addQueued records a call answered with the gateway's event id.
-func (s *callerSession) addQueued(qc *queuedCall) {
+func (s *callerSession) addQueued(c *call) {
 	s.mu.Lock()
 	if s.queued == nil {
-		s.queued = map[string]*queuedCall{}
+		s.queued = map[string]*call{}
 	}
-	s.queued[qc.id] = qc
+	s.queued[c.gatewayID] = c
 	s.mu.Unlock()
 	s.poke()
 }
@@ -278,27 +250,27 @@ func (s *callerSession) poke() {
 	}
 }
 
-// noteQueued makes est the estimation of qc to write (the one before is
+// noteQueued makes est the estimation of c to write (the one before is
 // dropped if not written yet).
-func (s *callerSession) noteQueued(qc *queuedCall, est []byte) {
+func (s *callerSession) noteQueued(c *call, est []byte) {
 	s.mu.Lock()
-	if qc.replica != "" || s.queued[qc.id] != qc {
+	if c.replicaID != "" || s.queued[c.gatewayID] != c {
 		s.mu.Unlock()
 		return
 	}
-	qc.est = est
+	c.est = est
 	s.mu.Unlock()
 	s.poke()
 }
 
-// finishQueued sets qc's last message.
-func (s *callerSession) finishQueued(qc *queuedCall, final []byte) {
+// finishQueued sets c's last message.
+func (s *callerSession) finishQueued(c *call, final []byte) {
 	s.mu.Lock()
-	if s.queued[qc.id] != qc {
+	if s.queued[c.gatewayID] != c {
 		s.mu.Unlock()
 		return // its stream went away: nobody to tell
 	}
-	qc.est, qc.final = nil, final
+	c.est, c.final = nil, final
 	s.mu.Unlock()
 	s.poke()
 }
@@ -309,13 +281,13 @@ func (s *callerSession) takeQueuedNotes() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out [][]byte
-	for id, qc := range s.queued {
-		if qc.est != nil {
-			out = append(out, qc.est)
-			qc.est = nil
+	for id, c := range s.queued {
+		if c.est != nil {
+			out = append(out, c.est)
+			c.est = nil
 		}
-		if qc.final != nil {
-			out = append(out, qc.final)
+		if c.final != nil {
+			out = append(out, c.final)
 			delete(s.queued, id)
 		}
 	}
@@ -327,8 +299,8 @@ func (s *callerSession) takeQueuedNotes() [][]byte {
 func (s *callerSession) waitingQueued() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, qc := range s.queued {
-		if qc.replica == "" {
+	for _, c := range s.queued {
+		if c.replicaID == "" {
 			return true
 		}
 	}
@@ -340,15 +312,15 @@ func (s *callerSession) waitingQueued() bool {
 func (s *callerSession) cancelQueued() {
 	s.mu.Lock()
 	var cs []context.CancelFunc
-	for id, qc := range s.queued {
-		if qc.replica == "" {
-			cs = append(cs, qc.cancel)
+	for id, c := range s.queued {
+		if c.replicaID == "" {
+			cs = append(cs, c.cancel)
 			delete(s.queued, id)
 		}
 	}
 	s.mu.Unlock()
-	for _, c := range cs {
-		c()
+	for _, cancel := range cs {
+		cancel()
 	}
 }
 
@@ -356,13 +328,13 @@ func (s *callerSession) cancelQueued() {
 // false when it does not wait (unknown, or accepted already).
 func (s *callerSession) cancelQueuedCall(id string) bool {
 	s.mu.Lock()
-	qc := s.queued[id]
-	taken := qc != nil && qc.replica != ""
+	c := s.queued[id]
+	taken := c != nil && c.replicaID != ""
 	s.mu.Unlock()
-	if qc == nil || taken {
+	if c == nil || taken {
 		return false
 	}
-	qc.cancel()
+	c.cancel()
 	return true
 }
 
@@ -373,7 +345,7 @@ func (s *callerSession) cancelQueuedCall(id string) bool {
 func (s *callerSession) forgetQueued(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if qc := s.queued[id]; qc != nil && qc.replica == "" {
+	if c := s.queued[id]; c != nil && c.replicaID == "" {
 		delete(s.queued, id)
 	}
 }
@@ -387,7 +359,9 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 	gid := ""
 	for {
 		if c := s.calls[eventID]; c != nil {
-			gid = c.front
+			if c.isShown() {
+				gid = c.gatewayID
+			}
 			break
 		}
 		if s.joining == 0 {
@@ -429,8 +403,8 @@ func (s *callerSession) changedLocked() *sync.Cond {
 func (s *callerSession) frontID(eventID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.calls[eventID]; c != nil && c.front != "" {
-		return c.front
+	if c := s.calls[eventID]; c != nil && c.isShown() {
+		return c.gatewayID
 	}
 	return eventID
 }
@@ -438,8 +412,8 @@ func (s *callerSession) frontID(eventID string) string {
 func (s *callerSession) replicaID(eventID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if qc := s.queued[eventID]; qc != nil && qc.replica != "" {
-		return qc.replica
+	if c := s.queued[eventID]; c != nil && c.replicaID != "" {
+		return c.replicaID
 	}
 	return eventID
 }

@@ -44,8 +44,8 @@ func TestShowQueueBounded(t *testing.T) {
 		f := &FrontDoor{}
 		f.cfg.Store(&Config{QueueUpdateInterval: 500 * time.Millisecond})
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
-		qc := &queuedCall{id: "gw1"}
-		s.addQueued(qc)
+		c := &call{gatewayID: "gw1"}
+		s.addQueued(c)
 		looks := 0
 		qw := &fakePos{pos: func() pool.QueuePosition {
 			looks++
@@ -56,7 +56,7 @@ func TestShowQueueBounded(t *testing.T) {
 			time.Sleep(10 * time.Second)
 			close(done)
 		}()
-		f.showQueue(s, qc, qw, done)
+		f.showQueue(s, c, qw, done)
 		if want := 21; looks > want {
 			t.Errorf("looked at the queue %d times in 10 s, want at most %d (one per interval)", looks, want)
 		}
@@ -87,11 +87,11 @@ func TestShowQueueOnlyChanges(t *testing.T) {
 		f := &FrontDoor{}
 		f.cfg.Store(&Config{QueueUpdateInterval: 500 * time.Millisecond})
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
-		qc := &queuedCall{id: "gw2"}
-		s.addQueued(qc)
+		c := &call{gatewayID: "gw2"}
+		s.addQueued(c)
 		qw := &fakePos{pos: func() pool.QueuePosition { return pool.QueuePosition{Rank: 3, Size: 7} }}
 		done := make(chan struct{})
-		go f.showQueue(s, qc, qw, done)
+		go f.showQueue(s, c, qw, done)
 		synctest.Wait()
 		if n := len(s.takeQueuedNotes()); n != 1 {
 			t.Fatalf("%d first estimations, want 1", n)
@@ -122,7 +122,7 @@ func TestQueuedStreamHeartbeats(t *testing.T) {
 		if err != nil || s == nil {
 			t.Fatalf("session: %v", err)
 		}
-		s.addQueued(&queuedCall{id: "gw3", cancel: func() {}})
+		s.addQueued(&call{gatewayID: "gw3", cancel: func() {}})
 		rec := httptest.NewRecorder()
 		done := make(chan struct{})
 		go func() {
@@ -153,8 +153,8 @@ func TestFrontIDsWaitsForQueuedJoins(t *testing.T) {
 		s := &callerSession{f: f, calls: map[string]*call{}, wake: make(chan struct{}, 1)}
 		end1 := s.startJoining()
 		end2 := s.startJoining()
-		qc := &queuedCall{id: "gw1"}
-		qc.show()
+		c := &call{gatewayID: "gw1"}
+		c.show()
 		out := make(chan []byte, 1)
 		go func() { out <- s.frontIDs([]byte(`{"msg":"process_starts","event_id":"rep1"}`), "rep1") }()
 		synctest.Wait()
@@ -163,7 +163,7 @@ func TestFrontIDsWaitsForQueuedJoins(t *testing.T) {
 			t.Fatalf("written while the joins were in flight: %s", b)
 		default:
 		}
-		s.addPending("rep1", nil, callMeta{qc: qc})
+		s.addPending("rep1", nil, c)
 		end1()
 		if got, want := string(<-out), `{"msg":"process_starts","event_id":"gw1"}`; got != want {
 			t.Fatalf("wrote %s, want %s", got, want)

@@ -59,8 +59,8 @@ type callerSession struct {
 
 	// queued holds the calls answered with the gateway's event id
 	// (queued.go), by that id, until they end (those accepted are in
-	// calls too, their call.front that id).
-	queued map[string]*queuedCall
+	// calls too, under the replica's event id).
+	queued map[string]*call
 	// joining counts the joins in flight of calls that waited in the
 	// gateway's queue: a message of a call the stream does not know yet
 	// waits for them, as it may be one of theirs, running before its
@@ -258,45 +258,65 @@ func (s *callerSession) bindLocked(b binding) {
 // maxEarly bounds the early completions a session remembers.
 const maxEarly = 256
 
-// call is a call in flight: its slot, what its end reports, and the
-// timer that ends it if nobody reads it (Config.ReadGrace).
+// call is one call of a caller session, from its join's arrival to its
+// end: what the front door reports of it (CallEnd), where it runs, and
+// how its caller knows it.
+//
+// Ownership: the goroutine handling its join writes the placement fields
+// (replica to slot) until addPending records it accepted, under s.mu;
+// from then on they are read under s.mu only. The fields marked so are
+// guarded by s.mu throughout.
 type call struct {
-	callMeta
-	slot  *pool.Slot // nil: a bridged call's, held by its job
-	grace *time.Timer
-	// front is the caller's event id of the call when it is not the
-	// replica's: the gateway's, for a call that waited in its queue
-	// (queued.go); "" otherwise.
-	front string
-}
-
-// callMeta is what the front door knows of a call, for its CallEnd
-// report, from its join on.
-type callMeta struct {
-	replica, endpoint, user string
-	watch                   *joinWatch // the call's wait, shown to the caller (queued.go); nil: not shown
-	backend                 string     // the backend session hash the call runs under
-	spread                  bool       // a spread call: it left no state on the session's replica
-	bridged                 bool       // run by the bridge (an older replica): its messages come from s.br, not a lane
-	start                   time.Time  // the join's arrival
-	wait                    time.Duration
+	// Set at the join's arrival.
+	endpoint, user string
+	start          time.Time
 	// release ends the call's count against its client's limit
 	// (Config.BeginCall); idempotent; nil: not counted.
 	release func()
-	// kept is set once a call's slot is kept past its join (accepted):
+	// kept is set once the call's slot is kept past its join (accepted):
 	// the join's handler then leaves release to the call's end.
-	kept *atomic.Bool
-	// qc is the call's entry in the gateway's queue (queued.go), nil
-	// when it was not run so; its caller knows it by the gateway's
-	// event id when it waited (qc.aliased).
-	qc *queuedCall
+	kept atomic.Bool
+
+	// Placement: the replica and backend session hash it runs under,
+	// whether it was spread (it left no state on the session's replica)
+	// or is bridged (run by the bridge: its messages come from s.br, not
+	// a lane), how long it waited, and its slot (nil: a bridged call's,
+	// held by its job).
+	replica, backend string
+	spread, bridged  bool
+	wait             time.Duration
+	slot             *pool.Slot
+	grace            *time.Timer // s.mu: ends it if nobody reads it (Config.ReadGrace)
+
+	// The call's wait in the gateway's queue (queued.go); zero when its
+	// join was not run so. watch is the wait shown to the caller (nil:
+	// not shown); gatewayID is the event id the caller knows it by once
+	// told it waits (isShown); cancel ends the wait.
+	watch     *joinWatch
+	gatewayID string
+	cancel    context.CancelFunc
+	// told is decided once, by whichever comes first: the caller is told
+	// the gateway's event id (toldGateway: the call waited), or its join
+	// goes to a replica first (toldReplica: the caller gets the replica's
+	// answer and id).
+	told atomic.Int32
+	// s.mu: est is the latest estimation not yet written to the caller's
+	// stream (only the latest is kept, however fast the queue moves);
+	// final the call's process_completed when it ended without a replica
+	// accepting it (the entry goes once it is written); replicaID the
+	// replica's event id once a replica accepted it; answered when the
+	// caller was told the gateway's event id (its read grace counts from
+	// then, not from the replica's accept).
+	est, final []byte
+	replicaID  string
+	answered   time.Time
 }
 
-// addPending records an accepted call holding l (or frees l at once when
-// the call already completed).
-func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) {
+// addPending records c accepted under replica event id eventID, holding
+// l (or frees l at once when the call already completed).
+func (s *callerSession) addPending(eventID string, l *pool.Slot, c *call) {
 	s.mu.Lock()
-	if !meta.spread {
+	if !c.spread {
 		s.accepted++
 	}
 	s.poke()
@@ -304,24 +324,21 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, meta callMeta) 
 		delete(s.early, eventID)
 		s.mu.Unlock()
 		l.Release()
-		s.f.reportCall(meta, code)
+		s.f.reportCall(c, code)
 		return
 	}
-	if meta.kept != nil {
-		meta.kept.Store(true)
-	}
-	c := &call{callMeta: meta, slot: l}
-	if meta.qc != nil && meta.qc.isShown() {
-		c.front = meta.qc.id
-		meta.qc.replica, meta.qc.est = eventID, nil
+	c.kept.Store(true)
+	c.slot = l
+	if c.isShown() {
+		c.replicaID, c.est = eventID, nil
 	}
 	s.calls[eventID] = c
 	if len(s.calls) > 1 {
 		s.overlapAt = s.f.conf().Now()
 	}
 	if g := s.f.conf().ReadGrace; g > 0 {
-		if meta.qc != nil && !meta.qc.answered.IsZero() {
-			g = max(g-s.f.conf().Now().Sub(meta.qc.answered), 0)
+		if !c.answered.IsZero() {
+			g = max(g-s.f.conf().Now().Sub(c.answered), 0)
 		}
 		c.grace = time.AfterFunc(g, func() { s.graceOver(eventID) })
 	}
@@ -336,13 +353,9 @@ func (s *callerSession) graceOver(eventID string) {
 	s.mu.Lock()
 	c := s.calls[eventID]
 	unread := c != nil && s.readers == 0
-	var meta callMeta
 	b := s.bind
-	if c != nil {
-		meta = c.callMeta
-		if meta.backend != "" { // the call's own replica (a spread call's is not bind's)
-			b.Replica, b.Backend = meta.replica, meta.backend
-		}
+	if c != nil && c.backend != "" { // the call's own replica (a spread call's is not bind's)
+		b.Replica, b.Backend = c.replica, c.backend
 	}
 	s.mu.Unlock()
 	if !unread || s.f.ctx.Err() != nil {
@@ -354,8 +367,8 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.stats.notRead.Add(1)
 	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
 		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
-		slog.String("endpoint", meta.endpoint), logattr.Ms("grace", s.f.conf().ReadGrace))
-	if meta.bridged {
+		slog.String("endpoint", c.endpoint), logattr.Ms("grace", s.f.conf().ReadGrace))
+	if c.bridged {
 		if br := s.bridgeOf(false); br != nil {
 			br.cancelJob(eventID)
 		}
@@ -368,7 +381,7 @@ func (s *callerSession) graceOver(eventID string) {
 	// First: Gradio answers a cancel with the call's completion, after
 	// which the session's stream closes cleanly, dropping nothing.
 	s.f.dropAtReplica(b)
-	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(meta.endpoint, "fn_index="))
+	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(c.endpoint, "fn_index="))
 }
 
 // unread reports whether no data stream of s is open.
@@ -409,8 +422,8 @@ func (s *callerSession) takeLocked(id string) *call {
 		return nil
 	}
 	delete(s.calls, id)
-	if c.front != "" {
-		delete(s.queued, c.front) // it ended: its entry in the gateway's queue too
+	if c.isShown() {
+		delete(s.queued, c.gatewayID) // it ended: its entry in the gateway's queue too
 	}
 	if c.grace != nil {
 		c.grace.Stop()
@@ -439,7 +452,7 @@ func (s *callerSession) complete(eventID, code string) bool {
 	if c.slot != nil {
 		c.slot.Release()
 	}
-	s.f.reportCall(c.callMeta, code)
+	s.f.reportCall(c, code)
 	return true
 }
 
@@ -541,7 +554,7 @@ func (s *callerSession) endCalls(ended []*call, code string) {
 		if c.slot != nil {
 			c.slot.Release()
 		}
-		s.f.reportCall(c.callMeta, code)
+		s.f.reportCall(c, code)
 	}
 }
 
