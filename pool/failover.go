@@ -120,10 +120,13 @@ func (r *replica) admit(now time.Time) (ok, probe bool, cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
+	case r.removed:
+		// Before closed: a drained replica is closed too, and its caller
+		// must see the reconfiguration (and route again, see acquire),
+		// not an error that reads as the Pool closed.
+		return false, false, errRemoved
 	case r.closed:
 		return false, false, ErrClosed
-	case r.removed:
-		return false, false, errRemoved
 	case r.held() != nil: // an operator's drain or disable (control.go)
 		return false, false, r.held()
 	case r.parked.Load():
