@@ -534,9 +534,10 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 			assigned = p.claim(ctx, key)
 		}
 	}
-	// A replica removed by Reconfigure while its caller waited sends the
-	// caller back here: routed again over the new list, each replica
-	// tried once (the reroutes are bounded by the removals).
+	// A replica removed by Reconfigure while its caller waited, or found
+	// removed when its turn came in an order made from an older list,
+	// sends the caller back here: routed again over the new list, each
+	// replica tried once (the reroutes are bounded by the removals).
 	seen := map[*replica]bool{}
 	for reroute := true; reroute; {
 		reroute = false
@@ -551,6 +552,15 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 			ok, probe, cause := r.admit(time.Now())
 			if !ok {
 				causes = append(causes, &ReplicaError{Replica: r.name, Err: cause})
+				if errors.Is(cause, errRemoved) {
+					// This order was made from a list a Reconfigure has
+					// replaced since (the caller waited on an earlier
+					// replica, or was merely descheduled): the rest of it
+					// may all be gone while the new list has replicas
+					// this call never saw.
+					reroute = true
+					break
+				}
 				continue
 			}
 			pending.flush(p)

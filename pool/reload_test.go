@@ -3,8 +3,10 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,5 +238,96 @@ func TestReconfigureUnderLoad(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Errorf("call during reloads: %v", err)
+	}
+}
+
+// holdLimiter grants every permit at once, except the first one asked for
+// after armed is set: it tells entered which replica that is, waits for
+// release, then refuses it as full (the call moves to its next replica).
+// It holds a call on its first replica while the test reconfigures.
+type holdLimiter struct {
+	armed   atomic.Bool
+	entered chan string
+	release chan struct{}
+}
+
+type nopPermit struct{}
+
+func (nopPermit) Release() {}
+
+func (h *holdLimiter) Acquire(ctx context.Context, replica string, _ pool.Priority) (pool.Permit, error) {
+	if !h.armed.CompareAndSwap(true, false) {
+		return nopPermit{}, nil
+	}
+	h.entered <- replica
+	select {
+	case <-h.release:
+		return nil, fmt.Errorf("held by the test: %w", pool.ErrQueueFull)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (h *holdLimiter) Waiting(string) int { return 0 }
+
+// TestReconfigureReroutesStaleOrder: a call walks the replicas in an order
+// made from the list it found. A Reconfigure that removes the rest of that
+// order while the call waits on its first replica sends the call to the new
+// list, whether the removed replicas are still draining or already closed:
+// the caller sees no error (TestReconfigureUnderLoad's rare flake, with the
+// interleaving held by a Limiter instead of left to the scheduler).
+func TestReconfigureReroutesStaleOrder(t *testing.T) {
+	for _, drained := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drained=%v", drained), func(t *testing.T) {
+			srvs := replicas(t, 3)
+			lim := &holdLimiter{entered: make(chan string, 1), release: make(chan struct{})}
+			p := newPool(t, pool.Config{Replicas: []string{srvs[0].URL, srvs[1].URL}, MinConnections: -1, Limiter: lim})
+			before := p.Replicas()
+			if !drained {
+				// A slot in use on each keeps both draining, not closed.
+				for _, name := range before {
+					s, err := p.Reserve(ctxT(t), "", pool.ReserveOptions{Replica: name})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer s.Release()
+				}
+			}
+			lim.armed.Store(true)
+			out := make(chan callResult, 1)
+			ctx := ctxT(t)
+			go func() {
+				res, err := p.Predict(ctx, "", "upper", "a")
+				r := callResult{err: err}
+				if res != nil {
+					r.replica = res.Replica
+				}
+				out <- r
+			}()
+			var held string
+			select {
+			case held = <-lim.entered: // the call's order is made: it waits on its first replica
+			case r := <-out:
+				t.Fatalf("the call returned before it asked for a permit: replica %q, error %v", r.replica, r.err)
+			}
+			if err := p.Reconfigure(pool.Config{Replicas: []string{srvs[2].URL}, MinConnections: -1}); err != nil {
+				t.Fatal(err)
+			}
+			nameC := p.Replicas()[0]
+			if drained {
+				for _, name := range before {
+					waitUntil(t, func() bool { _, err := p.App(ctxT(t), name); return err != nil })
+				}
+			}
+			close(lim.release)
+			select {
+			case r := <-out:
+				if r.err != nil || r.replica != nameC {
+					t.Errorf("call held on %s while %v were removed: replica %q, error %v; want a result from %s", held, before, r.replica, r.err, nameC)
+				}
+			case <-time.After(20 * time.Second): // hang guard
+				t.Fatal("the call did not return")
+			}
+		})
 	}
 }
