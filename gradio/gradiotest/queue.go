@@ -38,6 +38,9 @@ type message struct {
 	full    []json.RawMessage // full output values (generating, completed)
 	success bool
 	errData any // error payload of a failed completion
+	// drained is set on a process_completed when a stream takes it and its
+	// event was the last pending one of its session.
+	drained bool
 }
 
 const (
@@ -492,6 +495,12 @@ func (s *Server) nextMsgOf(ctx context.Context, sess *simSession, hb <-chan time
 		if i := nextIndex(sess.msgs, only); i >= 0 {
 			m := sess.msgs[i]
 			sess.msgs = append(sess.msgs[:i:i], sess.msgs[i+1:]...)
+			if m.kind == msgCompleted {
+				// Gradio takes the completion off the queue and drops its
+				// event from the pending set in one turn of its event
+				// loop: neither a join nor a cancel comes in between.
+				m.drained = s.completedLocked(sess, m.eventID)
+			}
 			s.mu.Unlock()
 			return m, nil
 		}
@@ -628,7 +637,18 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.W
 		if s.Mode.major() < 5 {
 			hb.Reset(interval) // 4.x beats only after silence; 5.x at a fixed rate
 		}
-		stopAfter := s.writeMsg(sw, m, call)
+		var stopAfter bool
+		if m.drained && s.Mode.atLeast(protoV3) && !call {
+			// The last completion and close_stream go out in one write, as
+			// Gradio yields them in one turn of its event loop: the client
+			// reads close_stream before it can act on the completion. Apart,
+			// a client's next join could be answered between them, and
+			// @gradio/client would put that call on the closing stream,
+			// where nothing is read (the close race, PROTOCOL.md 4.8).
+			_ = sw.DataAll(s.encode(m), s.encode(&message{kind: msgClose}))
+		} else {
+			stopAfter = s.writeMsg(sw, m, call)
+		}
 		if sw.Err() != nil {
 			return
 		}
@@ -636,17 +656,9 @@ func (s *Server) streamSession(w http.ResponseWriter, r *http.Request, sw *sse.W
 			s.logf("gradiotest: cutting the data stream of session %s", sess.hash)
 			panic(http.ErrAbortHandler) // deferred clean-up drops the events
 		}
-		if m.kind == msgCompleted {
-			s.mu.Lock()
-			empty := s.completedLocked(sess, m.eventID)
-			s.mu.Unlock()
-			if empty || stopAfter || (call && m.eventID == callEvent) {
-				if s.Mode.atLeast(protoV3) && !call {
-					_ = sw.Data(s.encode(&message{kind: msgClose}))
-				}
-				clean = true
-				return
-			}
+		if m.kind == msgCompleted && (m.drained || stopAfter || (call && m.eventID == callEvent)) {
+			clean = true
+			return
 		}
 		if m.kind == msgQueueFull {
 			clean = true
