@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"path"
 	"slices"
@@ -238,32 +237,32 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 	cfg := client.Config()
 	dep, err := cfg.Endpoint(gradio.FnIndex(fn))
 	if err != nil {
-		return f.bridgeCallerFault(r, slot, c, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index"), nil
+		return f.bridgeCallerFault(slot, err, http.StatusBadRequest, "gradiopool: the app has no function with this fn_index"), nil
 	}
 	if len(rawData) > 0 {
 		nd, err := f.localizeFiles(ctx, app, replica, rawData)
 		if err != nil {
 			var bad *badFileError
 			if errors.As(err, &bad) {
-				return f.bridgeCallerFault(r, slot, c, err, http.StatusBadRequest, bad.Error()), nil
+				return f.bridgeCallerFault(slot, err, http.StatusBadRequest, bad.Error()), nil
 			}
 			return answer{}, fmt.Errorf("sending uploads: %w", err)
 		}
 		rawData = nd
 		if cfg.Protocol == appshape.ProtocolWS {
 			if rawData, err = appshape.WSArgs(rawData); err != nil {
-				return f.bridgeCallerFault(r, slot, c, err, http.StatusBadRequest, err.Error()), nil
+				return f.bridgeCallerFault(slot, err, http.StatusBadRequest, err.Error()), nil
 			}
 		}
 	}
 	var data []json.RawMessage
 	if len(rawData) > 0 && string(rawData) != "null" {
 		if err := json.Unmarshal(rawData, &data); err != nil {
-			return f.bridgeCallerFault(r, slot, c, err, http.StatusUnprocessableEntity, "data must be a JSON list"), nil
+			return f.bridgeCallerFault(slot, err, http.StatusUnprocessableEntity, "data must be a JSON list"), nil
 		}
 	}
 	if len(data) != len(dep.Inputs) {
-		return f.bridgeCallerFault(r, slot, c, nil, http.StatusUnprocessableEntity,
+		return f.bridgeCallerFault(slot, nil, http.StatusUnprocessableEntity,
 			fmt.Sprintf("data has %d values; fn_index %d takes %d inputs", len(data), fn, len(dep.Inputs))), nil
 	}
 	// The Go client takes the arguments without the State inputs (it
@@ -305,8 +304,7 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 		cancel()
 		stopOnDrain()
 		slot.Release()
-		f.reportCall(c, codeClientClosed)
-		return answer{}, nil
+		return answer{end: codeClientClosed}, nil
 	}
 	br.jobs[id] = &bridgeJob{cancel: cancel}
 	br.signal()
@@ -324,8 +322,7 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 			// The caller cancelled it while its join was on the way
 			// (cancelJob told it): not the replica's fault.
 			slot.Done(gradio.JoinMaybeAccepted, err)
-			f.reportCall(c, codeClientClosed)
-			return answer{}, nil
+			return answer{end: codeClientClosed}, nil
 		}
 		switch gradio.ClassifyJoin(err) {
 		case gradio.JoinNotAccepted:
@@ -336,13 +333,11 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 			if errors.As(err, &ae) {
 				msg = err.Error()
 			}
-			return f.bridgeCallerFault(r, slot, c, err, http.StatusUnprocessableEntity, msg), nil
+			return f.bridgeCallerFault(slot, err, http.StatusUnprocessableEntity, msg), nil
 		}
 		slot.Done(gradio.JoinMaybeAccepted, err)
 		f.stats.lost.Add(1)
-		f.reportCall(c, codeReplicaLost)
-		f.annotate(r, slog.String("error_code", codeReplicaLost))
-		return f.errDetail(http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err), nil
+		return f.errDetail(http.StatusBadGateway, "gradiopool: the replica did not accept the call clearly; it may have been queued there and is not run again", err).ending(codeReplicaLost), nil
 	}
 	slot.Done(gradio.JoinAccepted, nil)
 	s.addPending(id, slot, c)
@@ -392,12 +387,10 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 }
 
 // bridgeCallerFault answers a call refused for the caller's input.
-func (f *FrontDoor) bridgeCallerFault(r *http.Request, slot *pool.Slot, c *call, err error, status int, msg string) answer {
+func (f *FrontDoor) bridgeCallerFault(slot *pool.Slot, err error, status int, msg string) answer {
 	slot.Done(gradio.JoinCallerFault, err)
 	f.stats.callerFaults.Add(1)
-	f.reportCall(c, codeBadInput)
-	f.annotate(r, slog.String("error_code", codeBadInput))
-	return detailOf(status, msg)
+	return detailOf(status, msg).ending(codeBadInput)
 }
 
 // bridgeConv turns one Go job's events into sse_v3 messages.

@@ -171,7 +171,7 @@ func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
 		}
 		id := fmt.Sprintf("e%d", i)
 		s.complete(id, "") // its process_completed passed first
-		s.addPending(id, l, &call{replica: name})
+		s.addPending(id, l, &call{replica: name, via: relay{f}})
 		if st := p.Stats(ctx).Pools[name]; st.InUseConnections != 0 {
 			t.Fatalf("call %d: %d sessions in use after it completed", i, st.InUseConnections)
 		}

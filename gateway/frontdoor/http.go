@@ -24,11 +24,13 @@ func detail(w http.ResponseWriter, status int, msg string) {
 }
 
 // answer is what a join's admission decided for its caller (placeJoin and
-// what it calls decide; nothing there writes to the caller), rendered
-// once: as the HTTP answer to the join (writeTo), or, for a call whose
-// caller was told it waits in the gateway's queue, as that call's
-// process_completed (queuedEnded). The zero answer is a caller that went
-// away before anything was decided: nobody is told.
+// what it calls decide; nothing there writes to the caller): accepted, or
+// ended (its end code: refused, the caller's fault, lost, no replica, the
+// caller gone), reported once (settle) and rendered once: as the HTTP
+// answer to the join (writeTo), or, for a call whose caller was told it
+// waits in the gateway's queue, as that call's process_completed
+// (queuedEnded). An answer without a status is a caller that went away
+// before anything was decided: nobody is told.
 type answer struct {
 	status int
 	ctype  string
@@ -41,6 +43,15 @@ type answer struct {
 	// full: the replica's own answer that its queue is full (Gradio's
 	// 503), which a queued call's caller hears as Gradio's queue_full.
 	full bool
+	// end is how admission ended a call it did not accept (a CallEnd
+	// code); "" on a refusal the join may still move past.
+	end string
+}
+
+// ending is a with the call's end code.
+func (a answer) ending(code string) answer {
+	a.end = code
+	return a
 }
 
 // detailOf is Gradio's error shape {"detail": msg}.

@@ -94,14 +94,14 @@ func (f *FrontDoor) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	f.annotate(r, slog.String("endpoint", endpoint))
 	place := func(r *http.Request, c *call) answer {
-		return f.placeJoin(r, s, u, m, c, f.Spreadable(m["fn_index"]))
+		return f.settle(r, c, f.placeJoin(r, s, u, m, c, f.Spreadable(m["fn_index"])))
 	}
 	if f.queueShown() && !f.hasReference() {
 		// No replica connected yet: the join waits for the app in the
 		// gateway's queue, shown like a wait for a slot (refwait.go).
 		handedOff = f.joinQueued(w, r, s, c, func(r *http.Request, c *call) answer {
 			if err := f.awaitReference(r.Context(), c.watch); err != nil {
-				return f.noSlot(r, s, c, err)
+				return f.settle(r, c, f.noSlot(r, s, err, c.start))
 			}
 			if !f.knownFn(m["fn_index"]) {
 				// The app refuses it: that is the caller's answer if it
@@ -127,6 +127,20 @@ func (s *callerSession) answer(ctx context.Context, w http.ResponseWriter, a ans
 	a.writeTo(w)
 }
 
+// settle reports how admission ended c (a.end), once, unless a replica
+// accepted it (its end is reported when it ends): to Config.OnCall, which
+// also ends its count against its client's limit, and to the access log.
+func (f *FrontDoor) settle(r *http.Request, c *call, a answer) answer {
+	if a.accepted {
+		return a
+	}
+	f.reportCall(c, a.end)
+	if a.end != codeClientClosed {
+		f.annotate(r, slog.String("error_code", a.end))
+	}
+	return a
+}
+
 // placeJoin takes a slot for the call (waiting in the gateway's queue
 // when every replica is busy; whether it is relayed or bridged is decided
 // by the replica it gets: joinAt, mixed.go), forwards its join and
@@ -142,7 +156,7 @@ func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map
 			if last != nil {
 				break
 			}
-			return f.noSlot(r, s, c, err)
+			return f.noSlot(r, s, err, c.start)
 		}
 		c.replica, c.backend, c.spread, c.wait = b.Replica, b.Backend, spread, f.conf().Now().Sub(c.start)
 		f.annotate(r, slog.String("replica", b.Replica))
@@ -160,39 +174,35 @@ func (f *FrontDoor) placeJoin(r *http.Request, s *callerSession, u string, m map
 		}
 		tried = append(tried, b.Replica)
 	}
-	f.reportCall(c, codeRefused)
-	f.annotate(r, slog.String("error_code", codeRefused))
 	if last == nil {
-		return detailOf(http.StatusServiceUnavailable, "gradiopool: no replica can take the call")
+		return detailOf(http.StatusServiceUnavailable, "gradiopool: no replica can take the call").ending(codeRefused)
 	}
 	if last.body != nil {
-		return f.replicaAnswer(last.answer, "gradiopool: the replicas refused the call")
+		return f.replicaAnswer(last.answer, "gradiopool: the replicas refused the call").ending(codeRefused)
 	}
-	return f.errDetail(http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err)
+	return f.errDetail(http.StatusServiceUnavailable, "gradiopool: the replicas refused the call", last.err).ending(codeRefused)
 }
 
 // tooManyCallsDetail answers a join past the client's call limit.
 const tooManyCallsDetail = "gradiopool: this client has max_calls_per_client calls in flight already; retry when one ends"
 
 // noSlot answers a join for which no replica gave a slot (the first
-// attempt: later ones answer with the last replica's refusal).
-func (f *FrontDoor) noSlot(r *http.Request, s *callerSession, c *call, err error) answer {
+// attempt: later ones answer with the last replica's refusal); the join
+// arrived at start.
+func (f *FrontDoor) noSlot(r *http.Request, s *callerSession, err error, start time.Time) answer {
 	if r.Context().Err() != nil {
-		f.reportCall(c, codeClientClosed)
-		return answer{}
+		return answer{end: codeClientClosed}
 	}
-	f.reportCall(c, codeNoReplica)
-	f.annotate(r, slog.String("error_code", codeNoReplica))
 	f.log.Warn("front door: no replica can take a join", slog.String("session", shortHash(s.front)), slog.Any("error", err))
-	if busy := f.busyDetail(err, c.start); busy != "" {
+	if busy := f.busyDetail(err, start); busy != "" {
 		// Not 503: the official JS client shows its own "This
 		// application is currently busy" for a 503 and drops the
 		// detail; for other statuses it shows the detail.
-		a := detailOf(http.StatusTooManyRequests, busy)
+		a := detailOf(http.StatusTooManyRequests, busy).ending(codeNoReplica)
 		a.retry = true
 		return a
 	}
-	return f.errDetail(http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err)
+	return f.errDetail(http.StatusServiceUnavailable, "gradiopool: no replica can take the call", err).ending(codeNoReplica)
 }
 
 // busyDetail is the gateway's own message for a join that found every
@@ -361,7 +371,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 			var bad *badFileError
 			if errors.As(err, &bad) {
 				slot.Release()
-				return detailOf(http.StatusBadRequest, bad.Error()), nil
+				return detailOf(http.StatusBadRequest, bad.Error()).ending(codeBadInput), nil
 			}
 			return answer{}, &refusal{err: fmt.Errorf("sending uploads: %w", err)}
 		}
@@ -382,7 +392,7 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 	req, err := app.NewRequest(jctx, http.MethodPost, app.URL("queue/join"), bytes.NewReader(out))
 	if err != nil {
 		slot.Release()
-		return detailOf(http.StatusInternalServerError, err.Error()), nil
+		return detailOf(http.StatusInternalServerError, err.Error()).ending(codeNoReplica), nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if v := r.Header.Get("X-Gradio-User"); v != "" {
@@ -401,18 +411,14 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		// Sent, no answer: the app may have queued it. Never run twice.
 		slot.Release()
 		f.stats.lost.Add(1)
-		f.reportCall(c, codeReplicaLost)
-		f.annotate(r, slog.String("error_code", codeReplicaLost))
-		return detailOf(http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again"), nil
+		return detailOf(http.StatusBadGateway, "gradiopool: the replica did not answer the join; the call may have been queued there and is not run again").ending(codeReplicaLost), nil
 	}
 	rb, err := readSmall(resp)
 	ctype := resp.Header.Get("Content-Type")
 	if err != nil {
 		slot.Release()
 		f.stats.lost.Add(1)
-		f.reportCall(c, codeReplicaLost)
-		f.annotate(r, slog.String("error_code", codeReplicaLost))
-		return detailOf(http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again"), nil
+		return detailOf(http.StatusBadGateway, "gradiopool: the replica's answer to the join was cut; the call may have been queued there and is not run again").ending(codeReplicaLost), nil
 	}
 	// One rule for what the answer proves (gradio.ClassifyJoin), the one
 	// the pool follows for its own calls.
@@ -435,18 +441,15 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		// replica would refuse it too, and the replica is not at fault.
 		slot.Done(gradio.JoinCallerFault, jerr)
 		f.stats.callerFaults.Add(1)
-		f.reportCall(c, codeBadInput)
-		f.annotate(r, slog.String("error_code", codeBadInput))
 		f.log.Info("front door: the app refused a join's input", slog.String("replica", b.Replica),
 			slog.String("session", shortHash(s.front)), slog.String("endpoint", endpoint), slog.Any("error", jerr))
-		return f.callerFault(relayed(resp.StatusCode, ctype, rb), jerr), nil
+		return f.callerFault(relayed(resp.StatusCode, ctype, rb), jerr).ending(codeBadInput), nil
 	}
 	// Maybe accepted (a proxy's 504, an answer without an event id): never
 	// run again.
 	slot.Done(gradio.JoinMaybeAccepted, jerr)
-	f.reportCall(c, codeReplicaLost)
 	return f.replicaAnswer(relayed(resp.StatusCode, ctype, rb),
-		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again"), nil
+		"gradiopool: the replica's answer to the join was not Gradio's; the call may have been queued there and is not run again").ending(codeReplicaLost), nil
 }
 
 // callerFault answers a join the app refused because of what the caller

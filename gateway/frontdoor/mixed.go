@@ -82,21 +82,55 @@ func (f *FrontDoor) callerPrefix() string {
 	return bridgePrefix
 }
 
-// joinAt runs the join under slot the way its replica needs: forwarded to
-// an sse_v3 replica (join), run with the Go client on an older one (the
-// bridge). Same contract as join: without a refusal the answer is the
-// caller's; with one the replica refused and the caller's join may go
-// elsewhere.
-func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
-	c.bridged = needsBridge(slot.App().Config())
-	if !c.bridged {
-		return f.join(r, s, slot, b, m, c)
-	}
+// transport is how a call travels between its caller and its replica,
+// chosen per call by the replica's protocol (joinAt): relayed to an
+// sse_v3 replica, whose session stream a lane relays byte for byte
+// (join.go, data.go), or bridged to an older one, the Go client running
+// the call and the gateway writing its events as sse_v3 messages
+// (bridge.go).
+type transport interface {
+	// submit places c at b's replica under slot. Without a refusal the
+	// answer is the caller's (accepted, or an error another replica would
+	// not fix); with one the replica refused, and the join may go
+	// elsewhere.
+	submit(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal)
+	// takeBack ends accepted call id, which nobody reads, at its replica
+	// b; its slot is free already.
+	takeBack(s *callerSession, c *call, b binding, id string)
+	// laned reports whether the call's messages come over its replica's
+	// session stream (a lane of handleData) rather than from the gateway.
+	laned() bool
+}
+
+// relay is the transport of sse_v3 replicas.
+type relay struct{ f *FrontDoor }
+
+// bridge is the transport of older replicas.
+type bridge struct{ f *FrontDoor }
+
+func (t relay) submit(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
+	return t.f.join(r, s, slot, b, m, c)
+}
+
+// takeBack: Gradio 4.x-5.x cancel only running calls, so a queued one
+// would run later for nobody, on a slot the gateway no longer counts. A
+// stream of its session that opens and drops makes the replica drop the
+// session's queued calls (clean_events); nobody reads the session. The
+// drop goes first: Gradio answers a cancel with the call's completion,
+// after which the session's stream closes cleanly, dropping nothing.
+func (t relay) takeBack(_ *callerSession, c *call, b binding, id string) {
+	t.f.dropAtReplica(b)
+	t.f.cancelAtReplica(b, id, strings.TrimPrefix(c.endpoint, "fn_index="))
+}
+
+func (relay) laned() bool { return true }
+
+func (t bridge) submit(r *http.Request, s *callerSession, slot *pool.Slot, _ binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
 	var fn int
 	if err := json.Unmarshal(m["fn_index"], &fn); err != nil {
-		return f.bridgeCallerFault(r, slot, c, err, http.StatusUnprocessableEntity, "fn_index must be an integer"), nil
+		return t.f.bridgeCallerFault(slot, err, http.StatusUnprocessableEntity, "fn_index must be an integer"), nil
 	}
-	a, err := f.bridgeSubmit(r, s, slot, fn, m["data"], c)
+	a, err := t.f.bridgeSubmit(r, s, slot, fn, m["data"], c)
 	if err == nil {
 		return a, nil
 	}
@@ -108,6 +142,27 @@ func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b
 		ref.answer.full = true
 	}
 	return answer{}, ref
+}
+
+// takeBack: the Go job is cancelled, which stops the call at the replica
+// in its protocol's way.
+func (bridge) takeBack(s *callerSession, _ *call, _ binding, id string) {
+	if br := s.bridgeOf(false); br != nil {
+		br.cancelJob(id)
+	}
+}
+
+func (bridge) laned() bool { return false }
+
+// joinAt runs the join under slot the way its replica needs (its
+// transport), as transport.submit.
+func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
+	var via transport = relay{f}
+	if needsBridge(slot.App().Config()) {
+		via = bridge{f}
+	}
+	c.via = via
+	return c.via.submit(r, s, slot, b, m, c)
 }
 
 // streamDrained reports that s has no call left for its stream (see
@@ -127,7 +182,7 @@ func (s *callerSession) drainedLocked() bool {
 		return false
 	}
 	for _, c := range s.calls {
-		if !c.bridged {
+		if c.via.laned() {
 			return false
 		}
 	}
@@ -251,7 +306,7 @@ func (s *callerSession) releaseStream(code string) {
 	s.mu.Lock()
 	var ended []*call
 	for id, c := range s.calls {
-		if !c.bridged {
+		if c.via.laned() {
 			ended = append(ended, s.takeLocked(id))
 		}
 	}

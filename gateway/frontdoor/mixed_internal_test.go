@@ -39,7 +39,7 @@ func TestStreamDrainedCountsBridgedWork(t *testing.T) {
 	br.mu.Lock()
 	br.jobs["b1"] = &bridgeJob{cancel: func() {}}
 	br.mu.Unlock()
-	s.calls["b1"] = &call{bridged: true}
+	s.calls["b1"] = &call{via: bridge{}}
 	if s.streamDrained() {
 		t.Error("drained with a bridged call running")
 	}
@@ -56,7 +56,7 @@ func TestStreamDrainedCountsBridgedWork(t *testing.T) {
 	if !s.streamDrained() {
 		t.Error("not drained once the bridged call's end was written (its slot is the bridge's to free)")
 	}
-	s.calls["r1"] = &call{replica: "a"}
+	s.calls["r1"] = &call{replica: "a", via: relay{}}
 	if s.streamDrained() {
 		t.Error("drained with a relayed call in flight")
 	}

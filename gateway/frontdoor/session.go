@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,12 +277,12 @@ type call struct {
 	kept atomic.Bool
 
 	// Placement: the replica and backend session hash it runs under,
-	// whether it was spread (it left no state on the session's replica)
-	// or is bridged (run by the bridge: its messages come from s.br, not
-	// a lane), how long it waited, and its slot (nil: a bridged call's,
-	// held by its job).
+	// whether it was spread (it left no state on the session's replica),
+	// how it travels (via: relayed or bridged), how long it waited, and
+	// its slot (nil: a bridged call's, held by its job).
 	replica, backend string
-	spread, bridged  bool
+	spread           bool
+	via              transport
 	wait             time.Duration
 	slot             *pool.Slot
 	grace            *time.Timer // s.mu: ends it if nobody reads it (Config.ReadGrace)
@@ -368,20 +367,7 @@ func (s *callerSession) graceOver(eventID string) {
 	s.f.log.Info("front door: call cancelled, its caller opened no data stream within the grace",
 		slog.String("replica", b.Replica), slog.String("session", shortHash(s.front)),
 		slog.String("endpoint", c.endpoint), logattr.Ms("grace", s.f.conf().ReadGrace))
-	if c.bridged {
-		if br := s.bridgeOf(false); br != nil {
-			br.cancelJob(eventID)
-		}
-		return
-	}
-	// Gradio 4.x-5.x cancel only running calls: a queued one would run
-	// later for nobody, on a slot the gateway no longer counts. A stream
-	// of its session that opens and drops makes the replica drop the
-	// session's queued calls (clean_events); nobody reads the session.
-	// First: Gradio answers a cancel with the call's completion, after
-	// which the session's stream closes cleanly, dropping nothing.
-	s.f.dropAtReplica(b)
-	s.f.cancelAtReplica(b, eventID, strings.TrimPrefix(c.endpoint, "fn_index="))
+	c.via.takeBack(s, c, b, eventID)
 }
 
 // unread reports whether no data stream of s is open.
@@ -495,7 +481,7 @@ func (s *callerSession) busyLanes() map[string]string {
 	defer s.mu.Unlock()
 	out := map[string]string{}
 	for _, c := range s.calls {
-		if c.replica != "" && !c.bridged {
+		if c.replica != "" && c.via.laned() {
 			out[c.replica] = c.backend
 		}
 	}
@@ -503,14 +489,14 @@ func (s *callerSession) busyLanes() map[string]string {
 }
 
 // callsOn returns the event ids of the calls in flight on replica (""
-// any replica); relayed keeps those its replica's queue/data stream
-// carries (not bridged).
-func (s *callerSession) callsOn(replica string, relayed bool) []string {
+// any replica); laned keeps only those its replica's queue/data stream
+// carries (relayed, not bridged).
+func (s *callerSession) callsOn(replica string, laned bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
 	for id, c := range s.calls {
-		if (replica == "" || c.replica == replica) && !(relayed && c.bridged) {
+		if (replica == "" || c.replica == replica) && (!laned || c.via.laned()) {
 			ids = append(ids, id)
 		}
 	}
