@@ -261,6 +261,16 @@ const maxEarly = 256
 // end: what the front door reports of it (CallEnd), where it runs, and
 // how its caller knows it.
 //
+// Its life: waiting (for a slot or the first replica; shown in the
+// gateway's queue when its caller was told so, then in s.queued under
+// gatewayID), joining (its join on the way to a replica, or to the
+// bridge; a shown one counted in s.joining, so that its messages wait
+// for its ids), accepted (in s.calls under the replica's event id,
+// holding its slot), ended (taken out of s.calls and reported once; a
+// shown call that no replica took keeps its entry in s.queued until its
+// final message is written). Admission ends it early with an answer's
+// end code (settle).
+//
 // Ownership: the goroutine handling its join writes the placement fields
 // (replica to slot) until addPending records it accepted, under s.mu;
 // from then on they are read under s.mu only. The fields marked so are
