@@ -287,7 +287,7 @@ func (f *FrontDoor) CallsInFlight() int {
 		s.mu.Lock()
 		n += len(s.calls)
 		for _, c := range s.queued {
-			if c.replicaID == "" && c.final == nil {
+			if c.state < callAccepted {
 				n++ // waits in the gateway's queue
 			}
 		}

@@ -378,12 +378,13 @@ func (f *FrontDoor) join(r *http.Request, s *callerSession, slot *pool.Slot, b b
 		body["data"] = nd
 	}
 	out, _ := json.Marshal(body)
-	if c.aliased() {
-		// The replica may run the call and stream its messages before
-		// its answer is read here: the caller's stream holds them until
-		// the replica's event id is mapped to the gateway's (frontIDs).
-		defer s.startJoining()()
-	}
+	// Decided before the join is sent: a call whose caller was not told
+	// it waits is never shown, and gets the replica's answer and id.
+	c.aliased()
+	// The replica may run the call and stream its messages before its
+	// answer is read here: a shown call's stream holds them until the
+	// replica's event id is mapped to the gateway's (frontIDs).
+	defer s.joinCall(c)()
 	// The join must not be cut half-way by a caller that goes away: the
 	// app may have queued the call, and its slot must be accounted. Nor
 	// by a fixed header time-out: a replica short of threads answers late

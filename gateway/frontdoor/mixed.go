@@ -187,7 +187,7 @@ func (s *callerSession) drainedLocked() bool {
 		}
 	}
 	for _, c := range s.queued {
-		if c.replicaID == "" {
+		if c.state != callAccepted {
 			return false
 		}
 	}

@@ -44,10 +44,23 @@ func (c *call) eventID() string {
 	return newEventID()
 }
 
-// show commits the caller to the gateway's event id; false when the
-// join went to a replica first (the caller gets the replica's answer).
-func (c *call) show() bool {
-	return c.told.CompareAndSwap(toldUndecided, toldGateway) || c.told.Load() == toldGateway
+// show commits the caller to the gateway's event id and enters c in
+// the gateway's queue, in one step under s.mu (a join that finds the
+// call shown finds it there: joinCall, frontIDs); false when the join
+// went to a replica first (the caller gets the replica's answer).
+func (s *callerSession) show(c *call) bool {
+	s.mu.Lock()
+	if !c.told.CompareAndSwap(toldUndecided, toldGateway) && c.told.Load() != toldGateway {
+		s.mu.Unlock()
+		return false
+	}
+	if s.queued == nil {
+		s.queued = map[string]*call{}
+	}
+	s.queued[c.gatewayID] = c
+	s.mu.Unlock()
+	s.poke()
+	return true
 }
 
 func (c *call) isShown() bool { return c.told.Load() == toldGateway }
@@ -123,13 +136,12 @@ func (f *FrontDoor) joinQueued(w http.ResponseWriter, r *http.Request, s *caller
 	case <-jw.pool.Waited():
 	case <-jw.waited:
 	}
-	if !c.show() {
+	if !s.show(c) {
 		<-done // its join is being forwarded: the caller gets its answer
 		end()
 		s.answer(r.Context(), w, a)
 		return false
 	}
-	s.addQueued(c)
 	if !jw.waitedForReader() {
 		f.stats.queued.Add(1) // a wait for a slot or a replica
 	}
@@ -231,17 +243,6 @@ func (f *FrontDoor) queuedEnded(s *callerSession, c *call, a answer, cancelled b
 	s.finishQueued(c, rb)
 }
 
-// addQueued records a call answered with the gateway's event id.
-func (s *callerSession) addQueued(c *call) {
-	s.mu.Lock()
-	if s.queued == nil {
-		s.queued = map[string]*call{}
-	}
-	s.queued[c.gatewayID] = c
-	s.mu.Unlock()
-	s.poke()
-}
-
 // poke wakes the session's data stream.
 func (s *callerSession) poke() {
 	select {
@@ -254,7 +255,7 @@ func (s *callerSession) poke() {
 // dropped if not written yet).
 func (s *callerSession) noteQueued(c *call, est []byte) {
 	s.mu.Lock()
-	if c.replicaID != "" || s.queued[c.gatewayID] != c {
+	if c.state >= callAccepted || s.queued[c.gatewayID] != c {
 		s.mu.Unlock()
 		return
 	}
@@ -270,7 +271,7 @@ func (s *callerSession) finishQueued(c *call, final []byte) {
 		s.mu.Unlock()
 		return // its stream went away: nobody to tell
 	}
-	c.est, c.final = nil, final
+	c.state, c.est, c.final = callEnded, nil, final
 	s.mu.Unlock()
 	s.poke()
 }
@@ -300,7 +301,7 @@ func (s *callerSession) waitingQueued() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.queued {
-		if c.replicaID == "" {
+		if c.state != callAccepted {
 			return true
 		}
 	}
@@ -313,7 +314,7 @@ func (s *callerSession) cancelQueued() {
 	s.mu.Lock()
 	var cs []context.CancelFunc
 	for id, c := range s.queued {
-		if c.replicaID == "" {
+		if c.state != callAccepted {
 			cs = append(cs, c.cancel)
 			delete(s.queued, id)
 		}
@@ -329,7 +330,7 @@ func (s *callerSession) cancelQueued() {
 func (s *callerSession) cancelQueuedCall(id string) bool {
 	s.mu.Lock()
 	c := s.queued[id]
-	taken := c != nil && c.replicaID != ""
+	taken := c != nil && c.state == callAccepted
 	s.mu.Unlock()
 	if c == nil || taken {
 		return false
@@ -345,14 +346,14 @@ func (s *callerSession) cancelQueuedCall(id string) bool {
 func (s *callerSession) forgetQueued(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.queued[id]; c != nil && c.replicaID == "" {
+	if c := s.queued[id]; c != nil && c.state != callAccepted {
 		delete(s.queued, id)
 	}
 }
 
 // frontIDs rewrites a replica's message for the caller: the event id of
 // a queued call becomes the gateway's. While a queued call's join is in
-// flight (s.joining), a message of a call not known yet waits for the
+// flight (joiningLocked), a message of a call not known yet waits for the
 // join's answer: it may be that call's, already running.
 func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 	s.mu.Lock()
@@ -364,7 +365,7 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 			}
 			break
 		}
-		if s.joining == 0 {
+		if !s.joiningLocked() {
 			break
 		}
 		s.changedLocked().Wait()
@@ -376,18 +377,32 @@ func (s *callerSession) frontIDs(data []byte, eventID string) []byte {
 	return bytes.Replace(data, []byte(`"`+eventID+`"`), []byte(`"`+gid+`"`), 1)
 }
 
-// startJoining counts a queued call's join in flight until the returned
-// func runs (frontIDs).
-func (s *callerSession) startJoining() func() {
+// joinCall marks c joining until the returned func runs, which makes it
+// waiting again unless a replica accepted it (addPending) or it ended.
+// No lock is held across the join.
+func (s *callerSession) joinCall(c *call) func() {
 	s.mu.Lock()
-	s.joining++
+	c.state = callJoining
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		s.joining--
+		if c.state == callJoining {
+			c.state = callWaiting // refused: it may wait for another replica
+		}
 		s.changedLocked().Broadcast()
 		s.mu.Unlock()
 	}
+}
+
+// joiningLocked reports whether the join of a call shown in the
+// gateway's queue is on its way; s.mu is held.
+func (s *callerSession) joiningLocked() bool {
+	for _, c := range s.queued {
+		if c.state == callJoining {
+			return true
+		}
+	}
+	return false
 }
 
 // changedLocked is s.changed, made on first use; s.mu is held.

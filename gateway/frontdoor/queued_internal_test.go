@@ -45,7 +45,7 @@ func TestShowQueueBounded(t *testing.T) {
 		f.cfg.Store(&Config{QueueUpdateInterval: 500 * time.Millisecond})
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
 		c := &call{gatewayID: "gw1"}
-		s.addQueued(c)
+		s.show(c)
 		looks := 0
 		qw := &fakePos{pos: func() pool.QueuePosition {
 			looks++
@@ -88,7 +88,7 @@ func TestShowQueueOnlyChanges(t *testing.T) {
 		f.cfg.Store(&Config{QueueUpdateInterval: 500 * time.Millisecond})
 		s := &callerSession{f: f, wake: make(chan struct{}, 1)}
 		c := &call{gatewayID: "gw2"}
-		s.addQueued(c)
+		s.show(c)
 		qw := &fakePos{pos: func() pool.QueuePosition { return pool.QueuePosition{Rank: 3, Size: 7} }}
 		done := make(chan struct{})
 		go f.showQueue(s, c, qw, done)
@@ -122,7 +122,7 @@ func TestQueuedStreamHeartbeats(t *testing.T) {
 		if err != nil || s == nil {
 			t.Fatalf("session: %v", err)
 		}
-		s.addQueued(&call{gatewayID: "gw3", cancel: func() {}})
+		s.show(&call{gatewayID: "gw3", cancel: func() {}})
 		rec := httptest.NewRecorder()
 		done := make(chan struct{})
 		go func() {
@@ -151,10 +151,12 @@ func TestFrontIDsWaitsForQueuedJoins(t *testing.T) {
 		f := &FrontDoor{}
 		f.cfg.Store(&Config{})
 		s := &callerSession{f: f, calls: map[string]*call{}, wake: make(chan struct{}, 1)}
-		end1 := s.startJoining()
-		end2 := s.startJoining()
 		c := &call{gatewayID: "gw1"}
-		c.show()
+		other := &call{gatewayID: "gw2"}
+		s.show(c)
+		s.show(other)
+		end1 := s.joinCall(c)
+		end2 := s.joinCall(other)
 		out := make(chan []byte, 1)
 		go func() { out <- s.frontIDs([]byte(`{"msg":"process_starts","event_id":"rep1"}`), "rep1") }()
 		synctest.Wait()

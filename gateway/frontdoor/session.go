@@ -60,14 +60,8 @@ type callerSession struct {
 	// (queued.go), by that id, until they end (those accepted are in
 	// calls too, under the replica's event id).
 	queued map[string]*call
-	// joining counts the joins in flight of calls that waited in the
-	// gateway's queue: a message of a call the stream does not know yet
-	// waits for them, as it may be one of theirs, running before its
-	// join's answer was read (frontIDs). No lock is held across those
-	// joins.
-	joining int
-	// changed (on mu) is broadcast as each of those joins ends and as a
-	// data stream opens (awaitReader).
+	// changed (on mu) is broadcast as the join of each call ends (see
+	// frontIDs) and as a data stream opens (awaitReader).
 	changed *sync.Cond
 	// closingStream is open while a stream of s wrote close_stream and
 	// its caller has not let go of it yet (closing, awaitClosed).
@@ -261,21 +255,23 @@ const maxEarly = 256
 // end: what the front door reports of it (CallEnd), where it runs, and
 // how its caller knows it.
 //
-// Its life: waiting (for a slot or the first replica; shown in the
-// gateway's queue when its caller was told so, then in s.queued under
-// gatewayID), joining (its join on the way to a replica, or to the
-// bridge; a shown one counted in s.joining, so that its messages wait
-// for its ids), accepted (in s.calls under the replica's event id,
-// holding its slot), ended (taken out of s.calls and reported once; a
-// shown call that no replica took keeps its entry in s.queued until its
-// final message is written). Admission ends it early with an answer's
-// end code (settle).
+// Its life (state): waiting, for a slot or the first replica (in
+// s.queued under gatewayID once its caller was told it waits in the
+// gateway's queue); joining, its join on the way to a replica (a shown
+// call's messages then wait for its ids: frontIDs); accepted, in s.calls
+// under the replica's event id, holding its slot; ended, taken out of
+// s.calls and reported once (a shown call that no replica took keeps its
+// entry in s.queued until its final message is written). Admission may
+// end it before a replica accepts it, with an answer's end code
+// (settle).
 //
 // Ownership: the goroutine handling its join writes the placement fields
 // (replica to slot) until addPending records it accepted, under s.mu;
 // from then on they are read under s.mu only. The fields marked so are
 // guarded by s.mu throughout.
 type call struct {
+	state callState // s.mu
+
 	// Set at the join's arrival.
 	endpoint, user string
 	start          time.Time
@@ -321,6 +317,16 @@ type call struct {
 	answered   time.Time
 }
 
+// callState is where a call is in its life (see call).
+type callState int8
+
+const (
+	callWaiting callState = iota
+	callJoining
+	callAccepted
+	callEnded
+)
+
 // addPending records c accepted under replica event id eventID, holding
 // l (or frees l at once when the call already completed).
 func (s *callerSession) addPending(eventID string, l *pool.Slot, c *call) {
@@ -331,13 +337,14 @@ func (s *callerSession) addPending(eventID string, l *pool.Slot, c *call) {
 	s.poke()
 	if code, ok := s.early[eventID]; ok {
 		delete(s.early, eventID)
+		c.state = callEnded
 		s.mu.Unlock()
 		l.Release()
 		s.f.reportCall(c, code)
 		return
 	}
 	c.kept.Store(true)
-	c.slot = l
+	c.state, c.slot = callAccepted, l
 	if c.isShown() {
 		c.replicaID, c.est = eventID, nil
 	}
@@ -418,6 +425,7 @@ func (s *callerSession) takeLocked(id string) *call {
 		return nil
 	}
 	delete(s.calls, id)
+	c.state = callEnded
 	if c.isShown() {
 		delete(s.queued, c.gatewayID) // it ended: its entry in the gateway's queue too
 	}
