@@ -31,7 +31,6 @@ import (
 	"net/http"
 	"path"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -285,7 +284,12 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 	if c.watch != nil && c.mayShow() {
 		s.awaitReader(ctx, c.watch) // ended by ctx: handled below, under br.mu
 	}
-	id := c.eventID() // the gateway's queued id, if the caller has it
+	// The gateway's queued id when the caller was told it while the call
+	// waited, else a new one.
+	id := c.gatewayID
+	if !c.aliased() {
+		id = newEventID()
+	}
 	jctx, cancel := context.WithCancel(f.ctx)
 	stopOnDrain := context.AfterFunc(f.stopCalls, cancel)
 	conv := &bridgeConv{f: f, br: br, id: id, cfg: cfg, dep: dep, idx: f.replicaIndex(replica), gw: f.root(r), pre: f.callerPrefix(), modern: f.presentedModern(), start: c.start}
@@ -592,76 +596,15 @@ func (c *bridgeConv) files(v json.RawMessage) json.RawMessage {
 	return appshape.Marshal(x)
 }
 
-// bridgeConfig is GET /config when the reference replica is bridged: its config
-// presented as Gradio 5's (protocol sse_v3, the /gradio_api prefix, a 5.x
-// version, dependency ids, connect_heartbeat as Gradio 5 computes it),
-// with the gateway's root and app_id.
+// bridgeConfig is GET /config when the reference replica is bridged: its
+// config presented as Gradio 5's (appshape.AsGradio5), with the gateway's
+// root and app_id.
 func (f *FrontDoor) bridgeConfig(w http.ResponseWriter, r *http.Request, app *gradio.Client) {
-	cfg := app.Config()
-	dec := json.NewDecoder(bytes.NewReader(cfg.Raw))
-	dec.UseNumber()
-	var c map[string]any
-	if err := dec.Decode(&c); err != nil || c == nil {
+	gw := f.root(r)
+	out, err := appshape.AsGradio5(app.Config(), appshape.Presented{Version: bridgeVersion, APIPrefix: bridgePrefix, Root: gw, AppID: f.appID})
+	if err != nil {
 		detail(w, http.StatusBadGateway, "gradiopool: the replica's config is not a JSON object")
 		return
 	}
-	gw := f.root(r)
-	c["version"] = bridgeVersion
-	c["protocol"] = "sse_v3"
-	c["api_prefix"] = bridgePrefix
-	c["root"] = gw
-	c["app_id"] = json.Number(strconv.FormatUint(f.appID, 10))
-	heartbeat := cfg.ConnectHeartbeat
-	var compIDs []int
-	for _, comp := range cfg.Components {
-		compIDs = append(compIDs, comp.ID)
-		if comp.IsState() {
-			heartbeat = true // Gradio 5: any gr.State (or unload event)
-		}
-	}
-	var depIDs []int
-	if deps, ok := c["dependencies"].([]any); ok {
-		for i, d := range deps {
-			dm, ok := d.(map[string]any)
-			if !ok {
-				continue
-			}
-			if _, has := dm["id"]; !has {
-				dm["id"] = i // Gradio 5 numbers them; before, the index was the id
-			}
-			if i < len(cfg.Dependencies) {
-				if _, has := dm["connection"]; !has {
-					dm["connection"] = "sse"
-				}
-				depIDs = append(depIDs, cfg.Dependencies[i].FnIndex)
-				for _, t := range targetsOf(dm) {
-					if t == "unload" {
-						heartbeat = true
-					}
-				}
-			}
-		}
-	}
-	c["connect_heartbeat"] = heartbeat
-	if _, ok := c["page"]; !ok {
-		c["page"] = map[string]any{"": map[string]any{"layout": c["layout"], "components": compIDs, "dependencies": depIDs}}
-		c["pages"] = []any{[]any{"", "Home", true}}
-	}
-	delete(c, "path") // Gradio 4's; 5 has none
-	out := replaceRoots(appshape.Marshal(c), appRoots(app), gw)
-	relayed(http.StatusOK, "application/json", out).writeTo(w)
-}
-
-// targetsOf lists the event names of a dependency's targets.
-func targetsOf(dm map[string]any) []string {
-	ts, _ := dm["targets"].([]any)
-	var out []string
-	for _, t := range ts {
-		if pair, ok := t.([]any); ok && len(pair) == 2 {
-			if s, ok := pair[1].(string); ok {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
+	relayed(http.StatusOK, "application/json", replaceRoots(out, appRoots(app), gw)).writeTo(w)
 }

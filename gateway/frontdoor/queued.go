@@ -34,16 +34,6 @@ const (
 	toldReplica
 )
 
-// eventID is the event id a call the gateway runs itself (bridge.go) is
-// known by: the gateway's own when the caller was told it while the call
-// waited, else a new one.
-func (c *call) eventID() string {
-	if c.aliased() {
-		return c.gatewayID
-	}
-	return newEventID()
-}
-
 // show commits the caller to the gateway's event id and enters c in
 // the gateway's queue, in one step under s.mu (a join that finds the
 // call shown finds it there: joinCall, frontIDs); false when the join
