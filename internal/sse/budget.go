@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -611,10 +612,12 @@ type account struct {
 	body   io.Closer    // the stream, closed by a cut; nil: not closable
 	read   atomic.Int64 // bytes read from the stream (for the rate floor)
 
-	mu       sync.Mutex // guards the fields below; never held across Take or a Close
-	charged  int64
-	cause    error // non-nil once cut
-	released bool
+	mu       sync.Mutex  // guards the fields below; never held across Take or a Close
+	charged  int64       // the Reader's bytes past its allowance
+	kept     int64       // the bytes of its Holds not released (see Reader.Hold)
+	holds    int         // its Holds not released: the account stays registered
+	cause    error       // non-nil once cut
+	released bool        // the Reader was released
 	timer    *time.Timer // the rate floor's, while charged > 0
 	lastRead int64       // read at the timer's last look
 }
@@ -622,7 +625,7 @@ type account struct {
 func (a *account) held() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.charged
+	return a.charged + a.kept
 }
 
 // err is why the account was cut, nil if it was not.
@@ -704,8 +707,8 @@ func (a *account) cut(cause error) bool {
 		return false
 	}
 	a.cause = cause
-	n := a.charged
-	a.charged = 0
+	n := a.charged + a.kept
+	a.charged, a.kept = 0, 0
 	if a.timer != nil {
 		a.timer.Stop()
 		a.timer = nil
@@ -718,8 +721,8 @@ func (a *account) cut(cause error) bool {
 	return true
 }
 
-// refund gives back everything and unregisters the account (Release, or
-// the Reader's cleanup).
+// refund gives back the Reader's bytes (Release, or the Reader's
+// cleanup) and unregisters the account, once its Holds are released too.
 func (a *account) refund() {
 	a.mu.Lock()
 	n := a.charged
@@ -729,11 +732,71 @@ func (a *account) refund() {
 		a.timer.Stop()
 		a.timer = nil
 	}
+	last := a.holds == 0
 	a.mu.Unlock()
 	a.budget.Give(n)
-	if a.budget.root != nil {
+	if last && a.budget.root != nil {
 		a.budget.unregister(a)
 	}
+}
+
+// Hold is what a consumer of a Reader's event keeps of it once the Reader
+// has handed it over (a decoded output on its way to its caller), charged
+// to the Reader's account: the same party, the same fair shares, until
+// Release (see Reader.Hold). A nil Hold holds nothing.
+// A Hold dropped without Release gives its bytes back when it is
+// collected.
+type Hold struct {
+	s       *holdState
+	cleanup runtime.Cleanup
+}
+
+// holdState lives apart from its Hold, for the Hold's cleanup.
+type holdState struct {
+	acct *account
+	n    int64
+	done atomic.Bool
+}
+
+// Release gives the Hold's bytes back (none if its stream was cut since:
+// the cut gave them back). Safe to call more than once, and on nil.
+func (h *Hold) Release() {
+	if h == nil {
+		return
+	}
+	h.cleanup.Stop()
+	h.s.release()
+}
+
+func (h *holdState) release() {
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	a := h.acct
+	a.mu.Lock()
+	var n int64
+	if a.cause == nil {
+		n = h.n
+		a.kept -= n
+	}
+	a.holds--
+	last := a.released && a.holds == 0
+	a.mu.Unlock()
+	a.budget.Give(n)
+	if last && a.budget.root != nil {
+		a.budget.unregister(a)
+	}
+}
+
+// Err is the cause of the cut that took the Hold's bytes back
+// (ErrPartyOverShare, ErrBudgetReclaimed, ...), nil while they are
+// counted: a consumer given one should drop what it holds, and fail its
+// call with it, as for a stream cut while it read.
+func (h *Hold) Err() error {
+	if h == nil || h.s.done.Load() {
+		return nil
+	}
+	return h.s.acct.err()
 }
 
 // countingReader counts the bytes read for the rate floor.

@@ -3,6 +3,7 @@ package sse
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"runtime"
@@ -66,6 +67,7 @@ type Reader struct {
 	// beyond the read buffer. Past allow it is charged to acct's Budget.
 	held    int
 	allow   int
+	lent    int // of held, charged to a Hold (Hold) until the next Next
 	acct    *account // nil: no Budget
 	cleanup runtime.Cleanup
 }
@@ -142,6 +144,64 @@ func (r *Reader) Release() {
 	}
 }
 
+// Hold charges n more bytes to the Reader's account in its Budget, for
+// what its consumer keeps of the event Next returned once it is decoded
+// (an output on its way to its caller), until the Hold's Release: the
+// bytes count against the same party's fair shares as the stream's own,
+// and the stream stays one of its party's streams until every Hold is
+// released, after Release too. It fails as a growing event does
+// (ErrBudgetExhausted, ErrPartyOverShare, or the cause of a cut): the
+// consumer then gives the event up. A cut of the stream gives the Hold's
+// bytes back at once; Hold.Err then reports it. Without a Budget it holds
+// nothing.
+func (r *Reader) Hold(n int) (*Hold, error) {
+	a := r.acct
+	if a == nil || n <= 0 {
+		return nil, nil
+	}
+	a.mu.Lock()
+	if a.cause != nil || a.released {
+		a.mu.Unlock()
+		return nil, cmp.Or(a.cause, errReleased)
+	}
+	a.holds++ // registered meanwhile: a Release of the Reader keeps it
+	// The event's own bytes, charged to the Reader, pass to the Hold: the
+	// Reader drops them at the next Next (or Release), and what is
+	// decoded from them takes their place.
+	lent := min(int64(n), a.charged)
+	a.charged -= lent
+	a.kept += lent
+	if a.charged == 0 && a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	r.lent += int(lent)
+	st := &holdState{acct: a, n: lent}
+	a.mu.Unlock()
+	if more := int64(n) - lent; more > 0 {
+		if err := a.budget.take(more); err != nil {
+			st.release()
+			return nil, err
+		}
+		a.mu.Lock()
+		if a.cause != nil { // cut meanwhile: what it took goes back
+			cause := a.cause
+			a.mu.Unlock()
+			a.budget.Give(more)
+			st.release()
+			return nil, cause
+		}
+		a.kept += more
+		st.n += more
+		a.mu.Unlock()
+	}
+	h := &Hold{s: st}
+	h.cleanup = runtime.AddCleanup(h, (*holdState).release, st)
+	return h, nil
+}
+
+var errReleased = errors.New("sse: Hold on a released Reader")
+
 // Next returns the next event. At the end of the stream it returns io.EOF;
 // an event not terminated by an empty line before EOF is discarded, as the
 // standard says. Other errors come from the underlying reader.
@@ -158,6 +218,12 @@ func (r *Reader) Next() (Event, error) {
 func (r *Reader) next() (Event, error) {
 	r.dropBlocks(&r.dblocks, &r.dataN)
 	r.shrink()
+	if r.lent > 0 {
+		// What the last event lent its Hold is dropped: count what is
+		// left as the Reader's own again.
+		r.lent = 0
+		_ = r.charge(0)
+	}
 	r.data = r.data[:0]
 	r.typ = ""
 	hasData := false
@@ -459,7 +525,7 @@ func (r *Reader) grow(s []byte, n int) ([]byte, error) {
 func (r *Reader) charge(delta int) error {
 	held := r.held + delta
 	if r.acct != nil {
-		if err := r.acct.set(int64(max(0, held-r.allow))); err != nil && delta > 0 {
+		if err := r.acct.set(int64(max(0, held-r.allow-r.lent))); err != nil && delta > 0 {
 			return err
 		}
 	}
