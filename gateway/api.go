@@ -232,6 +232,9 @@ func (g *Gateway) handlePredict(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, routeV1, endpoint, d, err)
 		return
 	}
+	if res.release != nil {
+		defer res.release() // the output counts in the event budget until written
+	}
 	g.metrics.observeCall(CallRecord{Route: routeV1, Replica: res.Replica, Endpoint: endpoint, Wait: res.Wait, Total: d})
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", res.Replica))
 	writePrediction(w, res.Data, res.Replica, d.Milliseconds())
@@ -340,6 +343,7 @@ func (g *Gateway) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		g.failCall(w, r, routeV1, endpoint, g.now().Sub(start), err)
 		return
 	}
+	defer releaseCall(call) // the output counts in the event budget until written
 	wait := call.Waited()
 	addLog(r, slog.String("endpoint", endpoint), slog.String("replica", call.Replica()))
 	if s == nil {

@@ -47,6 +47,9 @@ type Result struct {
 	Wait time.Duration
 	// Failovers counts the replicas given up on before this one.
 	Failovers int
+	// release gives back what Data holds of the event budget (the pool
+	// backend's; nil: nothing), once the answer is written.
+	release func()
 }
 
 // Call is a call in flight.
@@ -63,6 +66,15 @@ type Call interface {
 	Waited() time.Duration
 	// Wait returns the final outputs or the call's error.
 	Wait(ctx context.Context) ([]json.RawMessage, error)
+}
+
+// releaseCall gives back what c's result holds of the event budget
+// (pool.Call.Release), for a Call that has any: once its answer is
+// written, or its result kept elsewhere.
+func releaseCall(c any) {
+	if r, ok := c.(interface{ Release() }); ok {
+		r.Release()
+	}
 }
 
 // ReplicaGauges are one replica's numbers at scrape time.

@@ -48,9 +48,10 @@ func (b *poolBackend) Predict(ctx context.Context, user string, opts pool.CallOp
 		<-c.Done()
 	}
 	if err != nil {
+		c.Release()
 		return nil, err
 	}
-	return &Result{Data: data, Replica: c.Replica(), Wait: wait, Failovers: max(c.Attempts()-1, 0)}, nil
+	return &Result{Data: data, Replica: c.Replica(), Wait: wait, Failovers: max(c.Attempts()-1, 0), release: c.Release}, nil
 }
 
 func (b *poolBackend) Submit(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (Call, error) {
@@ -95,6 +96,7 @@ type poolCall struct {
 func (c *poolCall) Replica() string             { return c.c.Replica() }
 func (c *poolCall) Waited() time.Duration       { return c.c.Waited() }
 func (c *poolCall) Events() <-chan gradio.Event { return c.c.Events() }
+func (c *poolCall) Release()                    { c.c.Release() }
 func (c *poolCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	out, err := c.c.Wait(ctx)
 	if err == nil {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
 // Gradio's REST shape as a transport: POST {prefix}/call/{api_name} with
@@ -132,14 +134,23 @@ func (s *appSession) readCall(ctx context.Context, j *Job, route string) {
 		case "heartbeat":
 			continue
 		case "generating", "complete":
+			var h *sse.Hold
+			if ev.Type == "complete" {
+				if h, err = holdEvent(r, ev.Data); err != nil {
+					s.fail(j, &ConnectionLostError{EventID: j.id, Accepted: true, Err: fmt.Errorf("%s: %w", route, err)})
+					return
+				}
+			}
 			var data []json.RawMessage
 			if err := json.Unmarshal(ev.Data, &data); err != nil {
+				h.Release()
 				s.fail(j, &ProtocolError{Op: route, Body: excerpt(ev.Data), Err: err})
 				return
 			}
 			data = s.dropState(j.dep, data)
 			if ev.Type == "complete" {
 				s.mu.Lock()
+				j.keep(h)
 				s.completeLocked(j, data)
 				s.mu.Unlock()
 				return

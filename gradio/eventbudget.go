@@ -115,3 +115,17 @@ func (s *appSession) eventReader(body io.Reader) *sse.Reader {
 	s.mu.Unlock()
 	return sse.NewReaderBudget(body, 0, s.app.eventBudget().Party(key))
 }
+
+// holdEvent charges what decoding an event of the stream read by r keeps
+// (its output, about the event's size) to the stream's party, for an
+// event past the reader's allowance: from the moment it is decoded until
+// the job that takes it is released (Job.Release), a large output counts
+// against its caller's fair share of the budget as it did while it was
+// read. nil for a small event. An error (no room, the caller over its
+// share, the stream cut) ends the stream as a refused read does.
+func holdEvent(r *sse.Reader, data []byte) (*sse.Hold, error) {
+	if len(data) <= sse.DefaultAllowance {
+		return nil, nil
+	}
+	return r.Hold(len(data))
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/diff"
+	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
 // EventKind says what an Event reports.
@@ -115,6 +116,7 @@ type Job struct {
 	after    []*afterDone        // AfterDone callbacks not run yet
 	hook     EventHook           // SubmitOptions.Hook; nil if none
 	started  bool                // the app sent process_starts
+	hold     *sse.Hold           // the result's charge to its party's event budget (keep)
 }
 
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
@@ -155,13 +157,60 @@ func (j *Job) Done() <-chan struct{} { return j.done }
 // dropped), or its error: *AppError (the function raised), ErrCanceled,
 // the Submit ctx's error, ErrClosed, *ConnectionLostError, *ProtocolError.
 // A ctx given to Wait only bounds the wait; it does not cancel the job.
+//
+// A result larger than 64 KiB counts against its call's party in the
+// EventBudget from its arrival until Release: when the budget needs its
+// room for a party within its share while this one is over its own, the
+// room is taken back, and Wait then fails as if its stream had been cut
+// (*ConnectionLostError wrapping ErrEventShare, or ErrEventTooLarge).
 func (j *Job) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	select {
 	case <-j.done:
+		if j.err == nil {
+			if err := j.heldErr(); err != nil {
+				return nil, &ConnectionLostError{EventID: j.ID(), Accepted: true, Err: &ProtocolError{Op: "queue/data", Err: err}}
+			}
+		}
 		return j.result, j.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// Release gives back what the job's result holds of the EventBudget (an
+// output larger than 64 KiB is charged to its call's party from its
+// arrival until then): call it once the result is delivered (written to
+// whoever asked for it). The result stays valid. Predict releases its own;
+// a Job dropped without Release gives it back when collected.
+func (j *Job) Release() {
+	j.mu.Lock()
+	h := j.hold
+	j.hold = nil
+	j.mu.Unlock()
+	h.Release()
+}
+
+// keep makes h (the event the result was decoded from) the result's
+// charge to the event budget, until Release. Callers hold s.mu, before
+// the job finishes.
+func (j *Job) keep(h *sse.Hold) {
+	if h == nil {
+		return
+	}
+	j.mu.Lock()
+	old := j.hold
+	j.hold = h
+	j.mu.Unlock()
+	old.Release()
+}
+
+// heldErr is why the result's room in the event budget was taken back,
+// nil while it is counted (or was released).
+func (j *Job) heldErr() error {
+	j.mu.Lock()
+	h := j.hold
+	j.mu.Unlock()
+	return h.Err()
 }
 
 // Events returns the job's updates; the channel is closed after the final
@@ -477,6 +526,8 @@ func (j *Job) handle(m *message) {
 		// Merge before the job finishes: a caller that calls a rendered
 		// endpoint right after Predict returns must find it.
 		j.s.applyRenderLocked(out.RenderConfig)
+		j.keep(m.hold)
+		m.hold = nil
 		j.s.completeLocked(j, j.s.dropState(j.dep, out.Data))
 	}
 }

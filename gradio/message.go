@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/gradiopool/gradiopool/internal/sse"
 )
 
 // message is one record of a queue stream (sse v0 to v3; server_messages.py).
@@ -23,6 +25,12 @@ type message struct {
 	Success         *bool       `json:"success"`
 	Message         string      `json:"message"`
 	SessionNotFound bool        `json:"session_not_found"`
+
+	// hold charges the decoded output of a large event to its stream's
+	// party (holdEvent) until the job that takes it is released; nil for
+	// a small one. A job takes it (Job.handle), or the reader releases it
+	// once the message is dispatched.
+	hold *sse.Hold
 }
 
 // decodeMessage parses one data: payload. Payloads that are not JSON

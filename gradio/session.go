@@ -101,6 +101,7 @@ func (c *Client) Predict(ctx context.Context, endpoint string, args ...any) ([]j
 	if err != nil {
 		return nil, err
 	}
+	defer j.Release() // the result is the caller's from here
 	return j.Wait(ctx)
 }
 

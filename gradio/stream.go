@@ -196,12 +196,28 @@ func (s *appSession) readStream(pre bool) (int, error) {
 			continue
 		}
 		a.lastMsg.Store(time.Now().UnixNano()) // heartbeats too: the app streams
+		h, err := holdEvent(r, ev.Data)
+		if err != nil {
+			return n, &ProtocolError{Op: "queue/data", Err: err}
+		}
 		m, err := decodeMessage(ev.Data)
 		if err != nil {
+			h.Release()
 			return n, &ProtocolError{Op: "queue/data", Body: excerpt(ev.Data), Err: err}
 		}
 		n++
-		if s.dispatch(m, pre) {
+		m.hold = h
+		end := s.dispatch(m, pre)
+		if h != nil {
+			// Not taken by a job's result (a partial output, an error, a
+			// message kept for a job not registered yet): not counted.
+			s.mu.Lock()
+			left := m.hold
+			m.hold = nil
+			s.mu.Unlock()
+			left.Release()
+		}
+		if end {
 			return n, nil
 		}
 	}

@@ -104,7 +104,17 @@ func readMessage(r *sse.Reader) (*message, error) {
 		if len(ev.Data) == 0 {
 			continue
 		}
-		return decodeMessage(ev.Data)
+		h, err := holdEvent(r, ev.Data)
+		if err != nil {
+			return nil, err
+		}
+		m, err := decodeMessage(ev.Data)
+		if err != nil {
+			h.Release()
+			return nil, err
+		}
+		m.hold = h
+		return m, nil
 	}
 }
 
@@ -122,6 +132,13 @@ func drain(r *sse.Reader, cancel context.CancelFunc) {
 
 func (s *appSession) runV0(ctx context.Context, cancel context.CancelFunc, j *Job, r *sse.Reader, first []*message, data []any, oauth *string) {
 	handle := func(m *message) {
+		defer func() {
+			s.mu.Lock()
+			left := m.hold // not taken by the job's result
+			m.hold = nil
+			s.mu.Unlock()
+			left.Release()
+		}()
 		switch m.Msg {
 		case "send_data":
 			id := ""

@@ -66,6 +66,11 @@ func (c *Call) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	return data, err
 }
 
+// Release gives back what the call's result holds of the event budget
+// (gradio.Job.Release): call it once the result is delivered. Optional: a
+// Call dropped without it gives it back when collected.
+func (c *Call) Release() { c.job.Release() }
+
 // Predict runs endpoint (api_name, with or without "/") with args for user
 // ("" for anonymous) and waits for the result. It acquires a session,
 // submits, waits and releases. When ctx ends the app's job is cancelled and
@@ -83,6 +88,7 @@ func (p *Pool) Predict(ctx context.Context, user, endpoint string, args ...any) 
 		return nil, err
 	}
 	data, err := c.job.Wait(ctx)
+	c.job.Release() // the result is the caller's from here
 	// Once ctx has ended, the session comes back when the app's job is
 	// cancelled, which a hung replica can delay past ctx's deadline: the
 	// answer does not wait for that.
@@ -244,7 +250,10 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 func (p *Pool) releaseWhenDone(c *Call, endpoint string, start time.Time) {
 	c.job.AfterDone(func() {
 		c.load.end() // ended by the final event already, unless the app never sent one
-		_, err := c.job.Wait(context.Background())
+		// The job's own outcome (its final event), not Wait's: a result
+		// whose room in the event budget was taken back since is the
+		// caller's loss, not the replica's.
+		err := c.job.Status().Err
 		var lost *gradio.ConnectionLostError
 		if errors.As(err, &lost) || errors.Is(err, gradio.ErrClosed) {
 			c.lease.MarkBroken()

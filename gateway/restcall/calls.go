@@ -203,6 +203,11 @@ func (c *Calls) run(sc *StartedCall, pc *pendingCall) {
 	if !cut && err == nil && !c.push(pc, record{"complete", mustJSON(nonNil(out))}, true) {
 		cut = true
 	}
+	// Kept (counted by MaxBytes) or dropped: the output no longer counts
+	// in the event budget.
+	if r, ok := sc.Call.(interface{ Release() }); ok {
+		r.Release()
+	}
 	if _, ok := c.reclaimed.LoadAndDelete(pc); ok {
 		cut = true // its error record is in place already
 	}
