@@ -699,10 +699,11 @@ func (a *account) checkRate() {
 
 // cut ends the account's stream for cause: its bytes go back to the
 // Budget now, and its body is closed so that the Reader's read ends. It
-// reports whether it cut (false: cut or released before).
+// reports whether it cut (false: cut, or released with no Hold out,
+// before).
 func (a *account) cut(cause error) bool {
 	a.mu.Lock()
-	if a.cause != nil || a.released {
+	if a.cause != nil || a.released && a.holds == 0 {
 		a.mu.Unlock()
 		return false
 	}

@@ -67,7 +67,7 @@ type Reader struct {
 	// beyond the read buffer. Past allow it is charged to acct's Budget.
 	held    int
 	allow   int
-	lent    int // of held, charged to a Hold (Hold) until the next Next
+	lent    int      // of held, charged to a Hold (Hold) until the next Next
 	acct    *account // nil: no Budget
 	cleanup runtime.Cleanup
 }
