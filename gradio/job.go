@@ -117,6 +117,7 @@ type Job struct {
 	hook     EventHook           // SubmitOptions.Hook; nil if none
 	started  bool                // the app sent process_starts
 	hold     *sse.Hold           // the result's charge to its party's event budget (keep)
+	released bool                // Release was called: a result kept later is not charged
 }
 
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
@@ -180,12 +181,14 @@ func (j *Job) Wait(ctx context.Context) ([]json.RawMessage, error) {
 // Release gives back what the job's result holds of the EventBudget (an
 // output larger than 64 KiB is charged to its call's party from its
 // arrival until then): call it once the result is delivered (written to
-// whoever asked for it). The result stays valid. Predict releases its own;
-// a Job dropped without Release gives it back when collected.
+// whoever asked for it), or once its caller gives up on it (a result
+// that comes after Release is not charged). The result stays valid.
+// Predict releases its own; a Job dropped without Release gives it back
+// when collected.
 func (j *Job) Release() {
 	j.mu.Lock()
 	h := j.hold
-	j.hold = nil
+	j.hold, j.released = nil, true
 	j.mu.Unlock()
 	h.Release()
 }
@@ -200,6 +203,9 @@ func (j *Job) keep(h *sse.Hold) {
 	j.mu.Lock()
 	old := j.hold
 	j.hold = h
+	if j.released { // its caller gave up before the result came (its ctx ended)
+		old, j.hold = h, nil
+	}
 	j.mu.Unlock()
 	old.Release()
 }
