@@ -17,6 +17,12 @@ import (
 // with a *ProtocolError wrapping ErrEventTooLarge, as for one event over
 // its limit.
 //
+// A job's result larger than the allowance stays counted once decoded,
+// charged to its call's party in place of the event it came in, until
+// Job.Release (Predict releases its own): a caller's results not yet
+// delivered count against its share like its streams, and one taken back
+// for another party's room fails Wait as a cut stream does.
+//
 // Each connected app (a replica) is one party of the budget, and each
 // party of a session (SetEventParty: a caller; by default the session) one
 // party of its app's share: when it is full, an app under its fair share
