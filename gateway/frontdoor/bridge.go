@@ -367,6 +367,7 @@ func (f *FrontDoor) awaitBridged(s *callerSession, id string, job *gradio.Job, c
 	defer stopOnDrain()
 	defer cancel()
 	<-job.Done()
+	job.Release()                            // its output is in the caller's messages (bridgeConv.event): out of the event budget
 	_, err := job.Wait(context.Background()) // Done is closed: returns at once
 	code := ""
 	var ae *gradio.AppError

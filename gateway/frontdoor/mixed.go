@@ -157,11 +157,10 @@ func (bridge) laned() bool { return false }
 // joinAt runs the join under slot the way its replica needs (its
 // transport), as transport.submit.
 func (f *FrontDoor) joinAt(r *http.Request, s *callerSession, slot *pool.Slot, b binding, m map[string]json.RawMessage, c *call) (answer, *refusal) {
-	var via transport = relay{f}
+	c.via = relay{f}
 	if needsBridge(slot.App().Config()) {
-		via = bridge{f}
+		c.via = bridge{f}
 	}
-	c.via = via
 	return c.via.submit(r, s, slot, b, m, c)
 }
 
