@@ -197,3 +197,28 @@ func Goals(w io.Writer, aggs []Agg, p *Params) {
 	fmt.Fprintf(w, "- Flap budget (4 per hour, 24 per day per replica) at the defaults: at most %d in an hour and %d in a day on one replica (%s).\n",
 		worstH, worstD, yes(worstH <= 4 && worstD <= 24))
 }
+
+// LoadTable writes, per trace, the autoscale policy's GPU-hours and p95
+// beside always-on's and the trace's floor at 80% (Floor): how much a
+// trace's load leaves to save.
+func LoadTable(w io.Writer, aggs []Agg, p Params, traces []Trace) {
+	fmt.Fprintln(w, "| trace | always-on GPU-hours | floor at 80% (x always-on) | autoscale GPU-hours (x always-on) | autoscale / floor | p95 always-on / autoscale s | failed (autoscale) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, tr := range traces {
+		var on, as *Agg
+		for i := range aggs {
+			switch {
+			case aggs[i].Trace == tr.Name && aggs[i].Policy == "always-on":
+				on = &aggs[i]
+			case aggs[i].Trace == tr.Name && aggs[i].Policy == "autoscale":
+				as = &aggs[i]
+			}
+		}
+		if on == nil || as == nil {
+			continue
+		}
+		f := Floor(p, tr, 0.8)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f (%.2fx) | %.1f (%.2fx) | %.2fx | %s / %s | %.1f |\n", tr.Name, on.GPUHours, f, f/on.GPUHours,
+			as.GPUHours, as.GPUHours/on.GPUHours, as.GPUHours/f, secs(on.P95), secs(as.P95), as.Failed)
+	}
+}

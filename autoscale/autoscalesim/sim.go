@@ -68,8 +68,16 @@ type Trace struct {
 // Diurnal: 10:1 between the afternoon peak and the night, peak load about
 // 70% of the replicas' slots.
 func Diurnal(p Params) Trace {
-	peak := 0.7 * float64(p.Replicas*p.Capacity) / p.Service.Seconds()
-	return Trace{Name: "diurnal", Setup: func(*rand.Rand, Params) func(time.Duration) float64 {
+	t := DiurnalAt(p, 0.7)
+	t.Name = "diurnal"
+	return t
+}
+
+// DiurnalAt is Diurnal's shape with its peak at frac of the replicas'
+// slots, named "diurnal-N" for N percent.
+func DiurnalAt(p Params, frac float64) Trace {
+	peak := frac * float64(p.Replicas*p.Capacity) / p.Service.Seconds()
+	return Trace{Name: fmt.Sprintf("diurnal-%.0f", frac*100), Setup: func(*rand.Rand, Params) func(time.Duration) float64 {
 		return func(t time.Duration) float64 {
 			h := math.Mod(t.Hours(), 24)
 			f := 0.55 - 0.45*math.Cos(2*math.Pi*(h-3)/24) // 0.1 at 03:00, 1.0 at 15:00
