@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -78,19 +77,5 @@ func TestFrontDoorBadJoinsAreTheCallers(t *testing.T) {
 				t.Errorf("a good join after the bad ones: %q", got)
 			}
 		})
-	}
-}
-
-// TestFrontDoorShowReplicaErrors: with frontdoor.show_replica_errors the
-// caller gets the replica's own answer (here Gradio 5's traceback); still
-// not retried nor counted against the replica.
-func TestFrontDoorShowReplicaErrors(t *testing.T) {
-	srv, g, _, _ := frontGateway(t, 2, func(c *gateway.Config) { c.FrontDoor.ShowReplicaErrors = true })
-	st, body := badJoin(t, srv.URL, "shown")
-	if st != http.StatusInternalServerError || !strings.Contains(body, "KeyError: 999") {
-		t.Fatalf("bad join: %d %s, want the replica's 500 traceback", st, body)
-	}
-	if s := g.FrontDoor().Stats(); s.Refused != 0 || s.CallerFaults != 1 {
-		t.Errorf("%d refused, %d refused for their input; want 0, 1", s.Refused, s.CallerFaults)
 	}
 }

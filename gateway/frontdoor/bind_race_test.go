@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"strconv"
@@ -20,7 +20,7 @@ func TestFrontDoorFirstJoinsBindOneReplica(t *testing.T) {
 		t.Cleanup(sim.Close)
 		urls = append(urls, sim.URL)
 	}
-	srv, _, _ := frontGatewayOver(t, urls, nil)
+	srv, _, _ := newDoorOver(t, urls, nil)
 	counter := fnIndexOf(t, srv.URL, "counter")
 	const joins = 8
 	for round := range 5 {

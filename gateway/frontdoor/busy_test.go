@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -21,7 +20,7 @@ func TestFrontDoorBusyMessageJSClient(t *testing.T) {
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
 	app := spreadApp(gate)
-	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 300 * time.Millisecond
 	})

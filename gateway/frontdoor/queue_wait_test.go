@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"bufio"
@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -77,7 +76,7 @@ func joinSoon(t *testing.T, base, session string, fn int, data ...any) string {
 // order, with the session's state.
 func TestFrontDoorQueueSessionJoins(t *testing.T) {
 	gate := make(chan struct{})
-	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{stateApp(gate)}, func(c *gateway.Config) {
+	srv, fd, _, _, _ := newDoorApps(t, []*gradiotest.App{stateApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
@@ -104,7 +103,7 @@ func TestFrontDoorQueueSessionJoins(t *testing.T) {
 			t.Errorf("join %d ended %v, want %q", i, done, want)
 		}
 	}
-	if st := g.FrontDoor().Stats(); st.Queued != 2 {
+	if st := fd.Stats(); st.Queued != 2 {
 		t.Errorf("front door stats: %d joins queued, want 2", st.Queued)
 	}
 }
@@ -143,7 +142,6 @@ func nodeLive(t *testing.T, timeout time.Duration, line func([]byte), script str
 	return all.Bytes()
 }
 
-// jsStatus is a status event the JS client showed.
 // jsQueueStatuses returns, of what queue_status.mjs printed, the first
 // pending status with a queue position and the last status.
 func jsQueueStatuses(out []byte) (queued, last *jsStatus) {
@@ -162,6 +160,7 @@ func jsQueueStatuses(out []byte) (queued, last *jsStatus) {
 	return queued, last
 }
 
+// jsStatus is a status event the JS client showed.
 type jsStatus struct {
 	Stage    string   `json:"stage"`
 	Queue    bool     `json:"queue"`
@@ -189,7 +188,7 @@ func TestFrontDoorQueueJSClientSession(t *testing.T) {
 	gate := make(chan struct{})
 	var closeGate sync.Once
 	t.Cleanup(func() { closeGate.Do(func() { close(gate) }) })
-	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{stateApp(gate)}, func(c *gateway.Config) {
+	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{stateApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.StickySessions = true
 	})
@@ -269,7 +268,7 @@ func TestFrontDoorQueueBeforeFirstReplica(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	srv, _, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+	srv, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
 	})
@@ -311,7 +310,7 @@ func TestFrontDoorQueueBeforeFirstReplica(t *testing.T) {
 // shows it pending in the queue at position 0 of 1.
 func TestFrontDoorQueueBridged(t *testing.T) {
 	gate := make(chan struct{})
-	srv, g, _ := frontGatewayMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+	srv, fd, _ := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
@@ -331,7 +330,7 @@ func TestFrontDoorQueueBridged(t *testing.T) {
 		t.Errorf("bridged waiter ended %v", done)
 	}
 	nextMsg(t, stream, "close_stream", "")
-	if st := g.FrontDoor().Stats(); st.Queued != 1 {
+	if st := fd.Stats(); st.Queued != 1 {
 		t.Errorf("front door stats: %d joins queued, want 1", st.Queued)
 	}
 }
@@ -342,7 +341,7 @@ func TestFrontDoorQueueBridgedJSClient(t *testing.T) {
 	nodeOrSkip(t)
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	srv, _, _ := frontGatewayMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+	srv, _, _ := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 2 * time.Second
 	})
@@ -367,11 +366,11 @@ func TestFrontDoorQueueBeforeFirstReplicaJSClient(t *testing.T) {
 	nodeOrSkip(t)
 	gate := make(chan struct{})
 	close(gate)
-	warm, _, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, nil)
+	warm, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, nil)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	cold, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+	cold, _, _, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
 		c.Pool.Replicas[0] = heldConfig(t, sims[0].URL, release)
 	})
 	// The client reaches one address: its config comes from the warm
@@ -427,7 +426,7 @@ func TestFrontDoorQueueBeforeFirstReplicaJSClient(t *testing.T) {
 func TestFrontDoorQueueNoReplicaYetTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(make(chan struct{}))}, func(c *gateway.Config) {
+	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(make(chan struct{}))}, func(c *config) {
 		c.Pool.QueueTimeout = 3 * time.Second // past the grace before a join is told it waits
 		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
 	})
@@ -441,7 +440,7 @@ func TestFrontDoorQueueNoReplicaYetTimesOut(t *testing.T) {
 		t.Errorf("process_completed %v, want success false and the gateway's message", done)
 	}
 	nextMsg(t, ch, "close_stream", "")
-	waitFor(t, "the stranded call is gone", func() bool { return g.FrontDoor().CallsInFlight() == 0 })
+	waitFor(t, "the stranded call is gone", func() bool { return fd.CallsInFlight() == 0 })
 }
 
 // TestFrontDoorQueueNoReplicaYetCallerGoes: a caller whose stream closes
@@ -454,7 +453,7 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	gate := make(chan struct{})
 	close(gate)
-	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *gateway.Config) {
+	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
 		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
 	})
 	base := srv.URL
@@ -473,7 +472,7 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the gone caller's call left the wait", func() bool { return g.FrontDoor().CallsInFlight() == 0 })
+	waitFor(t, "the gone caller's call left the wait", func() bool { return fd.CallsInFlight() == 0 })
 	releaseOnce.Do(func() { close(release) })
 	if got := fdCall(t, base, "after", hold, "a"); got != "held a" {
 		t.Fatalf("a call once the replica connected: %q", got)
@@ -526,7 +525,7 @@ func TestFrontDoorQueueBridgedCancelWhileJoining(t *testing.T) {
 			close(releaseJoin)
 		}
 	})
-	srv, _, _ := frontGatewayOver(t, []string{door.URL}, func(c *gateway.Config) { c.Pool.MaxConnections = 1 })
+	srv, _, _ := newDoorOver(t, []string{door.URL}, func(c *config) { c.Pool.MaxConnections = 1 })
 	base := srv.URL
 	hold := fnIndexOf(t, base, "hold")
 	occ := joinSoon(t, base, "occupier", hold, "o")

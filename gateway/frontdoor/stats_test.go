@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestFrontDoorCallsInEndpointStats(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	t.Cleanup(sim.Close)
-	srv, _, p := frontGatewayOver(t, []string{sim.URL}, nil)
+	srv, _, p := newDoorOver(t, []string{sim.URL}, nil)
 	fn := fnIndexOf(t, srv.URL, "upper")
 	for i := range 5 {
 		if got := fdCall(t, srv.URL, fmt.Sprintf("stats%d", i), fn, "x"); got != "X" {

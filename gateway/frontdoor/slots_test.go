@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -40,7 +39,7 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 		return []any{"done " + s}, nil
 	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
 	ep.ConcurrencyLimit = 10 // the replica would run them all at once
-	srv, g, sims, p, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, fd, sims, p, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = maxConn
 		c.Pool.QueueTimeout = time.Minute
 	})
@@ -81,11 +80,11 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 	}
 	// The joins that took the slots are answered, and so are those
 	// waiting in the pool's queue (with an event id of the gateway's:
-	// their caller is shown its place, see frontdoor_queue_test.go); the
+	// their caller is shown its place, see queue_test.go); the
 	// replica saw none of the latter (above).
 	held := 0
 	for range 2000 {
-		if held = g.FrontDoor().Stats().InFlight; held == maxConn {
+		if held = fd.Stats().InFlight; held == maxConn {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -146,7 +145,7 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 	if n := sims[0].Executions("hold"); n != calls {
 		t.Errorf("hold ran %d times, want %d", n, calls)
 	}
-	if st := g.FrontDoor().Stats(); st.InFlight != 0 {
+	if st := fd.Stats(); st.InFlight != 0 {
 		t.Errorf("front door still holds %d slots after every call completed", st.InFlight)
 	}
 }

@@ -1,14 +1,16 @@
-package gateway_test
+package frontdoor_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestFrontDoorStarvedReplicaNotSuspect: a replica whose threads are all
@@ -25,7 +27,7 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 	sim.Start()
 	t.Cleanup(sim.Close)
 	rec := &starvedRecorder{}
-	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+	srv, _, _ := newDoorOver(t, []string{sim.URL}, func(c *config) {
 		c.Pool.HangTimeout = 300 * time.Millisecond
 		c.Pool.ProbeInterval = 100 * time.Millisecond
 		c.Pool.OnEvent = rec.onEvent
@@ -35,7 +37,7 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if rec.events == 0 {
-		t.Fatal("the pool's events never reached the test's hook (Config.PoolConfig must keep pool.Config.OnEvent)")
+		t.Fatal("the pool's events never reached the test's hook (the harness must keep pool.Config.OnEvent)")
 	}
 	if len(rec.suspect) > 0 {
 		t.Errorf("the replica busy with front-door calls was taken for dead: %v", rec.suspect)
@@ -60,7 +62,7 @@ func TestFrontDoorStarvedReplicaAnswersLate(t *testing.T) {
 	sim.HeartbeatInterval = 50 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
-	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+	srv, _, _ := newDoorOver(t, []string{sim.URL}, func(c *config) {
 		// Far below the replica's wait for a thread (Latency), far above
 		// the gaps between its heartbeats (50 ms) on a loaded machine.
 		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(time.Second))
@@ -119,7 +121,7 @@ func completeEach(t *testing.T, base, prefix string, calls int) {
 func TestFrontDoorUnopenedStreamSaysMayNotHaveRun(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	t.Cleanup(sim.Close)
-	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+	srv, _, _ := newDoorOver(t, []string{sim.URL}, func(c *config) {
 		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(300*time.Millisecond))
 	})
 	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
@@ -130,5 +132,24 @@ func TestFrontDoorUnopenedStreamSaysMayNotHaveRun(t *testing.T) {
 	out, _ := done["output"].(map[string]any)
 	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "could not be opened (the call may not have run)") {
 		t.Fatalf("the call whose stream never opened ended with %v", done)
+	}
+}
+
+// starvedRecorder records the pool's suspect and ejected events, and
+// counts them all (a recorder that saw none was not hooked).
+type starvedRecorder struct {
+	mu      sync.Mutex
+	events  int
+	suspect []string
+}
+
+func (r *starvedRecorder) onEvent(e pool.Event) {
+	r.mu.Lock()
+	r.events++
+	r.mu.Unlock()
+	if e.Kind == pool.EventSuspect || e.Kind == pool.EventEjected {
+		r.mu.Lock()
+		r.suspect = append(r.suspect, fmt.Sprintf("%s %s: %v", e.Kind, e.Replica, e.Err))
+		r.mu.Unlock()
 	}
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -96,7 +95,7 @@ func fdMessagesCtx(t *testing.T, ctx context.Context, base, session string) <-ch
 func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	gate := make(chan struct{})
 	app := spreadApp(gate)
-	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{app, app, app}, nil)
+	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{app, app, app}, nil)
 	base := srv.URL
 	hold, counter := fnIndexOf(t, base, "hold"), fnIndexOf(t, base, "counter")
 	const sess = "spread1"
@@ -280,7 +279,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 			t.Errorf("replica %d ran a gr.State call of the session bound to replica %d", i, home)
 		}
 	}
-	if st := g.FrontDoor().Stats(); st.InFlight != 0 {
+	if st := fd.Stats(); st.InFlight != 0 {
 		t.Errorf("after every call ended: %+v", st)
 	}
 }
@@ -290,15 +289,15 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 func TestFrontDoorPinSessions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		mod  func(*gateway.Config)
+		mod  func(*config)
 	}{
-		{"pin_sessions", func(c *gateway.Config) { c.FrontDoor.PinSessions = true }},
-		{"pinned_endpoints", func(c *gateway.Config) { c.FrontDoor.PinnedEndpoints = []string{"/hold"} }},
+		{"pin_sessions", func(c *config) { c.FrontDoor.PinSessions = true }},
+		{"pinned_endpoints", func(c *config) { c.FrontDoor.PinnedEndpoints = []string{"/hold"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := make(chan struct{})
 			app := spreadApp(gate)
-			srv, _, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{app, app, app}, tc.mod)
+			srv, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{app, app, app}, tc.mod)
 			hold := fnIndexOf(t, srv.URL, "hold")
 			const sess = "pinned1"
 			msgs := fdMessages(t, srv.URL, sess) // session not bound yet: ends at once
@@ -332,7 +331,7 @@ func TestFrontDoorPinSessions(t *testing.T) {
 // answered.
 func TestFrontDoorSpreadJSClient(t *testing.T) {
 	nodeOrSkip(t) // before any replica starts
-	srv, _, sims, _ := frontGateway(t, 3, nil)
+	srv, _, sims, _ := newDoor(t, 3, nil)
 	out := nodeOutput(t, 2*time.Minute, "frontdoor_bench.mjs", srv.URL+"/", "--concurrent", "6", "--warmup", "0", "--calls", "60")
 	var r struct {
 		Errors     int     `json:"errors"`

@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"net/http"
@@ -8,20 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
-
-// frontGatewayMode is frontGateway over simulated replicas of one Gradio
-// generation, one per app (nil: the default app).
-func frontGatewayMode(t *testing.T, mode gradiotest.Mode, apps []*gradiotest.App, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway, []*gradiotest.Server) {
-	t.Helper()
-	modes := make([]gradiotest.Mode, len(apps))
-	for i := range modes {
-		modes[i] = mode
-	}
-	return frontGatewayModes(t, modes, apps, mod)
-}
 
 // bridgeMust are the checks of conformance.mjs that must pass through the
 // front door over every generation: the six cases of issue 25 (connect,
@@ -46,8 +35,8 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio4SSEv3, gradiotest.Gradio5, gradiotest.Gradio6} {
 		t.Run(string(mode), func(t *testing.T) {
-			srv, g, _ := frontGatewayMode(t, mode, make([]*gradiotest.App, 2), nil)
-			args := []string{srv.URL, "--sticky-header", gateway.UserHeader + ": conformance@example.com"}
+			srv, fd, _ := newDoorMode(t, mode, make([]*gradiotest.App, 2), nil)
+			args := []string{srv.URL, "--sticky-header", frontdoor.UserHeader + ": conformance@example.com"}
 			if mode == gradiotest.Gradio4SSEv3 {
 				// relayed: the replica's own config (Gradio 4.44, no prefix)
 				args = append(args, "--api-prefix", "", "--version-re", `^4\.`)
@@ -75,7 +64,7 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 					t.Errorf("check %s did not pass through the gateway: %s", must, c.Detail)
 				}
 			}
-			t.Logf("%s through the front door: %d checks passed, %d failed; front door stats %+v", mode, passed, failed, g.FrontDoor().Stats())
+			t.Logf("%s through the front door: %d checks passed, %d failed; front door stats %+v", mode, passed, failed, fd.Stats())
 		})
 	}
 }
@@ -99,7 +88,7 @@ func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio5} {
 		t.Run(string(mode), func(t *testing.T) {
-			gw, _, sims := frontGatewayMode(t, mode, make([]*gradiotest.App, 1), nil)
+			gw, _, sims := newDoorMode(t, mode, make([]*gradiotest.App, 1), nil)
 			gwURL, _ := url.Parse(gw.URL)
 			toGateway := httputil.NewSingleHostReverseProxy(gwURL)
 			mux := http.NewServeMux()

@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"bufio"
@@ -13,33 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
-
-// frontGatewayModes is frontGateway over one simulated replica per mode
-// (a replica set mixing Gradio generations), each serving apps[i] (nil:
-// the default app), in that pool order.
-func frontGatewayModes(t *testing.T, modes []gradiotest.Mode, apps []*gradiotest.App, mod func(*gateway.Config)) (*httptest.Server, *gateway.Gateway, []*gradiotest.Server) {
-	t.Helper()
-	var sims []*gradiotest.Server
-	var urls []string
-	for i, m := range modes {
-		var app *gradiotest.App
-		if i < len(apps) {
-			app = apps[i]
-		}
-		s := gradiotest.NewUnstartedServer(app)
-		s.Mode = m
-		s.StepDelay = 5 * time.Millisecond
-		s.Start()
-		t.Cleanup(s.Close)
-		sims = append(sims, s)
-		urls = append(urls, s.URL)
-	}
-	srv, g, _ := frontGatewayOver(t, urls, mod)
-	return srv, g, sims
-}
 
 // asUser serves the gateway behind a proxy that names user in every
 // request (X-Gradiopool-User): the official client's sessions of one
@@ -51,7 +27,7 @@ func asUser(t *testing.T, gw, user string) string {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host // the app's root stays the proxy's: the client's next requests come here
-			pr.Out.Header.Set(gateway.UserHeader, user)
+			pr.Out.Header.Set(frontdoor.UserHeader, user)
 		},
 		FlushInterval: -1, // SSE streams pass as they come
 	}
@@ -68,7 +44,7 @@ func asUser(t *testing.T, gw, user string) string {
 func conformanceMust(t *testing.T, base string, must []string, args ...string) {
 	t.Helper()
 	got := map[string]jsCheck{}
-	for _, c := range runNode(t, "conformance.mjs", append([]string{base, "--sticky-header", gateway.UserHeader + ": conformance@example.com"}, args...)...) {
+	for _, c := range runNode(t, "conformance.mjs", append([]string{base, "--sticky-header", frontdoor.UserHeader + ": conformance@example.com"}, args...)...) {
 		got[c.Name] = c
 		if !c.OK && !c.Skipped {
 			t.Logf("check %s fails: %s", c.Name, c.Detail)
@@ -91,7 +67,7 @@ func conformanceMust(t *testing.T, base string, must []string, args ...string) {
 func TestFrontDoorMixedGenerations(t *testing.T) {
 	nodeOrSkip(t)
 	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1, gradiotest.Gradio3WS}
-	srv, g, sims := frontGatewayModes(t, modes, nil, nil)
+	srv, fd, sims := newDoorModes(t, modes, nil, nil)
 	// The reference (first in pool order) is relayed: its /info has
 	// Gradio 5's parameter names, so the keyword checks pass too.
 	must := append(slices.Clone(bridgeMust), "view_api")
@@ -109,9 +85,9 @@ func TestFrontDoorMixedGenerations(t *testing.T) {
 		conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("mix%d@example.com", runs)), must)
 	}
 	if none := served(); len(none) > 0 {
-		t.Fatalf("after %d runs no session ran its gr.State calls on %v: %+v", runs, none, g.FrontDoor().Stats())
+		t.Fatalf("after %d runs no session ran its gr.State calls on %v: %+v", runs, none, fd.Stats())
 	}
-	st := g.FrontDoor().Stats()
+	st := fd.Stats()
 	for i, s := range sims {
 		if st.Pinned[replicaName(s)] == 0 {
 			t.Errorf("no caller session bound to the %s replica: %+v", modes[i], st.Pinned)
@@ -127,10 +103,10 @@ func TestFrontDoorMixedGenerations(t *testing.T) {
 			t.Logf("the anonymous run ran no upper call on the %s replica", modes[i])
 		}
 	}
-	if st := g.FrontDoor().Stats(); len(st.Mismatched) != 0 || st.Lost != 0 {
+	if st := fd.Stats(); len(st.Mismatched) != 0 || st.Lost != 0 {
 		t.Errorf("stats %+v: want no replica reported as another app, no call lost", st)
 	}
-	t.Logf("%d user runs; front door stats: %+v", runs, g.FrontDoor().Stats())
+	t.Logf("%d user runs; front door stats: %+v", runs, fd.Stats())
 }
 
 // TestFrontDoorMixedPrefixes: Gradio 4.44 (sse_v3, no API prefix) next to
@@ -148,7 +124,7 @@ func TestFrontDoorMixedPrefixes(t *testing.T) {
 		{"gradio5 first", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv3}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv, g, sims := frontGatewayModes(t, c.modes, nil, nil)
+			srv, fd, sims := newDoorModes(t, c.modes, nil, nil)
 			must := append(slices.Clone(bridgeMust), "view_api")
 			for i := 0; i < 6 && (sims[0].Executions("counter") == 0 || sims[1].Executions("counter") == 0); i++ {
 				conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("prefix%d@example.com", i)), must, c.args...)
@@ -158,7 +134,7 @@ func TestFrontDoorMixedPrefixes(t *testing.T) {
 					t.Errorf("the %s replica ran no session's gr.State or file call", c.modes[i])
 				}
 			}
-			if st := g.FrontDoor().Stats(); len(st.Mismatched) != 0 {
+			if st := fd.Stats(); len(st.Mismatched) != 0 {
 				t.Errorf("stats %+v: want no replica reported as another app", st)
 			}
 		})
@@ -181,7 +157,7 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 		{"gradio4.44 to gradio4-sse_v1", []gradiotest.Mode{gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv3}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv, g, sims := frontGatewayModes(t, c.modes, nil, nil)
+			srv, fd, sims := newDoorModes(t, c.modes, nil, nil)
 			counter := fnIndexOf(t, srv.URL, "counter")
 			victim, other := sims[c.kill], sims[1-c.kill]
 			// Sessions go to the replica that would end a call first
@@ -235,7 +211,7 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 			if d := other.Executions("counter") - n; d != 2 {
 				t.Errorf("the %s replica ran %d of the session's calls after the failover, want 2", c.modes[1-c.kill], d)
 			}
-			st := g.FrontDoor().Stats()
+			st := fd.Stats()
 			if st.Moved < 1 || st.StateLost < 1 || st.Pinned[replicaName(other)] < 1 {
 				t.Errorf("stats %+v: want the session moved to %s, its state counted lost", st, replicaName(other))
 			}
@@ -254,7 +230,7 @@ func TestFrontDoorMixedGenerationsMismatch(t *testing.T) {
 		return []any{fmt.Sprint(n * 2)}, err
 	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
 	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio3WS, gradiotest.Gradio4SSEv1}
-	srv, g, sims := frontGatewayModes(t, modes, []*gradiotest.App{nil, other, nil}, nil)
+	srv, fd, sims := newDoorModes(t, modes, []*gradiotest.App{nil, other, nil}, nil)
 	odd := replicaName(sims[1])
 	fn := fnIndexOf(t, srv.URL, "upper")
 	const calls = 9
@@ -271,7 +247,7 @@ func TestFrontDoorMixedGenerationsMismatch(t *testing.T) {
 	}
 	var mm map[string]string
 	for range 400 { // the background check of every replica; bounded wait
-		if mm = g.FrontDoor().Stats().Mismatched; mm[odd] != "" {
+		if mm = fd.Stats().Mismatched; mm[odd] != "" {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -287,7 +263,7 @@ func TestFrontDoorMixedGenerationsMismatch(t *testing.T) {
 // waits, then its own run's messages, then close_stream.
 func TestFrontDoorQueuedBridgedCall(t *testing.T) {
 	gate := make(chan struct{})
-	srv, g, _ := frontGatewayModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{holdApp(gate)}, func(c *gateway.Config) {
+	srv, fd, _ := newDoorModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{holdApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
@@ -300,7 +276,7 @@ func TestFrontDoorQueuedBridgedCall(t *testing.T) {
 	nextMsg(t, occStream, "process_starts", occ)
 	// The occupier's own join may have waited too, under load, for the
 	// pool's first session: only the waiter's is counted here.
-	before := g.FrontDoor().Stats().Queued
+	before := fd.Stats().Queued
 	id, err := fdJoin(base, "qb-waiter", hold, "w")
 	if err != nil {
 		t.Fatal(err)
@@ -316,8 +292,8 @@ func TestFrontDoorQueuedBridgedCall(t *testing.T) {
 		t.Errorf("the waiter's call ended %v", done)
 	}
 	nextMsg(t, stream, "close_stream", "")
-	waitFor(t, "the slots freed", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
-	if st := g.FrontDoor().Stats(); st.Queued != before+1 {
+	waitFor(t, "the slots freed", func() bool { return fd.Stats().InFlight == 0 })
+	if st := fd.Stats(); st.Queued != before+1 {
 		t.Errorf("front door stats %+v (%d queued before the waiter's join): want the waiter's join queued", st, before)
 	}
 }
@@ -338,7 +314,7 @@ func TestFrontDoorMixedErrorText(t *testing.T) {
 		{"gradio5 reference", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv3, gradiotest.Gradio4SSEv1}, msg},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv, _, sims := frontGatewayModes(t, c.modes, nil, nil)
+			srv, _, sims := newDoorModes(t, c.modes, nil, nil)
 			fail := fnIndexOf(t, srv.URL, "fail")
 			ranOnAll := func() bool {
 				for _, s := range sims {
@@ -376,7 +352,7 @@ func TestFrontDoorMixedErrorText(t *testing.T) {
 func TestFrontDoorMixedOneStream(t *testing.T) {
 	gate := make(chan struct{})
 	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1}
-	srv, g, sims := frontGatewayModes(t, modes, []*gradiotest.App{spreadApp(gate), spreadApp(gate)}, nil)
+	srv, fd, sims := newDoorModes(t, modes, []*gradiotest.App{spreadApp(gate), spreadApp(gate)}, nil)
 	hold := fnIndexOf(t, srv.URL, "hold")
 	var ids []string
 	var stream <-chan map[string]any
@@ -419,7 +395,7 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 			t.Errorf("call %d ended %v", i, m)
 		}
 	}
-	waitFor(t, "the slots freed", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
+	waitFor(t, "the slots freed", func() bool { return fd.Stats().InFlight == 0 })
 }
 
 // TestFrontDoorBridgeStreamGoneSessionGoesOn: a caller whose stream goes
@@ -428,7 +404,7 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 func TestFrontDoorBridgeStreamGoneSessionGoesOn(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
-	srv, g, sims := frontGatewayModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{spreadApp(gate)}, nil)
+	srv, fd, sims := newDoorModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{spreadApp(gate)}, nil)
 	hold, upper := fnIndexOf(t, srv.URL, "hold"), fnIndexOf(t, srv.URL, "upper")
 	id, err := fdJoin(srv.URL, "goeson", hold, "x")
 	if err != nil {
@@ -447,7 +423,7 @@ func TestFrontDoorBridgeStreamGoneSessionGoesOn(t *testing.T) {
 	cancel() // the caller goes away
 	resp.Body.Close()
 	waitFor(t, "the call stopped at the replica, its slot freed", func() bool {
-		return sims[0].Snapshot().Running == 0 && g.FrontDoor().Stats().InFlight == 0
+		return sims[0].Snapshot().Running == 0 && fd.Stats().InFlight == 0
 	})
 	if got := fdCall(t, srv.URL, "goeson", upper, "next"); got != "NEXT" {
 		t.Errorf("the session's next call: %q", got)

@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -43,7 +42,7 @@ func nextMsg(t *testing.T, ch <-chan map[string]any, kind, id string) map[string
 func TestFrontDoorShowsItsQueue(t *testing.T) {
 	gate := make(chan struct{})
 	app := spreadApp(gate)
-	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, fd, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
@@ -108,7 +107,7 @@ func TestFrontDoorShowsItsQueue(t *testing.T) {
 		t.Errorf("waiter 1 ended %v", done)
 	}
 	nextMsg(t, streams[1], "close_stream", "")
-	if st := g.FrontDoor().Stats(); st.Queued != 2 || st.InFlight != 0 {
+	if st := fd.Stats(); st.Queued != 2 || st.InFlight != 0 {
 		t.Errorf("front door stats: %d joins queued, %d in flight; want 2 and 0", st.Queued, st.InFlight)
 	}
 }
@@ -120,7 +119,7 @@ func TestFrontDoorQueueTimeoutOnStream(t *testing.T) {
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
 	app := spreadApp(gate)
-	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 300 * time.Millisecond
 	})
@@ -155,7 +154,7 @@ func TestFrontDoorQueueJSClient(t *testing.T) {
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
 	app := spreadApp(gate)
-	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 2 * time.Second
 	})
@@ -179,7 +178,7 @@ func TestFrontDoorQueueJSClient(t *testing.T) {
 func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 	gate := make(chan struct{})
 	app := spreadApp(gate)
-	srv, g, sims, p, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, fd, sims, p, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
@@ -209,14 +208,14 @@ func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 	name := replicaName(sims[0])
 	left := false
 	for range 2000 {
-		if left = p.Stats(context.Background()).Pools[name].QueueLength == 0 && g.FrontDoor().CallsInFlight() == 1; left {
+		if left = p.Stats(context.Background()).Pools[name].QueueLength == 0 && fd.CallsInFlight() == 1; left {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !left {
 		t.Fatalf("the gone caller's call still waits: queue %d, calls in flight %d",
-			p.Stats(context.Background()).Pools[name].QueueLength, g.FrontDoor().CallsInFlight())
+			p.Stats(context.Background()).Pools[name].QueueLength, fd.CallsInFlight())
 	}
 	close(gate)
 	nextMsg(t, occStream, "process_completed", occ)
@@ -233,7 +232,7 @@ func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
 	app := spreadApp(gate)
-	srv, g, sims, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
+	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
@@ -247,10 +246,10 @@ func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
 	}
 	ch := fdMessages(t, base, "stopped")
 	nextMsg(t, ch, "estimation", id)
-	if n := g.FrontDoor().CallsInFlight(); n != 2 {
+	if n := fd.CallsInFlight(); n != 2 {
 		t.Errorf("calls in flight %d, want 2 (the waiting call counts: a drain waits for it)", n)
 	}
-	g.FrontDoor().StopCalls()
+	fd.StopCalls()
 	done := nextMsg(t, ch, "process_completed", id)
 	out, _ := done["output"].(map[string]any)
 	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "drain_timeout") {

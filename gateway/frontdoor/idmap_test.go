@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func TestFrontDoorMixedComponentIDs(t *testing.T) {
 				sims = append(sims, s)
 				urls = append(urls, s.URL)
 			}
-			srv, g, _ := frontGatewayOver(t, urls, nil)
+			srv, fd, _ := newDoorOver(t, urls, nil)
 			must := append(slices.Clone(bridgeMust), "view_api")
 			for i := 0; i < 6 && (sims[0].Executions("counter") == 0 || sims[1].Executions("counter") == 0); i++ {
 				conformanceMust(t, asUser(t, srv.URL, fmt.Sprintf("ids%d@example.com", i)), must, c.args...)
@@ -49,7 +49,7 @@ func TestFrontDoorMixedComponentIDs(t *testing.T) {
 					t.Errorf("the %s replica (ids from %d) ran no session's gr.State or file call", c.modes[i], c.first[i])
 				}
 			}
-			if st := g.FrontDoor().Stats(); len(st.Mismatched) != 0 {
+			if st := fd.Stats(); len(st.Mismatched) != 0 {
 				t.Errorf("stats %+v: want no replica reported as another app", st)
 			}
 		})

@@ -1,12 +1,12 @@
-package gateway_test
+package frontdoor_test
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
 )
 
@@ -18,7 +18,7 @@ import (
 // holds a slot or a place, the replica's queue is empty, and none ever
 // runs (Gradio 4.x-5.x's cancel leaves a queued call in the queue: the
 // gateway drops the session's stream at the replica, which removes it).
-// A /v1 call then gets the free slot at once.
+// A call of the pool (the gateway's /v1) then gets the free slot at once.
 func TestFrontDoorUnreadJoinsNeverRun(t *testing.T) {
 	// Gradio 5 drops a session's queued calls when its stream drops; Gradio
 	// 6 keeps them and takes one out of the queue at its cancel. Bridged:
@@ -38,7 +38,7 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 	sim.IgnoresDroppedStreams = mode == gradiotest.Gradio4SSEv2 // as the real 4.20.1
 	sim.Start()
 	t.Cleanup(sim.Close)
-	srv, g, _ := frontGatewayOver(t, []string{sim.URL}, func(c *gateway.Config) {
+	srv, fd, p := newDoorOver(t, []string{sim.URL}, func(c *config) {
 		c.Pool.MaxConnections = 2
 		c.Pool.QueueTimeout = time.Minute
 	})
@@ -59,7 +59,7 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 	}
 	deadline := time.Now().Add(frontdoorGrace + 10*time.Second)
 	for {
-		st := g.FrontDoor().Stats()
+		st := fd.Stats()
 		if q := sim.Snapshot().Queued; q == 0 && st.InFlight == 1 && st.NotRead >= 6 {
 			break
 		}
@@ -68,9 +68,10 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The freed slot is free: a call elsewhere gets it at once.
-	if a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["v"]}`); a.status != 200 {
-		t.Fatalf("a /v1 call after the grace: %d %s", a.status, a.body)
+	// The freed slot is free: a call elsewhere (the pool's own, as the
+	// gateway's /v1 makes) gets it at once.
+	if res, err := p.Predict(context.Background(), "", "upper", "v"); err != nil || len(res.Data) == 0 || string(res.Data[0]) != `"V"` {
+		t.Fatalf("a pool call after the grace: %v %v", res, err)
 	}
 	open()
 	if done := waitMsg(t, occStream, "process_completed"); done["event_id"] != occ {
