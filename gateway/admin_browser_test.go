@@ -17,6 +17,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/version"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -193,15 +194,15 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	// Calls by the front door (Gradio's own protocol) are in the endpoint
 	// table like the others, a gr.Error as an app error.
-	upperFn, failFn := fnIndexOf(t, base, "upper"), fnIndexOf(t, base, "fail")
-	if got := fdCall(t, base, "dash1", upperFn, "hi"); got != "HI" {
+	upperFn, failFn := fdtest.FnIndex(t, base, "upper"), fdtest.FnIndex(t, base, "fail")
+	if got := fdtest.Call(t, base, "dash1", upperFn, "hi"); got != "HI" {
 		t.Fatalf("front door upper: %q", got)
 	}
-	id, err := fdJoin(base, "dash1", failFn, "x")
+	id, err := fdtest.Join(base, "dash1", failFn, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done, err := fdStream(base, "dash1"); err != nil || done[id] == nil || done[id]["success"] != false {
+	if done, err := fdtest.Stream(base, "dash1"); err != nil || done[id] == nil || done[id]["success"] != false {
 		t.Fatalf("front door fail: %v %v", done, err)
 	}
 	fdCells := fmt.Sprintf(`%s === "1" && %s === "0" && %s === "1" && %s === "0"`,

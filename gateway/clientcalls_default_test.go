@@ -9,6 +9,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -17,7 +18,7 @@ import (
 // only).
 const testRemote = "X-Test-Remote"
 
-// heldGateway serves a gateway over one replica of holdApp with 4 slots
+// heldGateway serves a gateway over one replica of fdtest.HoldApp with 4 slots
 // and max_calls_per_client at its derived default (2 here); release ends
 // the held calls (also when the test fails before it does).
 func heldGateway(t *testing.T, keys ...string) (srv *httptest.Server, sim *gradiotest.Server, release func()) {
@@ -25,7 +26,7 @@ func heldGateway(t *testing.T, keys ...string) (srv *httptest.Server, sim *gradi
 	gate := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
-	sim = gradiotest.NewServer(holdApp(gate))
+	sim = gradiotest.NewServer(fdtest.HoldApp(gate))
 	t.Cleanup(sim.Close)
 	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4}}
 	cfg.Secrets.APIKeys = keys
@@ -82,7 +83,7 @@ func TestMaxCallsPerClientDefault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, sim, release := heldGateway(t, tc.keys...)
 			greedy := holdCalls(t, srv.URL, 2, tc.greedy...)
-			waitFor(t, "the greedy client's two calls running", func() bool { return sim.Snapshot().Running == 2 })
+			fdtest.WaitFor(t, "the greedy client's two calls running", func() bool { return sim.Snapshot().Running == 2 })
 			for _, path := range []string{"/v1/predict/hold", "/gradio_api/call/hold"} {
 				a := do(t, "POST", srv.URL+path, `{"data":["x"]}`, tc.greedy...)
 				if a.status != 429 || errorCode(t, a.body) != "too_many_calls" || a.header.Get("Retry-After") == "" {
@@ -90,7 +91,7 @@ func TestMaxCallsPerClientDefault(t *testing.T) {
 				}
 			}
 			other := holdCalls(t, srv.URL, 1, tc.other...)
-			waitFor(t, "the other client's call running", func() bool { return sim.Snapshot().Running == 3 })
+			fdtest.WaitFor(t, "the other client's call running", func() bool { return sim.Snapshot().Running == 3 })
 			release()
 			allOK(t, "greedy", greedy())
 			allOK(t, "other", other())
@@ -114,7 +115,7 @@ func TestMaxCallsPerClientSeedUnthrottled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, sim, release := heldGateway(t, tc.keys...)
 			calls := holdCalls(t, srv.URL, 4, tc.hdr...)
-			waitFor(t, "four calls of one client running", func() bool { return sim.Snapshot().Running == 4 })
+			fdtest.WaitFor(t, "four calls of one client running", func() bool { return sim.Snapshot().Running == 4 })
 			release()
 			allOK(t, "the web app", calls())
 		})

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestMaxCallsPerClient: one client (an API key) with its calls in flight
@@ -30,7 +31,7 @@ func TestMaxCallsPerClient(t *testing.T) {
 	if a := do(t, "POST", srv.URL+"/gradio_api/call/slow", `{"data":[1.5]}`, greedy...); a.status != 200 {
 		t.Fatalf("REST call: %d %s", a.status, a.body)
 	}
-	waitFor(t, "two slow calls running", func() bool { return sims[0].Snapshot().Running == 2 })
+	fdtest.WaitFor(t, "two slow calls running", func() bool { return sims[0].Snapshot().Running == 2 })
 	for _, path := range []string{"/v1/predict/upper", "/gradio_api/call/upper"} {
 		a := do(t, "POST", srv.URL+path, `{"data":["x"]}`, greedy...)
 		if a.status != 429 || errorCode(t, a.body) != "too_many_calls" || a.header.Get("Retry-After") == "" {
@@ -45,8 +46,8 @@ func TestMaxCallsPerClient(t *testing.T) {
 		t.Fatalf("slow call: %d %s", a.status, a.body)
 	}
 	// Both slow calls end: the greedy client has its places back.
-	waitFor(t, "the slow calls ended", func() bool { return sims[0].Snapshot().Running == 0 })
-	waitFor(t, "the greedy client served again", func() bool {
+	fdtest.WaitFor(t, "the slow calls ended", func() bool { return sims[0].Snapshot().Running == 0 })
+	fdtest.WaitFor(t, "the greedy client served again", func() bool {
 		return do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["x"]}`, greedy...).status == 200
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/internal/redistest"
 	"github.com/gradiopool/gradiopool/pool"
@@ -33,7 +34,7 @@ func TestFrontDoorAcrossGateways(t *testing.T) {
 	urls, gws := openGateways(t, cfg, 2)
 	for i := range 5 {
 		hash := fmt.Sprintf("split%d", i)
-		id := joinAt(t, urls[0], hash, `"data":[3],"fn_index":1`)
+		id := fdtest.JoinAt(t, urls[0], hash, `"data":[3],"fn_index":1`)
 		resp, err := http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +107,7 @@ func TestFrontDoorAcrossGatewaysTwoCalls(t *testing.T) {
 	cfg := clusterConfig(t, "fdtwo", []string{sim.URL}, 4, 3*time.Second)
 	urls, gws := openGateways(t, cfg, 2)
 	const hash = "twocalls0"
-	ids := []string{joinAt(t, urls[0], hash, `"data":[6],"fn_index":1`), joinAt(t, urls[0], hash, `"data":["a"],"fn_index":0`)}
+	ids := []string{fdtest.JoinAt(t, urls[0], hash, `"data":[6],"fn_index":1`), fdtest.JoinAt(t, urls[0], hash, `"data":["a"],"fn_index":0`)}
 	resp, err := http.Get(urls[1] + "/gradio_api/queue/data?session_hash=" + hash)
 	if err != nil {
 		t.Fatal(err)

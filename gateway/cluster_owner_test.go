@@ -19,6 +19,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // openGatewayBehindProxy opens a gateway of cfg that the other gateways
@@ -63,7 +64,7 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			t.Cleanup(open)
 			// Which upper calls ran, by input: "w" waits at A, "z" is
 			// the session's next call, at B.
-			app := spreadApp(gate)
+			app := fdtest.SpreadApp(gate)
 			var runsMu sync.Mutex
 			runs := map[string]int{}
 			for _, e := range app.Endpoints {
@@ -86,19 +87,19 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			link, aURL, gA := openGatewayBehindProxy(t, cfg)
 			bURLs, bs := openGateways(t, cfg, 1)
 			b := bURLs[0]
-			hold, upper := fnIndexOf(t, b, "hold"), fnIndexOf(t, b, "upper")
+			hold, upper := fdtest.FnIndex(t, b, "hold"), fdtest.FnIndex(t, b, "upper")
 
-			joinAt(t, aURL, "ownedbya", `"data":["a"],"fn_index":`+strconv.Itoa(hold)) // A binds it: A owns it
-			atA := fdMessages(t, b, "ownedbya")                                        // forwarded to A
-			waitMsg(t, atA, "process_starts")
-			idB := joinAt(t, b, "ownedbyb", `"data":["b"],"fn_index":`+strconv.Itoa(hold))
-			atB := fdMessages(t, b, "ownedbyb")
-			waitMsg(t, atB, "process_starts")
+			fdtest.JoinAt(t, aURL, "ownedbya", `"data":["a"],"fn_index":`+strconv.Itoa(hold)) // A binds it: A owns it
+			atA := fdtest.Messages(t, b, "ownedbya")                                          // forwarded to A
+			fdtest.WaitMsg(t, atA, "process_starts")
+			idB := fdtest.JoinAt(t, b, "ownedbyb", `"data":["b"],"fn_index":`+strconv.Itoa(hold))
+			atB := fdtest.Messages(t, b, "ownedbyb")
+			fdtest.WaitMsg(t, atB, "process_starts")
 			// Both slots taken: a call of another session A owns waits in
 			// A's queue, its stream read through B.
-			joinAt(t, aURL, "waitsata", `"data":["w"],"fn_index":`+strconv.Itoa(upper))
-			waiting := fdMessages(t, b, "waitsata")
-			waitMsg(t, waiting, "estimation")
+			fdtest.JoinAt(t, aURL, "waitsata", `"data":["w"],"fn_index":`+strconv.Itoa(upper))
+			waiting := fdtest.Messages(t, b, "waitsata")
+			fdtest.WaitMsg(t, waiting, "estimation")
 
 			switch fault {
 			case "killed":
@@ -111,7 +112,7 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 					}
 				}
 			}
-			lost := waitMsg(t, atA, "unexpected_error")
+			lost := fdtest.WaitMsg(t, atA, "unexpected_error")
 			if msg, _ := lost["message"].(string); !strings.Contains(msg, "stopped answering") {
 				t.Fatalf("the lost owner's stream ended with %v", lost)
 			}
@@ -121,7 +122,7 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			if m, ok := <-atA; ok {
 				t.Fatalf("the stream went on after the lost owner's error: %v", m)
 			}
-			if m := waitMsg(t, waiting, "unexpected_error"); !strings.Contains(fmt.Sprint(m["message"]), "stopped answering") {
+			if m := fdtest.WaitMsg(t, waiting, "unexpected_error"); !strings.Contains(fmt.Sprint(m["message"]), "stopped answering") {
 				t.Fatalf("the waiting call's stream ended with %v", m)
 			}
 			if m := <-waiting; m["msg"] != "close_stream" {
@@ -129,11 +130,11 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 			}
 
 			open() // the held calls finish
-			if done := waitMsg(t, atB, "process_completed"); done["event_id"] != idB || done["success"] != true {
+			if done := fdtest.WaitMsg(t, atB, "process_completed"); done["event_id"] != idB || done["success"] != true {
 				t.Fatalf("B's own call: %v", done)
 			}
 			// The session A owned binds anew at B.
-			if got := fdCall(t, b, "ownedbya", upper, "z"); got != "Z" {
+			if got := fdtest.Call(t, b, "ownedbya", upper, "z"); got != "Z" {
 				t.Fatalf("the lost owner's session at B: %q", got)
 			}
 			waitInFlight(t, bs[0], 0)
@@ -152,26 +153,6 @@ func TestFrontDoorOwnerLost(t *testing.T) {
 				t.Fatalf("upper ran %v: want z once and w at most once (the call waiting at the lost owner is never run again)", runs)
 			}
 		})
-	}
-}
-
-// waitMsg returns the first message of ch whose msg is want, failing
-// after 10 s or at the stream's end.
-func waitMsg(t *testing.T, ch <-chan map[string]any, want string) map[string]any {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case m, ok := <-ch:
-			if !ok {
-				t.Fatalf("the stream ended before %s", want)
-			}
-			if m["msg"] == want {
-				return m
-			}
-		case <-deadline:
-			t.Fatalf("no %s on the stream within 10 s", want)
-		}
 	}
 }
 
@@ -218,20 +199,20 @@ func TestFrontDoorLostCallersLeakNothingInCluster(t *testing.T) {
 	cfg := clusterConfig(t, "fdlostcallers", []string{sim.URL}, 8, 5*time.Second)
 	urls, gws := openGateways(t, cfg, 2)
 	lb := roundRobin(t, urls)
-	slow := fnIndexOf(t, lb, "slow")
+	slow := fdtest.FnIndex(t, lb, "slow")
 	for i := range 4 {
 		// Joined, stream never opened: cancelled at read_grace.
-		joinAt(t, lb, "nostream"+strconv.Itoa(i), `"data":[3],"fn_index":`+strconv.Itoa(slow))
+		fdtest.JoinAt(t, lb, "nostream"+strconv.Itoa(i), `"data":[3],"fn_index":`+strconv.Itoa(slow))
 		// Stream opened at the other gateway, closed while the call runs.
 		hash := "closed" + strconv.Itoa(i)
-		joinAt(t, lb, hash, `"data":[3],"fn_index":`+strconv.Itoa(slow))
+		fdtest.JoinAt(t, lb, hash, `"data":[3],"fn_index":`+strconv.Itoa(slow))
 		ctx, cancel := context.WithCancel(context.Background())
-		msgs := fdMessagesCtx(t, ctx, lb, hash)
-		waitMsg(t, msgs, "process_starts")
+		msgs := fdtest.MessagesCtx(t, ctx, lb, hash)
+		fdtest.WaitMsg(t, msgs, "process_starts")
 		cancel()
 		// Stream opened and never read, then dropped.
 		hash = "unread" + strconv.Itoa(i)
-		joinAt(t, lb, hash, `"data":[1],"fn_index":`+strconv.Itoa(slow))
+		fdtest.JoinAt(t, lb, hash, `"data":[1],"fn_index":`+strconv.Itoa(slow))
 		req, _ := http.NewRequest(http.MethodGet, lb+"/gradio_api/queue/data?session_hash="+hash, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // The gateway's queue across a cluster: one slot for the whole cluster
@@ -38,25 +39,6 @@ func clusterQueue(t *testing.T, name string, queueTimeout time.Duration) (*gradi
 	return sim, urls, gws
 }
 
-// joinAt posts a queue/join of session hash to base and returns its event id.
-func joinAt(t *testing.T, base, hash, body string) string {
-	t.Helper()
-	resp, err := http.Post(base+"/gradio_api/queue/join", "application/json",
-		strings.NewReader(`{`+body+`,"session_hash":"`+hash+`","event_data":null,"trigger_id":null}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var j struct {
-		EventID string `json:"event_id"`
-	}
-	if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.EventID == "" {
-		t.Fatalf("join of %s at %s: %d %s", hash, base, resp.StatusCode, b)
-	}
-	return j.EventID
-}
-
 // occupy takes the cluster's one slot at gateway A with a call of the
 // slow endpoint (seconds), whose stream is read at A until it ends. It
 // returns once the call runs at sim: a join may be answered while its
@@ -64,7 +46,7 @@ func joinAt(t *testing.T, base, hash, body string) string {
 // behind it.
 func occupy(t *testing.T, sim *gradiotest.Server, base string, seconds string) <-chan string {
 	t.Helper()
-	joinAt(t, base, "occupier0", `"data":[`+seconds+`],"fn_index":2`)
+	fdtest.JoinAt(t, base, "occupier0", `"data":[`+seconds+`],"fn_index":2`)
 	done := make(chan string, 1)
 	go func() {
 		resp, err := http.Get(base + "/gradio_api/queue/data?session_hash=occupier0")
@@ -76,7 +58,7 @@ func occupy(t *testing.T, sim *gradiotest.Server, base string, seconds string) <
 		resp.Body.Close()
 		done <- string(b)
 	}()
-	waitFor(t, "the occupying call to run", func() bool { return sim.Snapshot().Running == 1 })
+	fdtest.WaitFor(t, "the occupying call to run", func() bool { return sim.Snapshot().Running == 1 })
 	return done
 }
 
@@ -100,11 +82,11 @@ func TestFrontDoorQueueAcrossGateways(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqueue", 10*time.Second)
 	occupied := occupy(t, sim, urls[0], "1.5")
 	before := gws[0].FrontDoor().Stats().Queued
-	id := joinAt(t, urls[0], "waiter0", `"data":["abc"],"fn_index":0`)
+	id := fdtest.JoinAt(t, urls[0], "waiter0", `"data":["abc"],"fn_index":0`)
 	if q := gws[0].FrontDoor().Stats().Queued; q != before+1 {
 		t.Fatalf("gateway A answered the waiting join with %s but counts %d queued joins, want %d (answered at once)", id, q, before+1)
 	}
-	msgs := fdMessages(t, urls[1], "waiter0")
+	msgs := fdtest.Messages(t, urls[1], "waiter0")
 	m := anyMsg(t, msgs)
 	if m["msg"] != "estimation" || m["event_id"] != id || m["rank"] != float64(0) {
 		t.Fatalf("gateway B's first message = %v, want the estimation of %s at rank 0", m, id)
@@ -144,8 +126,8 @@ func TestFrontDoorQueueAcrossGateways(t *testing.T) {
 func TestFrontDoorQueueTimeoutAcrossGateways(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqtimeout", 300*time.Millisecond)
 	occupied := occupy(t, sim, urls[0], "2")
-	id := joinAt(t, urls[0], "waiter1", `"data":["abc"],"fn_index":0`)
-	msgs := fdMessages(t, urls[1], "waiter1")
+	id := fdtest.JoinAt(t, urls[0], "waiter1", `"data":["abc"],"fn_index":0`)
+	msgs := fdtest.Messages(t, urls[1], "waiter1")
 	var last map[string]any
 	for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
 		if m["event_id"] != id {
@@ -170,8 +152,8 @@ func TestFrontDoorQueueTimeoutAcrossGateways(t *testing.T) {
 func TestFrontDoorQueueCancelAcrossGateways(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqcancel", 10*time.Second)
 	occupied := occupy(t, sim, urls[0], "1.5")
-	id := joinAt(t, urls[0], "waiter2", `"data":["abc"],"fn_index":0`)
-	msgs := fdMessages(t, urls[1], "waiter2")
+	id := fdtest.JoinAt(t, urls[0], "waiter2", `"data":["abc"],"fn_index":0`)
+	msgs := fdtest.Messages(t, urls[1], "waiter2")
 	if m := anyMsg(t, msgs); m["msg"] != "estimation" || m["event_id"] != id {
 		t.Fatalf("gateway B's first message = %v, want the estimation of %s", m, id)
 	}
@@ -218,9 +200,9 @@ func waitInFlight(t *testing.T, g *gateway.Gateway, want int) {
 // know).
 func TestFrontDoorQueueAcrossGatewaysSameSession(t *testing.T) {
 	sim, urls, gws := clusterQueue(t, "fdqsame", 10*time.Second)
-	first := joinAt(t, urls[0], "samesess0", `"data":[1],"fn_index":2`)
-	second := joinAt(t, urls[0], "samesess0", `"data":["abc"],"fn_index":0`)
-	msgs := fdMessages(t, urls[1], "samesess0")
+	first := fdtest.JoinAt(t, urls[0], "samesess0", `"data":[1],"fn_index":2`)
+	second := fdtest.JoinAt(t, urls[0], "samesess0", `"data":["abc"],"fn_index":0`)
+	msgs := fdtest.Messages(t, urls[1], "samesess0")
 	done := map[string]bool{}
 	for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
 		id, _ := m["event_id"].(string)
@@ -280,10 +262,10 @@ func roundRobin(t *testing.T, urls []string) string {
 // pending, position, size, ETA) and the gateway's own message when the
 // wait ends in queue_timeout.
 func TestFrontDoorQueueJSClientAcrossGateways(t *testing.T) {
-	nodeOrSkip(t) // before any replica starts
+	fdtest.NodeOrSkip(t) // before any replica starts
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	sim := gradiotest.NewServer(spreadApp(gate))
+	sim := gradiotest.NewServer(fdtest.SpreadApp(gate))
 	t.Cleanup(sim.Close)
 	cfg := clusterConfig(t, "fdqjs", []string{sim.URL}, 1, 2*time.Second)
 	urls, _ := openGateways(t, cfg, 2)
@@ -293,19 +275,19 @@ func TestFrontDoorQueueJSClientAcrossGateways(t *testing.T) {
 		// A session of its own at each gateway (one named after the
 		// port's last digits was shared by two gateways whose ports end
 		// alike, and forwarded to the first: the second measured nothing).
-		if got := fdCall(t, u, "warm"+strconv.Itoa(i), fnIndexOf(t, u, "measured"), "x"); got != "X" {
+		if got := fdtest.Call(t, u, "warm"+strconv.Itoa(i), fdtest.FnIndex(t, u, "measured"), "x"); got != "X" {
 			t.Fatalf("measured at %s: %q", u, got)
 		}
 	}
 	// Through the balancer, its join and its stream at different gateways.
-	if got := fdCall(t, lb, "warmlb", fnIndexOf(t, lb, "measured"), "y"); got != "Y" {
+	if got := fdtest.Call(t, lb, "warmlb", fdtest.FnIndex(t, lb, "measured"), "y"); got != "Y" {
 		t.Fatalf("measured through the balancer: %q", got)
 	}
-	if _, err := fdJoin(lb, "occupier", fnIndexOf(t, lb, "hold"), "o"); err != nil {
+	if _, err := fdtest.Join(lb, "occupier", fdtest.FnIndex(t, lb, "hold"), "o"); err != nil {
 		t.Fatal(err)
 	}
-	out := nodeOutput(t, time.Minute, "queue_status.mjs", lb+"/", "/hold", "js")
-	checkJSQueueStatus(t, out)
+	out := fdtest.NodeOutput(t, time.Minute, "queue_status.mjs", lb+"/", "/hold", "js")
+	fdtest.CheckJSQueueStatus(t, out)
 }
 
 // TestFrontDoorJSConformanceAcrossGateways runs the official JS client's
@@ -314,11 +296,11 @@ func TestFrontDoorQueueJSClientAcrossGateways(t *testing.T) {
 // 4.21, 3.x) replicas: each of the client's requests (config, join,
 // stream, cancel, upload) lands on another gateway than the one before.
 // Every check must pass (view_api but over bridged replicas, whose /info
-// has no Python names: see bridgedMode): the requests of a session are
+// has no Python names: see fdtest.BridgedMode): the requests of a session are
 // forwarded to the gateway that owns it, and an upload taken by one
 // gateway is fetched by the owner of the join that names it.
 func TestFrontDoorJSConformanceAcrossGateways(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	for _, tc := range []struct {
 		mode     gradiotest.Mode
 		gateways int
@@ -330,12 +312,12 @@ func TestFrontDoorJSConformanceAcrossGateways(t *testing.T) {
 			t.Cleanup(sim.Close)
 			cfg := clusterConfig(t, "fdjs", []string{sim.URL}, 4, 10*time.Second)
 			urls, _ := openGateways(t, cfg, tc.gateways)
-			checks := runNode(t, "conformance.mjs", roundRobin(t, urls)+"/")
+			checks := fdtest.RunNode(t, "conformance.mjs", roundRobin(t, urls)+"/")
 			if len(checks) < 20 {
 				t.Fatalf("only %d checks ran", len(checks))
 			}
 			for _, c := range checks {
-				if !c.OK && !(c.Name == "view_api" && bridgedMode(tc.mode)) {
+				if !c.OK && !(c.Name == "view_api" && fdtest.BridgedMode(tc.mode)) {
 					t.Errorf("%s failed through %d gateways: %s", c.Name, tc.gateways, c.Detail)
 				}
 			}
@@ -389,8 +371,8 @@ func TestFrontDoorCancelAtAnotherGateway(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := joinAt(t, urls[1], session, `"data":[8],"fn_index":2`)
-		msgs := fdMessages(t, urls[1], session)
+		id := fdtest.JoinAt(t, urls[1], session, `"data":[8],"fn_index":2`)
+		msgs := fdtest.Messages(t, urls[1], session)
 		for m := anyMsg(t, msgs); m["msg"] != "process_starts"; m = anyMsg(t, msgs) {
 		}
 		resp, err := http.Post(urls[0]+"/gradio_api/cancel", "application/json",
@@ -421,7 +403,7 @@ func TestFrontDoorFirstBindAcrossGateways(t *testing.T) {
 	}
 	cfg := clusterConfig(t, "fdbind", replicas, 8, 10*time.Second)
 	urls, _ := openGateways(t, cfg, 2)
-	fn := fnIndexOf(t, urls[0], "counter")
+	fn := fdtest.FnIndex(t, urls[0], "counter")
 	for i := range 10 {
 		session := "firstbind" + strconv.Itoa(i)
 		start := make(chan struct{})
@@ -429,7 +411,7 @@ func TestFrontDoorFirstBindAcrossGateways(t *testing.T) {
 		for g, item := range []string{"a", "b"} {
 			go func() {
 				<-start
-				_, err := fdJoin(urls[g], session, fn, item, nil)
+				_, err := fdtest.Join(urls[g], session, fn, item, nil)
 				errs <- err
 			}()
 		}
@@ -439,14 +421,14 @@ func TestFrontDoorFirstBindAcrossGateways(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		msgs := fdMessages(t, urls[0], session)
+		msgs := fdtest.Messages(t, urls[0], session)
 		for m := anyMsg(t, msgs); m["msg"] != "close_stream"; m = anyMsg(t, msgs) {
 		}
-		id, err := fdJoin(urls[1], session, fn, "c", nil)
+		id, err := fdtest.Join(urls[1], session, fn, "c", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = fdMessages(t, urls[1], session)
+		msgs = fdtest.Messages(t, urls[1], session)
 		m := anyMsg(t, msgs)
 		for ; m["msg"] != "process_completed" || m["event_id"] != id; m = anyMsg(t, msgs) {
 		}
@@ -466,8 +448,8 @@ func TestFrontDoorCallsInMetricsAcrossGateways(t *testing.T) {
 	urls, gws := openGateways(t, cfg, 2)
 	for i, body := range []string{`"data":["hi"],"fn_index":0`, `"data":["x"],"fn_index":4`, `"data":["ho"],"fn_index":0`} {
 		session := "metrics" + strconv.Itoa(i)
-		id := joinAt(t, urls[0], session, body)
-		msgs := fdMessages(t, urls[1], session)
+		id := fdtest.JoinAt(t, urls[0], session, body)
+		msgs := fdtest.Messages(t, urls[1], session)
 		for m := anyMsg(t, msgs); m["msg"] != "process_completed" || m["event_id"] != id; m = anyMsg(t, msgs) {
 		}
 	}

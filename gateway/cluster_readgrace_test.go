@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/redistest"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -32,7 +33,7 @@ func TestFrontDoorReadGraceInCluster(t *testing.T) {
 	cfg.Secrets.HashKey = "k"
 	cfg.Secrets.RedisURL = "redis://" + rs.Addr + "/0"
 	urls, gws := openGateways(t, cfg, 2)
-	slow := fnIndexOf(t, urls[0], "slow")
+	slow := fdtest.FnIndex(t, urls[0], "slow")
 	join := func(hash string, seconds float64) string {
 		t.Helper()
 		body := fmt.Sprintf(`{"data":[%g],"fn_index":%d,"session_hash":%q,"event_data":null,"trigger_id":null}`, seconds, slow, hash)
@@ -54,7 +55,7 @@ func TestFrontDoorReadGraceInCluster(t *testing.T) {
 	// Never read: cancelled at the grace, its slot freed long before its
 	// 60 s run would end.
 	join("never-read", 60)
-	waitFor(t, "gateway A cancelling the unread call", func() bool {
+	fdtest.WaitFor(t, "gateway A cancelling the unread call", func() bool {
 		st := gws[0].FrontDoor().Stats()
 		return st.NotRead == 1 && st.InFlight == 0
 	})
@@ -73,5 +74,5 @@ func TestFrontDoorReadGraceInCluster(t *testing.T) {
 	if n := gws[0].FrontDoor().Stats().NotRead; n != 1 {
 		t.Fatalf("gateway A cancelled %d calls as not read, want only the unread one", n)
 	}
-	waitFor(t, "gateway A freeing the read call's slot", func() bool { return gws[0].FrontDoor().Stats().InFlight == 0 })
+	fdtest.WaitFor(t, "gateway A freeing the read call's slot", func() bool { return gws[0].FrontDoor().Stats().InFlight == 0 })
 }

@@ -16,25 +16,10 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
-
-// holdApp has one endpoint, "hold", that runs until release is closed (or
-// its call is cancelled).
-func holdApp(release <-chan struct{}) *gradiotest.App {
-	app := gradiotest.NewApp()
-	ep := app.Handle("hold", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
-		select {
-		case <-release:
-			return []any{"released"}, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
-	ep.ConcurrencyLimit = 10
-	return app
-}
 
 // drainGateway serves a gateway with the front door over one replica of
 // app on a loopback listener; drain starts the drain, served reports
@@ -154,12 +139,12 @@ func (s *drainStream) completed() map[string]any {
 // the call has completed (success) before it returns.
 func TestDrainWaitsForFrontDoorCalls(t *testing.T) {
 	release := make(chan struct{})
-	url, sim, logs, drain, served := drainGateway(t, holdApp(release), time.Minute)
-	fn := fnIndexOf(t, url, "hold")
+	url, sim, logs, drain, served := drainGateway(t, fdtest.HoldApp(release), time.Minute)
+	fn := fdtest.FnIndex(t, url, "hold")
 	call := openFront(t, url, "drain1", fn)
-	waitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
+	fdtest.WaitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
 	drain()
-	waitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
+	fdtest.WaitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
 	a := do(t, "POST", url+"/gradio_api/queue/join", fmt.Sprintf(`{"data":["y"],"fn_index":%d,"session_hash":"drain2","event_data":null,"trigger_id":null}`, fn))
 	var d struct {
 		Detail string `json:"detail"`
@@ -168,7 +153,7 @@ func TestDrainWaitsForFrontDoorCalls(t *testing.T) {
 		t.Fatalf("join during the drain: %d %s, want 503 {\"detail\": \"... restarting ...\"}", a.status, a.body)
 	}
 	// The line follows the switch to draining that /readyz shows.
-	waitFor(t, "the drain's log line counting the front-door call", func() bool {
+	fdtest.WaitFor(t, "the drain's log line counting the front-door call", func() bool {
 		return strings.Contains(logs.String(), `"msg":"draining","in_flight":1`)
 	})
 	select {
@@ -198,10 +183,10 @@ func TestDrainWaitsForFrontDoorCalls(t *testing.T) {
 func TestDrainTimeoutEndsFrontDoorCalls(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	url, sim, _, drain, served := drainGateway(t, holdApp(release), 300*time.Millisecond)
-	fn := fnIndexOf(t, url, "hold")
+	url, sim, _, drain, served := drainGateway(t, fdtest.HoldApp(release), 300*time.Millisecond)
+	fn := fdtest.FnIndex(t, url, "hold")
 	call := openFront(t, url, "drain3", fn)
-	waitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
+	fdtest.WaitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
 	drain()
 	select {
 	case <-call.done:
@@ -217,7 +202,7 @@ func TestDrainTimeoutEndsFrontDoorCalls(t *testing.T) {
 		t.Errorf("the stream does not end with close_stream:\n%s", call.text())
 	}
 	<-served
-	waitFor(t, "the replica's call cancelled", func() bool { return sim.Snapshot().Running == 0 })
+	fdtest.WaitFor(t, "the replica's call cancelled", func() bool { return sim.Snapshot().Running == 0 })
 	if n := sim.Executions("hold"); n != 1 {
 		t.Errorf("hold ran %d times", n)
 	}
@@ -228,7 +213,7 @@ func TestDrainTimeoutEndsFrontDoorCalls(t *testing.T) {
 // receives its call's outcome.
 func jsDrainCall(t *testing.T, url, endpoint string) (connected <-chan struct{}, result <-chan map[string]any) {
 	t.Helper()
-	node, dir := nodeOrSkip(t)
+	node, dir := fdtest.NodeOrSkip(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard
 	cmd := exec.CommandContext(ctx, node, "drain_call.mjs", url, endpoint)
 	cmd.Dir = dir
@@ -276,7 +261,7 @@ func jsDrainCall(t *testing.T, url, endpoint string) (connected <-chan struct{},
 // hangs); a call started during the drain is refused with the draining
 // message.
 func TestDrainJSClient(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	wait := func(what string, ch <-chan map[string]any) map[string]any {
 		t.Helper()
 		select {
@@ -289,17 +274,17 @@ func TestDrainJSClient(t *testing.T) {
 	}
 	t.Run("finishes", func(t *testing.T) {
 		release := make(chan struct{})
-		url, sim, _, drain, served := drainGateway(t, holdApp(release), time.Minute)
+		url, sim, _, drain, served := drainGateway(t, fdtest.HoldApp(release), time.Minute)
 		conn, res := jsDrainCall(t, url, "/hold")
 		<-conn
 		// The client's stream is open (the front door opened the replica's):
 		// a stream opened just as the drain starts may meet a kept-alive
 		// connection the drain closes (see the README).
-		waitFor(t, "the call to run and its stream to open", func() bool {
+		fdtest.WaitFor(t, "the call to run and its stream to open", func() bool {
 			return sim.Snapshot().Running == 1 && sim.Requests("queue/data") > 0
 		})
 		drain()
-		waitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
+		fdtest.WaitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
 		lconn, late := jsDrainCall(t, url, "/hold")
 		<-lconn
 		// The JS client shows its own text for any 503 to a join ("This
@@ -317,7 +302,7 @@ func TestDrainJSClient(t *testing.T) {
 	t.Run("drain_timeout", func(t *testing.T) {
 		release := make(chan struct{})
 		defer close(release)
-		url, sim, logs, drain, served := drainGateway(t, holdApp(release), 300*time.Millisecond)
+		url, sim, logs, drain, served := drainGateway(t, fdtest.HoldApp(release), 300*time.Millisecond)
 		defer func() {
 			if t.Failed() {
 				t.Logf("gateway log:\n%s", logs.String())
@@ -328,7 +313,7 @@ func TestDrainJSClient(t *testing.T) {
 		// The client's stream is open (the front door opened the replica's):
 		// a stream opened just as the drain starts may meet a kept-alive
 		// connection the drain closes (see the README).
-		waitFor(t, "the call to run and its stream to open", func() bool {
+		fdtest.WaitFor(t, "the call to run and its stream to open", func() bool {
 			return sim.Snapshot().Running == 1 && sim.Requests("queue/data") > 0
 		})
 		drain()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // holdSlowCalls starts n slow(30) calls through /v1/predict with hdr and
@@ -30,7 +31,7 @@ func holdSlowCalls(t *testing.T, base string, n, want int, hdr ...string) {
 			}
 		})
 	}
-	waitFor(t, "the held calls to take their sessions", func() bool {
+	fdtest.WaitFor(t, "the held calls to take their sessions", func() bool {
 		var st struct {
 			InUse int `json:"inUseConnections"`
 		}

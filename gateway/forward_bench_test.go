@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // BenchmarkFrontDoorForwarded measures what a forwarded request costs: one
@@ -24,10 +25,10 @@ func BenchmarkFrontDoorForwarded(b *testing.B) {
 	b.Cleanup(sim.Close)
 	cfg := clusterConfig(b, "fdbench", []string{sim.URL}, 64, 10*time.Second)
 	urls, _ := openGateways(b, cfg, 2)
-	upper := fnIndexOf(b, urls[0], "upper")
+	upper := fdtest.FnIndex(b, urls[0], "upper")
 	const sessions = 32
 	for i := range sessions { // A owns them: their first join reached A
-		if _, err := fdCallE(urls[0], fmt.Sprintf("bench%d", i), upper, "x"); err != nil {
+		if _, err := fdtest.CallErr(urls[0], fmt.Sprintf("bench%d", i), upper, "x"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -40,7 +41,7 @@ func BenchmarkFrontDoorForwarded(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				start := time.Now()
-				if _, err := fdCallE(tc.to, fmt.Sprintf("bench%d", i%sessions), upper, "x"); err != nil {
+				if _, err := fdtest.CallErr(tc.to, fmt.Sprintf("bench%d", i%sessions), upper, "x"); err != nil {
 					b.Fatal(err)
 				}
 				took = append(took, time.Since(start))

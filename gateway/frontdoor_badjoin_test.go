@@ -3,28 +3,13 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/pool"
 )
-
-// badJoin posts a join of an fn_index no replica has (real Gradio answers
-// it 500, with a Python traceback from 5.0 to 6.8: the simulators' default
-// mode) and returns the front door's answer.
-func badJoin(t *testing.T, base, session string) (int, string) {
-	t.Helper()
-	body := fmt.Sprintf(`{"data":["x"],"fn_index":999,"session_hash":%q,"event_data":null,"trigger_id":null}`, session)
-	resp, err := http.Post(base+"/gradio_api/queue/join", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // TestFrontDoorBadJoinsAreTheCallers (issue 20, "three bad joins eject
 // every replica"): joins of an unknown fn_index are answered 400 in
@@ -36,7 +21,7 @@ func TestFrontDoorBadJoinsAreTheCallers(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			srv, g, sims, p := frontGateway(t, 3, nil)
 			for i := range n {
-				st, body := badJoin(t, srv.URL, fmt.Sprintf("bad%d", i))
+				st, body := fdtest.BadJoin(t, srv.URL, fmt.Sprintf("bad%d", i))
 				var v struct {
 					Detail string `json:"detail"`
 				}
@@ -49,7 +34,7 @@ func TestFrontDoorBadJoinsAreTheCallers(t *testing.T) {
 					}
 				}
 				for _, s := range sims {
-					if strings.Contains(body, replicaName(s)) {
+					if strings.Contains(body, fdtest.ReplicaName(s)) {
 						t.Fatalf("bad join %d: a replica's address reached the caller: %s", i, body)
 					}
 				}
@@ -73,7 +58,7 @@ func TestFrontDoorBadJoinsAreTheCallers(t *testing.T) {
 				}
 			}
 			// A good join of the same sessions still works.
-			if got := fdCall(t, srv.URL, "bad0", fnIndexOf(t, srv.URL, "upper"), "ok"); got != "OK" {
+			if got := fdtest.Call(t, srv.URL, "bad0", fdtest.FnIndex(t, srv.URL, "upper"), "ok"); got != "OK" {
 				t.Errorf("a good join after the bad ones: %q", got)
 			}
 		})

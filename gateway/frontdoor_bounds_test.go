@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorCallsCountPerClient: front-door joins count toward
@@ -19,13 +20,13 @@ import (
 // the call ends. (issue 20 item 3)
 func TestFrontDoorCallsCountPerClient(t *testing.T) {
 	gate := make(chan struct{})
-	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{holdApp(gate)}, func(c *gateway.Config) {
+	srv, g, _, _, _ := frontGatewayApps(t, []*gradiotest.App{fdtest.HoldApp(gate)}, func(c *gateway.Config) {
 		c.MaxCallsPerClient = 2
 	})
-	fn := fnIndexOf(t, srv.URL, "hold")
+	fn := fdtest.FnIndex(t, srv.URL, "hold")
 	ids := map[string]bool{}
 	for _, in := range []string{"a", "b"} {
-		id, err := fdJoin(srv.URL, "one-client", fn, in)
+		id, err := fdtest.Join(srv.URL, "one-client", fn, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestFrontDoorCallsCountPerClient(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 	close(gate)
-	done, err := fdStream(srv.URL, "one-client")
+	done, err := fdtest.Stream(srv.URL, "one-client")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +56,8 @@ func TestFrontDoorCallsCountPerClient(t *testing.T) {
 			t.Fatalf("call %s did not complete: %v", id, done)
 		}
 	}
-	waitFor(t, "no call in flight", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
-	if got := fdCall(t, srv.URL, "other-session", fn, "c"); got != "released" {
+	fdtest.WaitFor(t, "no call in flight", func() bool { return g.FrontDoor().Stats().InFlight == 0 })
+	if got := fdtest.Call(t, srv.URL, "other-session", fn, "c"); got != "released" {
 		t.Fatalf("join after the calls ended: %q", got)
 	}
 }

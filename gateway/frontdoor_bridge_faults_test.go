@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorBridgeDrain: a bridged call keeps a drain waiting until it
@@ -17,11 +18,11 @@ func TestFrontDoorBridgeDrain(t *testing.T) {
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1} {
 		t.Run(string(mode)+"/waits", func(t *testing.T) {
 			release := make(chan struct{})
-			url, sim, _, drain, served := drainGatewayMode(t, mode, holdApp(release), time.Minute)
-			call := openFront(t, url, "bdrain1", fnIndexOf(t, url, "hold"))
-			waitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
+			url, sim, _, drain, served := drainGatewayMode(t, mode, fdtest.HoldApp(release), time.Minute)
+			call := openFront(t, url, "bdrain1", fdtest.FnIndex(t, url, "hold"))
+			fdtest.WaitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
 			drain()
-			waitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
+			fdtest.WaitFor(t, "readyz 503", func() bool { return do(t, "GET", url+"/readyz", "").status == 503 })
 			select {
 			case <-served:
 				t.Fatal("Serve returned while a bridged call ran")
@@ -37,9 +38,9 @@ func TestFrontDoorBridgeDrain(t *testing.T) {
 		t.Run(string(mode)+"/timeout", func(t *testing.T) {
 			release := make(chan struct{})
 			defer close(release)
-			url, sim, _, drain, served := drainGatewayMode(t, mode, holdApp(release), 300*time.Millisecond)
-			call := openFront(t, url, "bdrain2", fnIndexOf(t, url, "hold"))
-			waitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
+			url, sim, _, drain, served := drainGatewayMode(t, mode, fdtest.HoldApp(release), 300*time.Millisecond)
+			call := openFront(t, url, "bdrain2", fdtest.FnIndex(t, url, "hold"))
+			fdtest.WaitFor(t, "the call to run on the replica", func() bool { return sim.Snapshot().Running == 1 })
 			drain()
 			select {
 			case <-call.done:
@@ -55,7 +56,7 @@ func TestFrontDoorBridgeDrain(t *testing.T) {
 				t.Errorf("the stream does not end with close_stream:\n%s", call.text())
 			}
 			<-served
-			waitFor(t, "the replica's call stopped", func() bool { return sim.Snapshot().Running == 0 })
+			fdtest.WaitFor(t, "the replica's call stopped", func() bool { return sim.Snapshot().Running == 0 })
 			if n := sim.Executions("hold"); n != 1 {
 				t.Errorf("hold ran %d times", n)
 			}

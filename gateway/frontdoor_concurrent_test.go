@@ -8,6 +8,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // concurrentRounds is how many rounds each case of
@@ -25,7 +26,7 @@ const concurrentRounds = 50
 // prints what the client holds (its stream open or not, the calls it
 // waits for).
 func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	for _, mode := range []string{"multiplexed", "many"} {
 		for _, gateways := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/%d", mode, gateways), func(t *testing.T) {
@@ -53,7 +54,7 @@ func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
 						}
 					}
 				}()
-				checks := runNode(t, "concurrent_calls.mjs", base+"/", mode, strconv.Itoa(concurrentRounds), "--timeout-ms", "20000")
+				checks := fdtest.RunNode(t, "concurrent_calls.mjs", base+"/", mode, strconv.Itoa(concurrentRounds), "--timeout-ms", "20000")
 				for _, c := range checks {
 					if !c.OK {
 						t.Fatalf("%s: %s", c.Name, c.Detail)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // fdCallFrom is one front-door call (join, then the session's stream until
@@ -101,7 +102,7 @@ func TestFrontDoorGreedyClientCannotTakeTheEventBudget(t *testing.T) {
 		c.Pool.MaxConnections = greedy + others
 		c.Pool.MinConnections = -1
 	})
-	fnBig, fnHuge := fnIndexOf(t, srv.URL, "big"), fnIndexOf(t, srv.URL, "huge")
+	fnBig, fnHuge := fdtest.FnIndex(t, srv.URL, "big"), fdtest.FnIndex(t, srv.URL, "huge")
 	otherRound := func() (ok int) {
 		var wg sync.WaitGroup
 		var n atomic.Int64

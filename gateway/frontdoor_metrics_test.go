@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorCallsInMetrics: front-door calls are counted like the other
@@ -21,24 +22,24 @@ import (
 func TestFrontDoorCallsInMetrics(t *testing.T) {
 	srv, g, sims, _ := frontGateway(t, 1, nil)
 	replica := strings.TrimPrefix(sims[0].URL, "http://")
-	upper, fail, count := fnIndexOf(t, srv.URL, "upper"), fnIndexOf(t, srv.URL, "fail"), fnIndexOf(t, srv.URL, "count")
-	if got := fdCall(t, srv.URL, "m1", upper, "hi"); got != "HI" {
+	upper, fail, count := fdtest.FnIndex(t, srv.URL, "upper"), fdtest.FnIndex(t, srv.URL, "fail"), fdtest.FnIndex(t, srv.URL, "count")
+	if got := fdtest.Call(t, srv.URL, "m1", upper, "hi"); got != "HI" {
 		t.Fatalf("upper: %q", got)
 	}
-	id, err := fdJoin(srv.URL, "m1", fail, "x")
+	id, err := fdtest.Join(srv.URL, "m1", fail, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := fdStream(srv.URL, "m1")
+	done, err := fdtest.Stream(srv.URL, "m1")
 	if err != nil || done[id] == nil || done[id]["success"] != false {
 		t.Fatalf("fail: %v %v", done, err)
 	}
 	sims[0].CutNextStreams(1)
-	id, err = fdJoin(srv.URL, "m2", count, 3)
+	id, err = fdtest.Join(srv.URL, "m2", count, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done, err := fdStream(srv.URL, "m2"); err != nil || done[id] == nil || done[id]["success"] != false {
+	if done, err := fdtest.Stream(srv.URL, "m2"); err != nil || done[id] == nil || done[id]["success"] != false {
 		t.Fatalf("lost call: %v %v", done, err)
 	}
 	reg := g.Metrics().Registry()
@@ -69,7 +70,7 @@ gradiopool_call_errors_total{code="replica_lost",endpoint="count",replica="R",ro
 // for a failed join, the error code.
 func TestFrontDoorAccessLines(t *testing.T) {
 	srv, _, sims, _, logs := frontGatewayApps(t, []*gradiotest.App{gradiotest.DefaultApp()}, nil)
-	upper := fnIndexOf(t, srv.URL, "upper")
+	upper := fdtest.FnIndex(t, srv.URL, "upper")
 	body := fmt.Sprintf(`{"data":["hi"],"fn_index":%d,"session_hash":"acc1","event_data":null,"trigger_id":null}`, upper)
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/gradio_api/queue/join", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -82,14 +83,14 @@ func TestFrontDoorAccessLines(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("join: %d", resp.StatusCode)
 	}
-	if _, err := fdStream(srv.URL, "acc1"); err != nil {
+	if _, err := fdtest.Stream(srv.URL, "acc1"); err != nil {
 		t.Fatal(err)
 	}
-	replica := replicaName(sims[0])
+	replica := fdtest.ReplicaName(sims[0])
 	var join, data map[string]any
 	// A stream's access line is written once its handler returned, which
 	// may be just after the caller read the stream's end.
-	waitFor(t, "the access lines of the join and the stream", func() bool {
+	fdtest.WaitFor(t, "the access lines of the join and the stream", func() bool {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "http request" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorJoinRightAfterCloseStream: a caller that calls one at a
@@ -32,23 +33,23 @@ func TestFrontDoorJoinRightAfterCloseStream(t *testing.T) {
 		urls = append(urls, s.URL)
 	}
 	srv, g, _ := frontGatewayOver(t, urls, nil)
-	upper, fail := fnIndexOf(t, srv.URL, "upper"), fnIndexOf(t, srv.URL, "fail")
+	upper, fail := fdtest.FnIndex(t, srv.URL, "upper"), fdtest.FnIndex(t, srv.URL, "fail")
 	const callers, rounds = 6, 40
 	var wg sync.WaitGroup
 	for c := range callers {
 		wg.Go(func() {
 			for i := range rounds {
 				session := fmt.Sprintf("seq%d", c)
-				if got, err := fdCallE(srv.URL, session, upper, "hi"); got != "HI" {
+				if got, err := fdtest.CallErr(srv.URL, session, upper, "hi"); got != "HI" {
 					t.Errorf("caller %d round %d: upper %q %v", c, i, got, err)
 					return
 				}
-				id, err := fdJoin(srv.URL, session, fail, "x")
+				id, err := fdtest.Join(srv.URL, session, fail, "x")
 				if err != nil {
 					t.Errorf("caller %d round %d: %v", c, i, err)
 					return
 				}
-				if done, err := fdStream(srv.URL, session); err != nil || done[id] == nil || done[id]["success"] != false {
+				if done, err := fdtest.Stream(srv.URL, session); err != nil || done[id] == nil || done[id]["success"] != false {
 					t.Errorf("caller %d round %d: fail: %v %v", c, i, done, err)
 					return
 				}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestIdleReplicaDeathShown (issue 36 item 1): the only replica dies while
@@ -23,7 +25,7 @@ func TestIdleReplicaDeathShown(t *testing.T) {
 	}
 	sims[0].Close()
 	killed := time.Now()
-	waitFor(t, "readyz 503", func() bool { return do(t, "GET", srv.URL+"/readyz", "").status == http.StatusServiceUnavailable })
+	fdtest.WaitFor(t, "readyz 503", func() bool { return do(t, "GET", srv.URL+"/readyz", "").status == http.StatusServiceUnavailable })
 	t.Logf("/readyz 503 %v after the idle replica died", time.Since(killed).Round(time.Millisecond))
 	var st struct {
 		Pools map[string]struct {

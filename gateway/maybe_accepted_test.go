@@ -6,6 +6,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // Regression (issue 16, defect 5), through the gateway: a caller whose
@@ -28,7 +29,7 @@ func TestStalledJoinRespectsTimeoutHeader(t *testing.T) {
 		t.Errorf("answered after %v: not at the caller's deadline", took)
 	}
 	sims[0].SetStall(false)
-	waitFor(t, "the session to come back", func() bool {
+	fdtest.WaitFor(t, "the session to come back", func() bool {
 		return p.Stats(t.Context()).InUseConnections == 0 && sims[0].Snapshot().Running == 0
 	})
 	if n := sims[0].Executions("upper"); n > 2 {
@@ -52,7 +53,7 @@ func TestDeadlineAnswerDoesNotWaitForHungReplica(t *testing.T) {
 	go func() {
 		answered <- do(t, "POST", srv.URL+"/v1/predict/slow", `{"data":[30]}`, gateway.TimeoutHeader, "1s")
 	}()
-	waitFor(t, "the slow call to run", func() bool { return sims[0].Snapshot().Running == 1 })
+	fdtest.WaitFor(t, "the slow call to run", func() bool { return sims[0].Snapshot().Running == 1 })
 	sims[0].SetStall(true)
 	defer sims[0].SetStall(false)
 	select {
@@ -64,5 +65,5 @@ func TestDeadlineAnswerDoesNotWaitForHungReplica(t *testing.T) {
 		t.Fatal("no answer while the replica hangs: the answer waits for the app's cancel")
 	}
 	sims[0].SetStall(false)
-	waitFor(t, "the session to come back", func() bool { return p.Stats(t.Context()).InUseConnections == 0 })
+	fdtest.WaitFor(t, "the session to come back", func() bool { return p.Stats(t.Context()).InUseConnections == 0 })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // boundsApp: "big" answers a string of the asked length; "endless" yields
@@ -119,7 +120,7 @@ func TestPendingCallBounds(t *testing.T) {
 
 	// A generator nobody reads: stopped at the bound.
 	_, id, _ = restPost(t, srv.URL, "endless", `{"data":["go"]}`)
-	waitFor(t, "the unread generator stopped", func() bool {
+	fdtest.WaitFor(t, "the unread generator stopped", func() bool {
 		return sims[0].Snapshot().Running == 0 && sims[0].Snapshot().Executions["endless"] == 1
 	})
 	if n, bytes := g.PendingCalls(); n != 1 || bytes > maxResult+1000 {

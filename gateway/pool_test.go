@@ -14,6 +14,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -148,27 +149,16 @@ func TestRealPoolDisconnect(t *testing.T) {
 					t.Logf("answer: %s", body)
 				}
 			}()
-			waitFor(t, "the slow call to start", func() bool { return sim.Executions("slow") == 1 })
-			waitFor(t, "the session to be in use", func() bool { return p.Stats(t.Context()).InUseConnections == 1 })
+			fdtest.WaitFor(t, "the slow call to start", func() bool { return sim.Executions("slow") == 1 })
+			fdtest.WaitFor(t, "the session to be in use", func() bool { return p.Stats(t.Context()).InUseConnections == 1 })
 			cancel()
 			<-done
-			waitFor(t, "the session to be idle again", func() bool {
+			fdtest.WaitFor(t, "the session to be idle again", func() bool {
 				st := p.Stats(t.Context())
 				return st.InUseConnections == 0 && st.AvailableConnections >= 1
 			})
-			waitFor(t, "the app's job to end", func() bool { return sim.Snapshot().Running == 0 })
+			fdtest.WaitFor(t, "the app's job to end", func() bool { return sim.Snapshot().Running == 0 })
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -195,7 +185,7 @@ func TestRealPoolFailures(t *testing.T) {
 		})
 		// The queue time-out covers the app's connect too: connect first.
 		p.Warm()
-		waitFor(t, "the replica to connect", func() bool { return p.Stats(t.Context()).AvailableConnections == 1 })
+		fdtest.WaitFor(t, "the replica to connect", func() bool { return p.Stats(t.Context()).AvailableConnections == 1 })
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/predict/slow", strings.NewReader(`{"data":[60]}`))
@@ -206,7 +196,7 @@ func TestRealPoolFailures(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		waitFor(t, "the slow call to hold the only session", func() bool {
+		fdtest.WaitFor(t, "the slow call to hold the only session", func() bool {
 			return sims[0].Executions("slow") == 1 && p.Stats(t.Context()).InUseConnections == 1
 		})
 		a := do(t, "POST", srv.URL+"/v1/predict/upper", `{"data":["a"]}`)
@@ -270,11 +260,11 @@ func TestRealPoolNoLeakUnderChurn(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "every session to be back", func() bool {
+	fdtest.WaitFor(t, "every session to be back", func() bool {
 		st := p.Stats(t.Context())
 		return st.InUseConnections == 0 && st.TotalQueued == 0
 	})
-	waitFor(t, "the apps to run nothing", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == 0 })
+	fdtest.WaitFor(t, "the apps to run nothing", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == 0 })
 	// The churn was real: every kind of call got its own ending.
 	t.Logf("outcomes: %v", outcomes)
 	for _, want := range []string{"upper 200", "fail 422", "count 200 complete"} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // submitAs is submitEvents for a signed-in user (the user header; ""
@@ -60,7 +61,7 @@ func submitAs(t *testing.T, base, user, api string, data ...any) <-chan sseEvent
 // runs once the session is free.
 func TestSubmitShowsWaitingForOwnSession(t *testing.T) {
 	gate := make(chan struct{})
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
 		c.Pool.MaxConnections = 4
 		c.Pool.StickySessions = true

@@ -12,6 +12,7 @@ import (
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -87,7 +88,7 @@ func TestReadyzTruthful(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	t.Cleanup(sim.Close)
 	live, _ := openGateway(t, gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: -1, MaxConnections: 2}})
-	waitFor(t, "readyz 200 without a call", func() bool { return do(t, "GET", live.URL+"/readyz", "").status == 200 })
+	fdtest.WaitFor(t, "readyz 200 without a call", func() bool { return do(t, "GET", live.URL+"/readyz", "").status == 200 })
 	if seen := pollReady(t, live.URL, 15); seen[200] != 15 {
 		t.Fatalf("readyz over a live replica: %v, want 200 every time", seen)
 	}
@@ -111,7 +112,7 @@ func TestPermanentFailureAtStart(t *testing.T) {
 	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"sim/good", "sim/missing"},
 		MinConnections: -1, MaxConnections: 2}}
 	srv, logs := openGateway(t, cfg)
-	waitFor(t, "the missing Space marked permanent", func() bool {
+	fdtest.WaitFor(t, "the missing Space marked permanent", func() bool {
 		return strings.Contains(do(t, "GET", srv.URL+"/metrics", "").body, `gradiopool_replica_permanent_failure{replica="missing"} 1`)
 	})
 	stats := do(t, "GET", srv.URL+"/api/admin/pool-stats", "").body
@@ -121,5 +122,5 @@ func TestPermanentFailureAtStart(t *testing.T) {
 	if !strings.Contains(logs.String(), "missing") || !strings.Contains(logs.String(), "connect_failed") {
 		t.Errorf("the start-up log does not name the missing Space:\n%s", logs.String())
 	}
-	waitFor(t, "readyz 200 with one good replica", func() bool { return do(t, "GET", srv.URL+"/readyz", "").status == 200 })
+	fdtest.WaitFor(t, "readyz 200 with one good replica", func() bool { return do(t, "GET", srv.URL+"/readyz", "").status == 200 })
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -66,33 +67,14 @@ func TestRealThreadStarved(t *testing.T) {
 	})
 }
 
-// starvedRecorder records the pool's suspect and ejected events, and
-// counts them all (a recorder that saw none was not hooked).
-type starvedRecorder struct {
-	mu      sync.Mutex
-	events  int
-	suspect []string
-}
-
-func (r *starvedRecorder) onEvent(e pool.Event) {
-	r.mu.Lock()
-	r.events++
-	r.mu.Unlock()
-	if e.Kind == pool.EventSuspect || e.Kind == pool.EventEjected {
-		r.mu.Lock()
-		r.suspect = append(r.suspect, fmt.Sprintf("%s %s: %v", e.Kind, e.Replica, e.Err))
-		r.mu.Unlock()
-	}
-}
-
 // starvedGateway is a gateway (front door included) over u at the default
 // settings but max_connections 60, its pool's suspect and ejected events
 // recorded.
-func starvedGateway(t *testing.T, u string) (*httptest.Server, *pool.Pool, *starvedRecorder) {
+func starvedGateway(t *testing.T, u string) (*httptest.Server, *pool.Pool, *fdtest.StarvedRecorder) {
 	t.Helper()
-	rec := &starvedRecorder{}
+	rec := &fdtest.StarvedRecorder{}
 	srv, _, p := frontGatewayOver(t, []string{u}, func(c *gateway.Config) {
-		c.Pool = pool.Config{Replicas: []string{u}, MaxConnections: 60, OnEvent: rec.onEvent}
+		c.Pool = pool.Config{Replicas: []string{u}, MaxConnections: 60, OnEvent: rec.OnEvent}
 	})
 	return srv, p, rec
 }
@@ -153,18 +135,17 @@ func starvedPool(t *testing.T, u string) {
 		failed++
 		t.Error(err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, s := range rec.suspect {
+	suspect := rec.Suspect()
+	for _, s := range suspect {
 		t.Errorf("the busy replica was treated as dead: %s", s)
 	}
 	t.Logf("pool: %d/%d calls of slow(%d) completed in %v; longest /app_id answer %v; suspect/ejected events %d",
-		starvedCalls-failed, starvedCalls, starvedSeconds, time.Since(start).Round(100*time.Millisecond), (<-ping).Round(100*time.Millisecond), len(rec.suspect))
+		starvedCalls-failed, starvedCalls, starvedSeconds, time.Since(start).Round(100*time.Millisecond), (<-ping).Round(100*time.Millisecond), len(suspect))
 }
 
 func starvedFrontDoor(t *testing.T, u string) {
 	srv, _, rec := starvedGateway(t, u)
-	slow := strconv.Itoa(fnIndexOf(t, srv.URL, "slow"))
+	slow := strconv.Itoa(fdtest.FnIndex(t, srv.URL, "slow"))
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	stop := make(chan struct{})
@@ -194,13 +175,12 @@ func starvedFrontDoor(t *testing.T, u string) {
 			t.Errorf("a front-door call failed on the replica short of threads: %v", o.err)
 		}
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, s := range rec.suspect {
+	suspect := rec.Suspect()
+	for _, s := range suspect {
 		t.Errorf("the busy replica was treated as dead: %s", s)
 	}
 	t.Logf("front door: %d/%d calls of slow(%d) completed in %v; longest join answer %v; longest /app_id answer %v; suspect/ejected events %d",
-		starvedCalls-failed, starvedCalls, starvedSeconds, time.Since(start).Round(100*time.Millisecond), longestJoin.Round(100*time.Millisecond), (<-ping).Round(100*time.Millisecond), len(rec.suspect))
+		starvedCalls-failed, starvedCalls, starvedSeconds, time.Since(start).Round(100*time.Millisecond), longestJoin.Round(100*time.Millisecond), (<-ping).Round(100*time.Millisecond), len(suspect))
 }
 
 // frontDoorCall joins body in session at the front door base, reads the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 const (
@@ -62,18 +63,18 @@ func TestRealUnreadJoinsNeverRun(t *testing.T) {
 				c.Pool.MaxConnections = 2
 				c.Pool.QueueTimeout = time.Minute
 			})
-			slow := strconv.Itoa(fnIndexOf(t, srv.URL, "slow"))
-			joinAt(t, srv.URL, "realocc", `"data":[15],"fn_index":`+slow)
-			occ := fdMessages(t, srv.URL, "realocc")
-			waitMsg(t, occ, "process_starts")
+			slow := strconv.Itoa(fdtest.FnIndex(t, srv.URL, "slow"))
+			fdtest.JoinAt(t, srv.URL, "realocc", `"data":[15],"fn_index":`+slow)
+			occ := fdtest.Messages(t, srv.URL, "realocc")
+			fdtest.WaitMsg(t, occ, "process_starts")
 			if proto == "ws" {
 				unreadStateWitness(t, srv.URL, u)
 				return
 			}
 			for i := range 3 {
-				joinAt(t, srv.URL, "realunread"+strconv.Itoa(i), `"data":[1],"fn_index":`+slow)
+				fdtest.JoinAt(t, srv.URL, "realunread"+strconv.Itoa(i), `"data":[1],"fn_index":`+slow)
 			}
-			time.Sleep(frontdoorGrace + 2*time.Second)
+			time.Sleep(fdtest.ReadGrace + 2*time.Second)
 			rank := probeRank(t, u)
 			if rank != 0 {
 				t.Fatalf("%s (%s): a call joined straight at the replica after the grace is at rank %d: calls the gateway gave up are still queued there", u, proto, rank)
@@ -86,19 +87,19 @@ func TestRealUnreadJoinsNeverRun(t *testing.T) {
 // unreadStateWitness is the Gradio 3 (ws) half of
 // TestRealUnreadJoinsNeverRun: see there.
 func unreadStateWitness(t *testing.T, base, u string) {
-	counter := strconv.Itoa(fnIndexOf(t, base, "counter"))
+	counter := strconv.Itoa(fdtest.FnIndex(t, base, "counter"))
 	for i := range 3 {
-		joinAt(t, base, "realunread"+strconv.Itoa(i), `"data":["gone",null],"fn_index":`+counter)
+		fdtest.JoinAt(t, base, "realunread"+strconv.Itoa(i), `"data":["gone",null],"fn_index":`+counter)
 	}
-	time.Sleep(frontdoorGrace + 2*time.Second)
+	time.Sleep(fdtest.ReadGrace + 2*time.Second)
 	for i := range 3 {
 		s := "realunread" + strconv.Itoa(i)
-		joinAt(t, base, s, `"data":["after",null],"fn_index":`+counter)
+		fdtest.JoinAt(t, base, s, `"data":["after",null],"fn_index":`+counter)
 		got := ""
 		// A stream may first end with the given-up call's own (cancelled)
 		// completion, which has no data: the next one carries the answer.
 		for try := 0; try < 3 && got == ""; try++ {
-			for m := range fdMessages(t, base, s) {
+			for m := range fdtest.Messages(t, base, s) {
 				if m["msg"] != "process_completed" {
 					continue
 				}

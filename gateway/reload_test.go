@@ -18,6 +18,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -69,18 +70,18 @@ func reloadGateway(t *testing.T, cfg gateway.Config) (g *gateway.Gateway, url st
 // the join); new calls go to B, and the admin route answers what changed.
 func TestReloadFrontDoorCallAcrossRemoval(t *testing.T) {
 	release := make(chan struct{})
-	simA := gradiotest.NewServer(holdApp(release))
+	simA := gradiotest.NewServer(fdtest.HoldApp(release))
 	defer simA.Close()
-	simB := gradiotest.NewServer(holdApp(release))
+	simB := gradiotest.NewServer(fdtest.HoldApp(release))
 	defer simB.Close()
 	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{simA.URL}, MinConnections: 1, MaxConnections: 4}}
 	_, url, logs, set := reloadGateway(t, cfg)
-	fn := fnIndexOf(t, url, "hold")
+	fn := fdtest.FnIndex(t, url, "hold")
 	a := do(t, "POST", url+"/gradio_api/queue/join", fmt.Sprintf(`{"data":["x"],"fn_index":%d,"session_hash":"reload1","event_data":null,"trigger_id":null}`, fn))
 	if a.status != 200 {
 		t.Fatalf("join: %d %s", a.status, a.body)
 	}
-	waitFor(t, "the call to run on A", func() bool { return simA.Snapshot().Running == 1 })
+	fdtest.WaitFor(t, "the call to run on A", func() bool { return simA.Snapshot().Running == 1 })
 
 	next := cfg
 	next.Pool.Replicas = []string{simB.URL}
@@ -204,9 +205,9 @@ func TestReloadMovesFrontDoorSessions(t *testing.T) {
 	defer simB.Close()
 	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{simA.URL}, MinConnections: 1, MaxConnections: 4}}
 	g, url, logs, set := reloadGateway(t, cfg)
-	counter := fnIndexOf(t, url, "counter")
+	counter := fdtest.FnIndex(t, url, "counter")
 	for i := range 3 {
-		if got := fdCall(t, url, fmt.Sprintf("moved%d", i), counter, "a", nil); got != "1 items: a" {
+		if got := fdtest.Call(t, url, fmt.Sprintf("moved%d", i), counter, "a", nil); got != "1 items: a" {
 			t.Fatalf("session %d on A: %q", i, got)
 		}
 	}
@@ -217,7 +218,7 @@ func TestReloadMovesFrontDoorSessions(t *testing.T) {
 		t.Fatalf("reload: %d %s", r.status, r.body)
 	}
 	for i := range 3 {
-		got, err := fdCallE(url, fmt.Sprintf("moved%d", i), counter, "b", nil)
+		got, err := fdtest.CallErr(url, fmt.Sprintf("moved%d", i), counter, "b", nil)
 		if err != nil || got != "1 items: b" {
 			t.Fatalf("session %d after A was removed: %q %v, want a fresh state on B\n%s", i, got, err, logs.String())
 		}
@@ -237,13 +238,13 @@ func TestReloadFrontDoorLimits(t *testing.T) {
 	cfg := gateway.Config{Pool: pool.Config{Replicas: []string{sim.URL}, MinConnections: 1, MaxConnections: 4}}
 	cfg.FrontDoor.MaxSessionsPerClient = 2
 	_, url, _, set := reloadGateway(t, cfg)
-	upper := fnIndexOf(t, url, "upper")
+	upper := fdtest.FnIndex(t, url, "upper")
 	for i := range 2 {
-		if got := fdCall(t, url, fmt.Sprintf("limit%d", i), upper, "x"); got != "X" {
+		if got := fdtest.Call(t, url, fmt.Sprintf("limit%d", i), upper, "x"); got != "X" {
 			t.Fatalf("session %d: %q", i, got)
 		}
 	}
-	if _, err := fdJoin(url, "limit2", upper, "x"); err == nil || !strings.Contains(err.Error(), "429") {
+	if _, err := fdtest.Join(url, "limit2", upper, "x"); err == nil || !strings.Contains(err.Error(), "429") {
 		t.Fatalf("a third session under a cap of 2: %v, want 429", err)
 	}
 	next := cfg
@@ -254,7 +255,7 @@ func TestReloadFrontDoorLimits(t *testing.T) {
 	if r.status != 200 || json.Unmarshal([]byte(r.body), &out) != nil || !slices.Contains(out.Applied, "frontdoor.max_sessions_per_client") || len(out.Refused) != 0 {
 		t.Fatalf("reload: %d %s", r.status, r.body)
 	}
-	if got := fdCall(t, url, "limit2", upper, "y"); got != "Y" {
+	if got := fdtest.Call(t, url, "limit2", upper, "y"); got != "Y" {
 		t.Fatalf("the third session after the reload: %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/pool"
 )
 
@@ -152,12 +153,12 @@ func TestReplicaControlAcrossGateways(t *testing.T) {
 	if st != 200 || !out.Cluster {
 		t.Fatalf("drain at A: %d %s", st, body)
 	}
-	waitFor(t, "B holds the replica", func() bool { return gws[1].Pool().Controls()[a] == pool.ControlDrain })
+	fdtest.WaitFor(t, "B holds the replica", func() bool { return gws[1].Pool().Controls()[a] == pool.ControlDrain })
 	if got := operatorOf(t, urls[1], a); got != pool.OperatorDrained {
 		t.Errorf("B's pool-stats operator = %q, want drained", got)
 	}
 	if st, _, body := controlAt(t, urls[1], a, "enable"); st != 200 {
 		t.Fatalf("enable at B: %d %s", st, body)
 	}
-	waitFor(t, "A releases the replica", func() bool { _, held := gws[0].Pool().Controls()[a]; return !held })
+	fdtest.WaitFor(t, "A releases the replica", func() bool { _, held := gws[0].Pool().Controls()[a]; return !held })
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // restPostAs starts a /gradio_api/call call as key and returns its event id.
@@ -106,7 +107,7 @@ func TestPendingBytesFairShare(t *testing.T) {
 	for range 3 {
 		hog = append(hog, restPostAs(t, srv.URL, "key-hog", "big", body))
 	}
-	waitFor(t, "the hog's three results kept", func() bool { _, b := g.PendingCalls(); return b >= 3*size })
+	fdtest.WaitFor(t, "the hog's three results kept", func() bool { _, b := g.PendingCalls(); return b >= 3*size })
 	other := restPostAs(t, srv.URL, "key-other", "big", body)
 	got := restGetAs(t, srv.URL, "key-other", "big", other)
 	if !strings.Contains(got, "event: complete") || len(got) < size {

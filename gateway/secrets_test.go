@@ -12,6 +12,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -87,7 +88,7 @@ func TestNoStoreEverywhere(t *testing.T) {
 	// The streams that carry outputs (queue/data, a REST call's GET) and
 	// the session's heartbeat: only their headers are read.
 	const session = "nostore00001"
-	if _, err := fdJoin(srv.URL, session, fnIndexOf(t, srv.URL, "upper"), "secret"); err != nil {
+	if _, err := fdtest.Join(srv.URL, session, fdtest.FnIndex(t, srv.URL, "upper"), "secret"); err != nil {
 		t.Fatal(err)
 	}
 	var posted struct {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -597,7 +598,7 @@ func TestPendingCallsExpire(t *testing.T) {
 	}
 	// Unread, it is kept for the TTL after it ended (read, it would be
 	// freed at once).
-	waitFor(t, "the call to end", func() bool { return g.PendingFinished() == 1 })
+	fdtest.WaitFor(t, "the call to end", func() bool { return g.PendingFinished() == 1 })
 	if a := post(); a.status != 503 {
 		t.Fatalf("full map: %d %s", a.status, a.body)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // sseEvent is one event of a /v1/submit stream.
@@ -53,7 +54,7 @@ func nextEvent(t *testing.T, ch <-chan sseEvent, name string) map[string]any {
 // ends in queue_timeout gets an error event on that stream.
 func TestSubmitShowsWaiting(t *testing.T) {
 	gate := make(chan struct{})
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, _, _, _, _ := frontGatewayApps(t, []*gradiotest.App{app}, func(c *gateway.Config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 2 * time.Second

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorFirstJoinsBindOneReplica: a new session's first joins
@@ -21,7 +22,7 @@ func TestFrontDoorFirstJoinsBindOneReplica(t *testing.T) {
 		urls = append(urls, sim.URL)
 	}
 	srv, _, _ := newDoorOver(t, urls, nil)
-	counter := fnIndexOf(t, srv.URL, "counter")
+	counter := fdtest.FnIndex(t, srv.URL, "counter")
 	const joins = 8
 	for round := range 5 {
 		session := "bindrace" + strconv.Itoa(round)
@@ -29,7 +30,7 @@ func TestFrontDoorFirstJoinsBindOneReplica(t *testing.T) {
 		errs := make(chan error, joins)
 		for i := range joins {
 			wg.Go(func() {
-				if _, err := fdJoin(srv.URL, session, counter, "i"+strconv.Itoa(i), nil); err != nil {
+				if _, err := fdtest.Join(srv.URL, session, counter, "i"+strconv.Itoa(i), nil); err != nil {
 					errs <- err
 				}
 			})
@@ -39,10 +40,10 @@ func TestFrontDoorFirstJoinsBindOneReplica(t *testing.T) {
 		for err := range errs {
 			t.Fatal(err)
 		}
-		if _, err := fdStream(srv.URL, session); err != nil {
+		if _, err := fdtest.Stream(srv.URL, session); err != nil {
 			t.Fatal(err)
 		}
-		got := fdCall(t, srv.URL, session, counter, "last", nil)
+		got := fdtest.Call(t, srv.URL, session, counter, "last", nil)
 		if want := strconv.Itoa(joins+1) + " items:"; len(got) < len(want) || got[:len(want)] != want {
 			t.Fatalf("round %d: the session's list after %d joins at once and one more: %q, want %q...: its calls split over the replicas", round, joins, got, want)
 		}

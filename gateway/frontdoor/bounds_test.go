@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // openHeartbeat opens session's heartbeat stream and reads its first
@@ -43,35 +44,35 @@ func openHeartbeat(t *testing.T, base, session string) *http.Response {
 func TestFrontDoorUnreadJoinsFreeTheirSlots(t *testing.T) {
 	const maxConn = 3
 	gate := make(chan struct{})
-	srv, fd, sims, p, _ := newDoorApps(t, []*gradiotest.App{holdApp(gate)}, func(c *config) {
+	srv, fd, sims, p, _ := newDoorApps(t, []*gradiotest.App{fdtest.HoldApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = maxConn
 		c.FrontDoor.ReadGrace = 100 * time.Millisecond
 	})
-	name := replicaName(sims[0])
-	fn := fnIndexOf(t, srv.URL, "hold")
+	name := fdtest.ReplicaName(sims[0])
+	fn := fdtest.FnIndex(t, srv.URL, "hold")
 	openHeartbeat(t, srv.URL, "idle-reader")
 	for i := range maxConn {
-		if _, err := fdJoin(srv.URL, "idle-reader", fn, "x"+string(rune('0'+i))); err != nil {
+		if _, err := fdtest.Join(srv.URL, "idle-reader", fn, "x"+string(rune('0'+i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	inUse := func() int { return p.Stats(context.Background()).Pools[name].InUseConnections }
-	waitFor(t, "the unread calls cancelled and their slots free", func() bool {
+	fdtest.WaitFor(t, "the unread calls cancelled and their slots free", func() bool {
 		return fd.Stats().NotRead == maxConn && inUse() == 0 &&
 			sims[0].Requests("cancel") == maxConn && sims[0].Snapshot().Running == 0
 	})
 
 	// A read call outlives the grace: its stream is open.
-	id, err := fdJoin(srv.URL, "reader", fn, "kept")
+	id, err := fdtest.Join(srv.URL, "reader", fn, "kept")
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := make(chan map[string]map[string]any, 1)
 	go func() {
-		done, _ := fdStream(srv.URL, "reader")
+		done, _ := fdtest.Stream(srv.URL, "reader")
 		res <- done
 	}()
-	waitFor(t, "the read call running", func() bool { return sims[0].Snapshot().Running == 1 })
+	fdtest.WaitFor(t, "the read call running", func() bool { return sims[0].Snapshot().Running == 1 })
 	time.Sleep(4 * 100 * time.Millisecond) // past the grace
 	close(gate)
 	done := <-res

@@ -4,31 +4,18 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // bridgedModes are the generations the front door bridges (Gradio 3's ws
 // included: the simulator's gradio3-ws mode is not in gradiotest.Modes).
 var bridgedModes = []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2, gradiotest.Gradio4SSEv21}
-
-// postJSON posts body to the front door and returns the status and body.
-func postJSON(t *testing.T, u string, body any) (int, string) {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(u, "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(rb)
-}
 
 // TestFrontDoorBridgeBadJoins: joins a bridged app cannot run get
 // Gradio's error shape at once (no call, no slot kept), and the session
@@ -37,7 +24,7 @@ func TestFrontDoorBridgeBadJoins(t *testing.T) {
 	for _, mode := range bridgedModes {
 		t.Run(string(mode), func(t *testing.T) {
 			srv, fd, sims := newDoorMode(t, mode, make([]*gradiotest.App, 1), nil)
-			upper := fnIndexOf(t, srv.URL, "upper")
+			upper := fdtest.FnIndex(t, srv.URL, "upper")
 			join := srv.URL + "/gradio_api/queue/join"
 			for _, c := range []struct {
 				name   string
@@ -52,12 +39,12 @@ func TestFrontDoorBridgeBadJoins(t *testing.T) {
 				{"a file the gateway never handed out", map[string]any{"data": []any{map[string]any{"path": "/gradiopool/0/forged/etc/passwd", "meta": map[string]any{"_type": "gradio.FileData"}}}, "fn_index": upper, "session_hash": "bad1"}, 400, "file not allowed"},
 				{"an unknown upload", map[string]any{"data": []any{map[string]any{"path": "/gradiopool-upload/nope/x.txt"}}, "fn_index": upper, "session_hash": "bad1"}, 400, "unknown or expired"},
 			} {
-				status, body := postJSON(t, join, c.body)
+				status, body := fdtest.PostJSON(t, join, c.body)
 				if status != c.status || !strings.Contains(body, c.want) || !strings.Contains(body, `"detail"`) {
 					t.Errorf("%s: %d %s, want %d with %q in Gradio's detail shape", c.name, status, body, c.status, c.want)
 				}
 			}
-			if got := fdCall(t, srv.URL, "bad1", upper, "still fine"); got != "STILL FINE" {
+			if got := fdtest.Call(t, srv.URL, "bad1", upper, "still fine"); got != "STILL FINE" {
 				t.Errorf("call after the bad joins: %q", got)
 			}
 			if n := sims[0].Executions("upper"); n != 1 {
@@ -65,7 +52,7 @@ func TestFrontDoorBridgeBadJoins(t *testing.T) {
 			}
 			// The slot is freed when the Go job has ended, just after the
 			// caller read its completion.
-			waitFor(t, "no slot held", func() bool { return fd.Stats().InFlight == 0 })
+			fdtest.WaitFor(t, "no slot held", func() bool { return fd.Stats().InFlight == 0 })
 			if st := fd.Stats(); st.CallerFaults < 5 {
 				t.Errorf("stats %+v: want the caller faults counted", st)
 			}
@@ -101,9 +88,9 @@ func TestFrontDoorBridgeCallerGoneCancels(t *testing.T) {
 	for _, mode := range bridgedModes {
 		t.Run(string(mode), func(t *testing.T) {
 			gate := make(chan struct{}) // never opened: the call runs until cancelled
-			srv, fd, sims := newDoorMode(t, mode, []*gradiotest.App{holdApp(gate)}, nil)
-			fn := fnIndexOf(t, srv.URL, "hold")
-			if _, err := fdJoin(srv.URL, "gone", fn, "x"); err != nil {
+			srv, fd, sims := newDoorMode(t, mode, []*gradiotest.App{fdtest.HoldApp(gate)}, nil)
+			fn := fdtest.FnIndex(t, srv.URL, "hold")
+			if _, err := fdtest.Join(srv.URL, "gone", fn, "x"); err != nil {
 				t.Fatal(err)
 			}
 			resp, err := http.Get(srv.URL + "/gradio_api/queue/data?session_hash=gone")
@@ -114,9 +101,9 @@ func TestFrontDoorBridgeCallerGoneCancels(t *testing.T) {
 			// The bridge's first messages can reach the caller before its
 			// submit returned and the call was recorded (addPending): the
 			// count follows a moment later.
-			waitFor(t, "the running call counted in flight", func() bool { return fd.Stats().InFlight == 1 })
+			fdtest.WaitFor(t, "the running call counted in flight", func() bool { return fd.Stats().InFlight == 1 })
 			resp.Body.Close() // the caller goes away
-			waitFor(t, "the replica's handler stopped and the slot freed", func() bool {
+			fdtest.WaitFor(t, "the replica's handler stopped and the slot freed", func() bool {
 				return sims[0].Snapshot().Running == 0 && fd.Stats().InFlight == 0
 			})
 		})
@@ -131,14 +118,14 @@ func TestFrontDoorBridgeReplicaLost(t *testing.T) {
 	for _, mode := range bridgedModes {
 		t.Run(string(mode), func(t *testing.T) {
 			gate := make(chan struct{})
-			srv, fd, sims := newDoorMode(t, mode, []*gradiotest.App{holdApp(gate), holdApp(gate)}, func(c *config) {
+			srv, fd, sims := newDoorMode(t, mode, []*gradiotest.App{fdtest.HoldApp(gate), fdtest.HoldApp(gate)}, func(c *config) {
 				c.Pool.MaxConnections = 4
 				// hold keeps no state: pinned, its next call moves the
 				// session (spread, it would only run elsewhere).
 				c.FrontDoor.PinSessions = true
 			})
-			fn := fnIndexOf(t, srv.URL, "hold")
-			id, err := fdJoin(srv.URL, "lost", fn, "x")
+			fn := fdtest.FnIndex(t, srv.URL, "hold")
+			id, err := fdtest.Join(srv.URL, "lost", fn, "x")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,11 +157,11 @@ func TestFrontDoorBridgeReplicaLost(t *testing.T) {
 					t.Errorf("hold ran %d times on the other replica, want never (a lost call is not run again)", n)
 				}
 			}
-			waitFor(t, "the slot freed", func() bool { return fd.Stats().InFlight == 0 })
+			fdtest.WaitFor(t, "the slot freed", func() bool { return fd.Stats().InFlight == 0 })
 			// The session's next call moves to the live replica, on a new
 			// session there.
 			close(gate)
-			if got := fdCall(t, srv.URL, "lost", fn, "y"); got != "released" {
+			if got := fdtest.Call(t, srv.URL, "lost", fn, "y"); got != "released" {
 				t.Errorf("the session's call after its replica died: %q", got)
 			}
 			if st := fd.Stats(); st.Moved != 1 {
@@ -192,22 +179,22 @@ func TestFrontDoorBridgeReplicaRestart(t *testing.T) {
 	for _, mode := range bridgedModes {
 		t.Run(string(mode), func(t *testing.T) {
 			srv, _, sims := newDoorMode(t, mode, make([]*gradiotest.App, 1), nil)
-			counter := fnIndexOf(t, srv.URL, "counter")
-			if got := fdCall(t, srv.URL, "rs", counter, "a", nil); got != "1 items: a" {
+			counter := fdtest.FnIndex(t, srv.URL, "counter")
+			if got := fdtest.Call(t, srv.URL, "rs", counter, "a", nil); got != "1 items: a" {
 				t.Fatalf("first call: %q", got)
 			}
-			if got := fdCall(t, srv.URL, "rs", counter, "b", nil); got != "2 items: a, b" {
+			if got := fdtest.Call(t, srv.URL, "rs", counter, "b", nil); got != "2 items: a, b" {
 				t.Fatalf("second call (gr.State kept): %q", got)
 			}
 			sims[0].Restart()
 			var got string
 			for range 50 { // the pool notices the restart on a failed call
-				id, err := fdJoin(srv.URL, "rs", counter, "c", nil)
+				id, err := fdtest.Join(srv.URL, "rs", counter, "c", nil)
 				if err != nil {
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
-				done, err := fdStream(srv.URL, "rs")
+				done, err := fdtest.Stream(srv.URL, "rs")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -231,23 +218,23 @@ func TestFrontDoorBridgeReplicaRestart(t *testing.T) {
 // free their slots, like relayed ones.
 func TestFrontDoorBridgeUnreadCallsCancelled(t *testing.T) {
 	gate := make(chan struct{})
-	srv, fd, sims := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{holdApp(gate)}, func(c *config) {
+	srv, fd, sims := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{fdtest.HoldApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 2
 		c.FrontDoor.ReadGrace = 100 * time.Millisecond
 	})
-	fn := fnIndexOf(t, srv.URL, "hold")
+	fn := fdtest.FnIndex(t, srv.URL, "hold")
 	openHeartbeat(t, srv.URL, "unread")
 	for i := range 2 {
-		if _, err := fdJoin(srv.URL, "unread", fn, fmt.Sprint(i)); err != nil {
+		if _, err := fdtest.Join(srv.URL, "unread", fn, fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the unread calls cancelled, their slots free", func() bool {
+	fdtest.WaitFor(t, "the unread calls cancelled, their slots free", func() bool {
 		st := fd.Stats()
 		return st.NotRead == 2 && st.InFlight == 0 && sims[0].Snapshot().Running == 0
 	})
 	// The caller is told when it reads at last: a completion per call.
-	done, err := fdStream(srv.URL, "unread")
+	done, err := fdtest.Stream(srv.URL, "unread")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // bridgeMust are the checks of conformance.mjs that must pass through the
@@ -31,7 +32,7 @@ var bridgeMust = []string{
 // replicas of each Gradio generation the Go client speaks: sse_v3 ones are
 // relayed, older ones bridged (the gateway presents Gradio 5).
 func TestFrontDoorEveryGeneration(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio4SSEv3, gradiotest.Gradio5, gradiotest.Gradio6} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -41,9 +42,9 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 				// relayed: the replica's own config (Gradio 4.44, no prefix)
 				args = append(args, "--api-prefix", "", "--version-re", `^4\.`)
 			}
-			got := map[string]jsCheck{}
+			got := map[string]fdtest.JSCheck{}
 			passed, failed := 0, 0
-			for _, c := range runNode(t, "conformance.mjs", args...) {
+			for _, c := range fdtest.RunNode(t, "conformance.mjs", args...) {
 				got[c.Name] = c
 				switch {
 				case c.Skipped:
@@ -55,7 +56,7 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 				}
 			}
 			must := bridgeMust
-			if !bridgedMode(mode) {
+			if !fdtest.BridgedMode(mode) {
 				// Relayed: the app's own /info, with Gradio 5's parameter names.
 				must = append(must, "view_api")
 			}
@@ -69,22 +70,13 @@ func TestFrontDoorEveryGeneration(t *testing.T) {
 	}
 }
 
-// bridgedMode reports whether the front door bridges mode's replicas.
-// Before Gradio 4.21 /info publishes no Python parameter names: the front
-// door names the parameters after their labels (appshape.PresentInfo), which the
-// reference app's Python names differ from in two endpoints, so view_api
-// is not required of them.
-func bridgedMode(m gradiotest.Mode) bool {
-	return m.Protocol() != "sse_v3"
-}
-
 // TestFrontDoorEveryGenerationCancelAtReplica runs the conformance
 // suite's cancel and fault checks with --sim through the gateway over one
 // simulated replica of each generation: the simulator's /_sim/ routes are
 // served next to the gateway, so the checks see that a cancelled call's
 // handler really stopped at the replica.
 func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	for _, mode := range []gradiotest.Mode{gradiotest.Gradio3WS, gradiotest.Gradio4SSE, gradiotest.Gradio4SSEv1, gradiotest.Gradio4SSEv2,
 		gradiotest.Gradio4SSEv21, gradiotest.Gradio5} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -97,7 +89,7 @@ func TestFrontDoorEveryGenerationCancelAtReplica(t *testing.T) {
 			both := httptest.NewServer(mux)
 			t.Cleanup(both.Close)
 			seen := 0
-			for _, c := range runNode(t, "conformance.mjs", both.URL, "--sim", "--only", "cancel,fault") {
+			for _, c := range fdtest.RunNode(t, "conformance.mjs", both.URL, "--sim", "--only", "cancel,fault") {
 				seen++
 				switch {
 				case c.Name == "cancel/queued_job" && !c.OK && strings.Contains(string(c.Detail), "got 1, want 2"):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorBusyMessageJSClient: a front-door call that waited for a
@@ -16,21 +17,21 @@ import (
 // not the client's generic "This application is currently busy" that a
 // 503 would show.
 func TestFrontDoorBusyMessageJSClient(t *testing.T) {
-	nodeOrSkip(t) // before any replica starts
+	fdtest.NodeOrSkip(t) // before any replica starts
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 300 * time.Millisecond
 	})
-	hold := fnIndexOf(t, srv.URL, "hold")
+	hold := fdtest.FnIndex(t, srv.URL, "hold")
 	// Another caller's call holds the only slot until the test ends.
-	if _, err := fdJoin(srv.URL, "occupier", hold, "a"); err != nil {
+	if _, err := fdtest.Join(srv.URL, "occupier", hold, "a"); err != nil {
 		t.Fatal(err)
 	}
 
-	out := nodeOutput(t, time.Minute, "drain_call.mjs", srv.URL+"/", "/hold")
+	out := fdtest.NodeOutput(t, time.Minute, "drain_call.mjs", srv.URL+"/", "/hold")
 	var res struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 )
 
@@ -22,17 +23,17 @@ import (
 // gateway in front of three, and requires every check that passes against
 // the replica to pass through the gateway.
 func TestFrontDoorJSConformance(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	srv, fd, sims, _ := newDoor(t, 3, nil)
 	// The same flags both times. Not --sim: the gateway does not serve the
 	// simulator's /_sim/ control routes (the server-side effects of cancel
 	// are checked by gradiotest's suite against the simulator; the gateway
 	// forwards cancel to the same replica with the backend session hash).
 	sticky := []string{"--sticky-header", frontdoor.UserHeader + ": conformance@example.com"}
-	base := runNode(t, "conformance.mjs", append([]string{sims[0].URL}, sticky...)...)
-	front := runNode(t, "conformance.mjs", append([]string{srv.URL}, sticky...)...)
+	base := fdtest.RunNode(t, "conformance.mjs", append([]string{sims[0].URL}, sticky...)...)
+	front := fdtest.RunNode(t, "conformance.mjs", append([]string{srv.URL}, sticky...)...)
 
-	got := map[string]jsCheck{}
+	got := map[string]fdtest.JSCheck{}
 	for _, c := range front {
 		got[c.Name] = c
 	}
@@ -94,7 +95,7 @@ func TestFrontDoorJSConformance(t *testing.T) {
 // killed, and every later call still runs exactly once (sessions of the
 // killed replica move and start with empty state; new sessions avoid it).
 func TestFrontDoorConcurrentSessionsAndReplicaKill(t *testing.T) {
-	node, dir := nodeOrSkip(t)
+	node, dir := fdtest.NodeOrSkip(t)
 	srv, fd, sims, _ := newDoor(t, 3, nil)
 	const n = 6
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // hang guard

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 	"github.com/gradiopool/gradiopool/internal/logbuf"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -32,16 +32,7 @@ type config struct {
 // conformance suite expects), served at the returned server's URL.
 func newDoor(t *testing.T, n int, mod func(*config)) (*httptest.Server, *frontdoor.FrontDoor, []*gradiotest.Server, *pool.Pool) {
 	t.Helper()
-	var sims []*gradiotest.Server
-	var urls []string
-	for range n {
-		s := gradiotest.NewUnstartedServer(nil)
-		s.StepDelay = 5 * time.Millisecond
-		s.Start()
-		t.Cleanup(s.Close)
-		sims = append(sims, s)
-		urls = append(urls, s.URL)
-	}
+	sims, urls := fdtest.Replicas(t, make([]*gradiotest.App, n), nil)
 	srv, fd, p := newDoorOver(t, urls, mod)
 	return srv, fd, sims, p
 }
@@ -59,18 +50,8 @@ func newDoorOver(t *testing.T, urls []string, mod func(*config)) (*httptest.Serv
 // returned buffer.
 func newDoorApps(t *testing.T, apps []*gradiotest.App, mod func(*config)) (*httptest.Server, *frontdoor.FrontDoor, []*gradiotest.Server, *pool.Pool, *logbuf.Buffer) {
 	t.Helper()
-	var sims []*gradiotest.Server
-	var urls []string
-	for _, app := range apps {
-		s := gradiotest.NewUnstartedServer(app)
-		s.StepDelay = 5 * time.Millisecond
-		s.Start()
-		t.Cleanup(s.Close)
-		sims = append(sims, s)
-		urls = append(urls, s.URL)
-	}
-	logs := &logbuf.Buffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sims, urls := fdtest.Replicas(t, apps, nil)
+	logs, logger := fdtest.JSONLogs()
 	srv, fd, p := serveDoor(t, urls, logger, mod)
 	return srv, fd, sims, p, logs
 }
@@ -91,21 +72,9 @@ func newDoorMode(t *testing.T, mode gradiotest.Mode, apps []*gradiotest.App, mod
 // app), in that pool order.
 func newDoorModes(t *testing.T, modes []gradiotest.Mode, apps []*gradiotest.App, mod func(*config)) (*httptest.Server, *frontdoor.FrontDoor, []*gradiotest.Server) {
 	t.Helper()
-	var sims []*gradiotest.Server
-	var urls []string
-	for i, m := range modes {
-		var app *gradiotest.App
-		if i < len(apps) {
-			app = apps[i]
-		}
-		s := gradiotest.NewUnstartedServer(app)
-		s.Mode = m
-		s.StepDelay = 5 * time.Millisecond
-		s.Start()
-		t.Cleanup(s.Close)
-		sims = append(sims, s)
-		urls = append(urls, s.URL)
-	}
+	replicaApps := make([]*gradiotest.App, len(modes))
+	copy(replicaApps, apps)
+	sims, urls := fdtest.Replicas(t, replicaApps, func(i int, s *gradiotest.Server) { s.Mode = modes[i] })
 	srv, fd, _ := newDoorOver(t, urls, mod)
 	return srv, fd, sims
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorMixedComponentIDs: replicas of one app whose releases
@@ -15,7 +15,7 @@ import (
 // official JS client's conformance suite passes with sessions bound to
 // each, no replica is reported as another app.
 func TestFrontDoorMixedComponentIDs(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	for _, c := range []struct {
 		name  string
 		modes []gradiotest.Mode
@@ -27,18 +27,10 @@ func TestFrontDoorMixedComponentIDs(t *testing.T) {
 		{"gradio5, then gradio3-ws numbered from 40", []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio3WS}, []int{0, 40}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var sims []*gradiotest.Server
-			var urls []string
-			for i, m := range c.modes {
-				s := gradiotest.NewUnstartedServer(nil)
-				s.Mode = m
+			sims, urls := fdtest.Replicas(t, make([]*gradiotest.App, len(c.modes)), func(i int, s *gradiotest.Server) {
+				s.Mode = c.modes[i]
 				s.FirstComponentID = c.first[i]
-				s.StepDelay = 5 * time.Millisecond
-				s.Start()
-				t.Cleanup(s.Close)
-				sims = append(sims, s)
-				urls = append(urls, s.URL)
-			}
+			})
 			srv, fd, _ := newDoorOver(t, urls, nil)
 			must := append(slices.Clone(bridgeMust), "view_api")
 			for i := 0; i < 6 && (sims[0].Executions("counter") == 0 || sims[1].Executions("counter") == 0); i++ {

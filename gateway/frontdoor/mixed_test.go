@@ -15,6 +15,7 @@ import (
 
 	"github.com/gradiopool/gradiopool/gateway/frontdoor"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // asUser serves the gateway behind a proxy that names user in every
@@ -43,8 +44,8 @@ func asUser(t *testing.T, gw, user string) string {
 // for each check of must that did not pass.
 func conformanceMust(t *testing.T, base string, must []string, args ...string) {
 	t.Helper()
-	got := map[string]jsCheck{}
-	for _, c := range runNode(t, "conformance.mjs", append([]string{base, "--sticky-header", frontdoor.UserHeader + ": conformance@example.com"}, args...)...) {
+	got := map[string]fdtest.JSCheck{}
+	for _, c := range fdtest.RunNode(t, "conformance.mjs", append([]string{base, "--sticky-header", frontdoor.UserHeader + ": conformance@example.com"}, args...)...) {
 		got[c.Name] = c
 		if !c.OK && !c.Skipped {
 			t.Logf("check %s fails: %s", c.Name, c.Detail)
@@ -65,7 +66,7 @@ func conformanceMust(t *testing.T, base string, must []string, args ...string) {
 // replica served one), and with anonymous sessions whose stateless calls
 // spread over all three.
 func TestFrontDoorMixedGenerations(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1, gradiotest.Gradio3WS}
 	srv, fd, sims := newDoorModes(t, modes, nil, nil)
 	// The reference (first in pool order) is relayed: its /info has
@@ -89,7 +90,7 @@ func TestFrontDoorMixedGenerations(t *testing.T) {
 	}
 	st := fd.Stats()
 	for i, s := range sims {
-		if st.Pinned[replicaName(s)] == 0 {
+		if st.Pinned[fdtest.ReplicaName(s)] == 0 {
 			t.Errorf("no caller session bound to the %s replica: %+v", modes[i], st.Pinned)
 		}
 	}
@@ -114,7 +115,7 @@ func TestFrontDoorMixedGenerations(t *testing.T) {
 // callers (the reference's config, either way round), file URLs under the
 // presented prefix whichever replica ran the call.
 func TestFrontDoorMixedPrefixes(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	for _, c := range []struct {
 		name  string
 		modes []gradiotest.Mode
@@ -158,7 +159,7 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, fd, sims := newDoorModes(t, c.modes, nil, nil)
-			counter := fnIndexOf(t, srv.URL, "counter")
+			counter := fdtest.FnIndex(t, srv.URL, "counter")
 			victim, other := sims[c.kill], sims[1-c.kill]
 			// Sessions go to the replica that would end a call first
 			// (ties round robin): bind new ones until one is on the victim.
@@ -166,7 +167,7 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 			for i := range 8 {
 				h := fmt.Sprintf("fo%d", i)
 				n := victim.Executions("counter")
-				if got := fdCall(t, srv.URL, h, counter, "a", nil); got != "1 items: a" {
+				if got := fdtest.Call(t, srv.URL, h, counter, "a", nil); got != "1 items: a" {
 					t.Fatalf("first call of %s: %q", h, got)
 				}
 				if victim.Executions("counter") > n {
@@ -177,7 +178,7 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 			if session == "" {
 				t.Fatalf("no session was bound to the %s replica in 8", c.modes[c.kill])
 			}
-			if got := fdCall(t, srv.URL, session, counter, "b", nil); got != "2 items: a, b" {
+			if got := fdtest.Call(t, srv.URL, session, counter, "b", nil); got != "2 items: a, b" {
 				t.Fatalf("second call on %s (gr.State kept): %q", c.modes[c.kill], got)
 			}
 			victim.Close() // the session's replica dies between its calls
@@ -190,7 +191,7 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 			var id string
 			for attempt := 0; ; attempt++ {
 				var err error
-				if id, err = fdJoin(srv.URL, session, counter, "c", nil); err == nil {
+				if id, err = fdtest.Join(srv.URL, session, counter, "c", nil); err == nil {
 					break
 				}
 				if attempt > 0 || !strings.Contains(err.Error(), "not run again") {
@@ -198,22 +199,22 @@ func TestFrontDoorMixedFailover(t *testing.T) {
 				}
 				t.Logf("first join after the kill: %v", err)
 			}
-			res, err := fdStream(srv.URL, session)
+			res, err := fdtest.Stream(srv.URL, session)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out, _ := res[id]["output"].(map[string]any); res[id]["success"] != true || fmt.Sprint(out["data"]) != "[1 items: c <nil>]" {
 				t.Fatalf("the call after the replica died: %v, want a fresh state on the %s replica", res[id], c.modes[1-c.kill])
 			}
-			if got := fdCall(t, srv.URL, session, counter, "d", nil); got != "2 items: c, d" {
+			if got := fdtest.Call(t, srv.URL, session, counter, "d", nil); got != "2 items: c, d" {
 				t.Errorf("the next call on the %s replica (gr.State kept there): %q", c.modes[1-c.kill], got)
 			}
 			if d := other.Executions("counter") - n; d != 2 {
 				t.Errorf("the %s replica ran %d of the session's calls after the failover, want 2", c.modes[1-c.kill], d)
 			}
 			st := fd.Stats()
-			if st.Moved < 1 || st.StateLost < 1 || st.Pinned[replicaName(other)] < 1 {
-				t.Errorf("stats %+v: want the session moved to %s, its state counted lost", st, replicaName(other))
+			if st.Moved < 1 || st.StateLost < 1 || st.Pinned[fdtest.ReplicaName(other)] < 1 {
+				t.Errorf("stats %+v: want the session moved to %s, its state counted lost", st, fdtest.ReplicaName(other))
 			}
 		})
 	}
@@ -231,11 +232,11 @@ func TestFrontDoorMixedGenerationsMismatch(t *testing.T) {
 	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
 	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio3WS, gradiotest.Gradio4SSEv1}
 	srv, fd, sims := newDoorModes(t, modes, []*gradiotest.App{nil, other, nil}, nil)
-	odd := replicaName(sims[1])
-	fn := fnIndexOf(t, srv.URL, "upper")
+	odd := fdtest.ReplicaName(sims[1])
+	fn := fdtest.FnIndex(t, srv.URL, "upper")
 	const calls = 9
 	for i := range calls {
-		if got, want := fdCall(t, srv.URL, fmt.Sprintf("mg%d", i), fn, fmt.Sprintf("x%d", i)), fmt.Sprintf("X%d", i); got != want {
+		if got, want := fdtest.Call(t, srv.URL, fmt.Sprintf("mg%d", i), fn, fmt.Sprintf("x%d", i)), fmt.Sprintf("X%d", i); got != want {
 			t.Errorf("call %d: %q, want %q", i, got, want)
 		}
 	}
@@ -263,25 +264,25 @@ func TestFrontDoorMixedGenerationsMismatch(t *testing.T) {
 // waits, then its own run's messages, then close_stream.
 func TestFrontDoorQueuedBridgedCall(t *testing.T) {
 	gate := make(chan struct{})
-	srv, fd, _ := newDoorModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{holdApp(gate)}, func(c *config) {
+	srv, fd, _ := newDoorModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{fdtest.HoldApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
-	occ, err := fdJoin(base, "qb-occupier", hold, "o")
+	hold := fdtest.FnIndex(t, base, "hold")
+	occ, err := fdtest.Join(base, "qb-occupier", hold, "o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	occStream := fdMessages(t, base, "qb-occupier")
+	occStream := fdtest.Messages(t, base, "qb-occupier")
 	nextMsg(t, occStream, "process_starts", occ)
 	// The occupier's own join may have waited too, under load, for the
 	// pool's first session: only the waiter's is counted here.
 	before := fd.Stats().Queued
-	id, err := fdJoin(base, "qb-waiter", hold, "w")
+	id, err := fdtest.Join(base, "qb-waiter", hold, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := fdMessages(t, base, "qb-waiter")
+	stream := fdtest.Messages(t, base, "qb-waiter")
 	if est := nextMsg(t, stream, "estimation", id); est["rank"] != float64(0) {
 		t.Errorf("the waiter's estimation: %v, want rank 0", est)
 	}
@@ -292,7 +293,7 @@ func TestFrontDoorQueuedBridgedCall(t *testing.T) {
 		t.Errorf("the waiter's call ended %v", done)
 	}
 	nextMsg(t, stream, "close_stream", "")
-	waitFor(t, "the slots freed", func() bool { return fd.Stats().InFlight == 0 })
+	fdtest.WaitFor(t, "the slots freed", func() bool { return fd.Stats().InFlight == 0 })
 	if st := fd.Stats(); st.Queued != before+1 {
 		t.Errorf("front door stats %+v (%d queued before the waiter's join): want the waiter's join queued", st, before)
 	}
@@ -315,7 +316,7 @@ func TestFrontDoorMixedErrorText(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, _, sims := newDoorModes(t, c.modes, nil, nil)
-			fail := fnIndexOf(t, srv.URL, "fail")
+			fail := fdtest.FnIndex(t, srv.URL, "fail")
 			ranOnAll := func() bool {
 				for _, s := range sims {
 					if s.Executions("fail") == 0 {
@@ -326,11 +327,11 @@ func TestFrontDoorMixedErrorText(t *testing.T) {
 			}
 			for i := 0; i < 12 && !ranOnAll(); i++ {
 				h := fmt.Sprintf("err%d", i)
-				id, err := fdJoin(srv.URL, h, fail, "boom")
+				id, err := fdtest.Join(srv.URL, h, fail, "boom")
 				if err != nil {
 					t.Fatal(err)
 				}
-				done, err := fdStream(srv.URL, h)
+				done, err := fdtest.Stream(srv.URL, h)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -352,13 +353,13 @@ func TestFrontDoorMixedErrorText(t *testing.T) {
 func TestFrontDoorMixedOneStream(t *testing.T) {
 	gate := make(chan struct{})
 	modes := []gradiotest.Mode{gradiotest.Gradio5, gradiotest.Gradio4SSEv1}
-	srv, fd, sims := newDoorModes(t, modes, []*gradiotest.App{spreadApp(gate), spreadApp(gate)}, nil)
-	hold := fnIndexOf(t, srv.URL, "hold")
+	srv, fd, sims := newDoorModes(t, modes, []*gradiotest.App{fdtest.SpreadApp(gate), fdtest.SpreadApp(gate)}, nil)
+	hold := fdtest.FnIndex(t, srv.URL, "hold")
 	var ids []string
 	var stream <-chan map[string]any
 	both := func() bool { return sims[0].Snapshot().Running > 0 && sims[1].Snapshot().Running > 0 }
 	for i := 0; i < 6 && !both(); i++ {
-		id, err := fdJoin(srv.URL, "onestream", hold, fmt.Sprint(i))
+		id, err := fdtest.Join(srv.URL, "onestream", hold, fmt.Sprint(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,9 +368,9 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 			// Opened after the first join's answer, as the official
 			// clients do: a bridged call is joined at its replica once
 			// its caller reads.
-			stream = fdMessages(t, srv.URL, "onestream")
+			stream = fdtest.Messages(t, srv.URL, "onestream")
 		}
-		waitFor(t, "the call to run", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == len(ids) })
+		fdtest.WaitFor(t, "the call to run", func() bool { return sims[0].Snapshot().Running+sims[1].Snapshot().Running == len(ids) })
 	}
 	if !both() {
 		t.Fatalf("the session's %d stateless calls all run on one replica, want both generations", len(ids))
@@ -395,7 +396,7 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 			t.Errorf("call %d ended %v", i, m)
 		}
 	}
-	waitFor(t, "the slots freed", func() bool { return fd.Stats().InFlight == 0 })
+	fdtest.WaitFor(t, "the slots freed", func() bool { return fd.Stats().InFlight == 0 })
 }
 
 // TestFrontDoorBridgeStreamGoneSessionGoesOn: a caller whose stream goes
@@ -404,9 +405,9 @@ func TestFrontDoorMixedOneStream(t *testing.T) {
 func TestFrontDoorBridgeStreamGoneSessionGoesOn(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
-	srv, fd, sims := newDoorModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{spreadApp(gate)}, nil)
-	hold, upper := fnIndexOf(t, srv.URL, "hold"), fnIndexOf(t, srv.URL, "upper")
-	id, err := fdJoin(srv.URL, "goeson", hold, "x")
+	srv, fd, sims := newDoorModes(t, []gradiotest.Mode{gradiotest.Gradio4SSEv1}, []*gradiotest.App{fdtest.SpreadApp(gate)}, nil)
+	hold, upper := fdtest.FnIndex(t, srv.URL, "hold"), fdtest.FnIndex(t, srv.URL, "upper")
+	id, err := fdtest.Join(srv.URL, "goeson", hold, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,10 +423,10 @@ func TestFrontDoorBridgeStreamGoneSessionGoesOn(t *testing.T) {
 	}
 	cancel() // the caller goes away
 	resp.Body.Close()
-	waitFor(t, "the call stopped at the replica, its slot freed", func() bool {
+	fdtest.WaitFor(t, "the call stopped at the replica, its slot freed", func() bool {
 		return sims[0].Snapshot().Running == 0 && fd.Stats().InFlight == 0
 	})
-	if got := fdCall(t, srv.URL, "goeson", upper, "next"); got != "NEXT" {
+	if got := fdtest.Call(t, srv.URL, "goeson", upper, "next"); got != "NEXT" {
 		t.Errorf("the session's next call: %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // nextMsg returns the next message of ch with msg kind for event id,
@@ -41,32 +42,32 @@ func nextMsg(t *testing.T, ch <-chan map[string]any, kind, id string) map[string
 // the caller under the gateway's event id.
 func TestFrontDoorShowsItsQueue(t *testing.T) {
 	gate := make(chan struct{})
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, fd, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
-	upper := fnIndexOf(t, base, "upper")
+	hold := fdtest.FnIndex(t, base, "hold")
+	upper := fdtest.FnIndex(t, base, "upper")
 	// A first call, measured: the ETA is known from then on.
-	if got := fdCall(t, base, "warm", upper, "x"); got != "X" {
+	if got := fdtest.Call(t, base, "warm", upper, "x"); got != "X" {
 		t.Fatalf("upper: %q", got)
 	}
-	occ, err := fdJoin(base, "occupier", hold, "o")
+	occ, err := fdtest.Join(base, "occupier", hold, "o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	occStream := fdMessages(t, base, "occupier")
+	occStream := fdtest.Messages(t, base, "occupier")
 	nextMsg(t, occStream, "process_starts", occ)
 
 	ids := make([]string, 2)
 	streams := make([]<-chan map[string]any, 2)
 	for i := range ids {
 		sess := fmt.Sprintf("waiter%d", i)
-		if ids[i], err = fdJoin(base, sess, hold, sess); err != nil {
+		if ids[i], err = fdtest.Join(base, sess, hold, sess); err != nil {
 			t.Fatal(err)
 		}
-		streams[i] = fdMessages(t, base, sess)
+		streams[i] = fdtest.Messages(t, base, sess)
 		est := nextMsg(t, streams[i], "estimation", ids[i])
 		if est["rank"] != float64(i) || est["queue_size"] != float64(i+1) {
 			t.Errorf("waiter %d: first estimation %v, want rank %d of %d", i, est, i, i+1)
@@ -118,21 +119,21 @@ func TestFrontDoorShowsItsQueue(t *testing.T) {
 func TestFrontDoorQueueTimeoutOnStream(t *testing.T) {
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 300 * time.Millisecond
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
-	if _, err := fdJoin(base, "occupier", hold, "o"); err != nil {
+	hold := fdtest.FnIndex(t, base, "hold")
+	if _, err := fdtest.Join(base, "occupier", hold, "o"); err != nil {
 		t.Fatal(err)
 	}
-	id, err := fdJoin(base, "late", hold, "l")
+	id, err := fdtest.Join(base, "late", hold, "l")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := fdMessages(t, base, "late")
+	ch := fdtest.Messages(t, base, "late")
 	if est := nextMsg(t, ch, "estimation", id); est["rank"] != float64(0) || est["rank_eta"] != nil {
 		t.Errorf("estimation %v, want rank 0 and no ETA (nothing measured yet)", est)
 	}
@@ -150,25 +151,25 @@ func TestFrontDoorQueueTimeoutOnStream(t *testing.T) {
 // pending, queue, its position, the queue's size and an ETA), and the
 // gateway's own message when the wait ends in queue_timeout.
 func TestFrontDoorQueueJSClient(t *testing.T) {
-	nodeOrSkip(t) // before any replica starts
+	fdtest.NodeOrSkip(t) // before any replica starts
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, _, _, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 2 * time.Second
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
+	hold := fdtest.FnIndex(t, base, "hold")
 	// A measured call: ETAs are known from then on.
-	if got := fdCall(t, base, "warm", fnIndexOf(t, base, "measured"), "x"); got != "X" {
+	if got := fdtest.Call(t, base, "warm", fdtest.FnIndex(t, base, "measured"), "x"); got != "X" {
 		t.Fatalf("upper: %q", got)
 	}
-	if _, err := fdJoin(base, "occupier", hold, "o"); err != nil {
+	if _, err := fdtest.Join(base, "occupier", hold, "o"); err != nil {
 		t.Fatal(err)
 	}
-	out := nodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
-	checkJSQueueStatus(t, out)
+	out := fdtest.NodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
+	fdtest.CheckJSQueueStatus(t, out)
 }
 
 // TestFrontDoorQueuedCallerGoes: a caller whose stream closes while its
@@ -177,18 +178,18 @@ func TestFrontDoorQueueJSClient(t *testing.T) {
 // call, and the front door holds nothing for it.
 func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 	gate := make(chan struct{})
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, fd, sims, p, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
-	occ, err := fdJoin(base, "occupier", hold, "o")
+	hold := fdtest.FnIndex(t, base, "hold")
+	occ, err := fdtest.Join(base, "occupier", hold, "o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	occStream := fdMessages(t, base, "occupier")
-	id, err := fdJoin(base, "leaver", hold, "gone")
+	occStream := fdtest.Messages(t, base, "occupier")
+	id, err := fdtest.Join(base, "leaver", hold, "gone")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	name := replicaName(sims[0])
+	name := fdtest.ReplicaName(sims[0])
 	left := false
 	for range 2000 {
 		if left = p.Stats(context.Background()).Pools[name].QueueLength == 0 && fd.CallsInFlight() == 1; left {
@@ -231,20 +232,20 @@ func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{app}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
-	if _, err := fdJoin(base, "occupier", hold, "o"); err != nil {
+	hold := fdtest.FnIndex(t, base, "hold")
+	if _, err := fdtest.Join(base, "occupier", hold, "o"); err != nil {
 		t.Fatal(err)
 	}
-	id, err := fdJoin(base, "stopped", hold, "s")
+	id, err := fdtest.Join(base, "stopped", hold, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := fdMessages(t, base, "stopped")
+	ch := fdtest.Messages(t, base, "stopped")
 	nextMsg(t, ch, "estimation", id)
 	if n := fd.CallsInFlight(); n != 2 {
 		t.Errorf("calls in flight %d, want 2 (the waiting call counts: a drain waits for it)", n)
@@ -258,23 +259,5 @@ func TestFrontDoorQueuedStoppedByDrainTimeout(t *testing.T) {
 	nextMsg(t, ch, "close_stream", "")
 	if n := sims[0].Requests("queue/join"); n != 1 {
 		t.Errorf("the replica got %d joins, want only the occupier's", n)
-	}
-}
-
-// checkJSQueueStatus checks what queue_status.mjs printed of a call that
-// waited in the gateway's queue until its time-out (one slot, taken): a
-// pending status with queue, position 0 of 1 and an ETA, then an error
-// status with the gateway's busy message.
-func checkJSQueueStatus(t *testing.T, out []byte) {
-	t.Helper()
-	queued, last := jsQueueStatuses(out)
-	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 || queued.ETA == nil || *queued.ETA <= 0 {
-		t.Errorf("no pending status with queue, position 0 of 1 and an ETA; the JS client printed:\n%s", out)
-	}
-	if last == nil || last.Stage != "error" || !strings.Contains(last.Message, "gradiopool: all 1 replicas are busy; waited") {
-		t.Errorf("the call did not end with the gateway's busy message; the JS client printed:\n%s", out)
-	}
-	if queued != nil && queued.ETA != nil {
-		t.Logf("the JS client shows: position %d of %d, eta %.3fs; then %q", *queued.Position, *queued.Size, *queued.ETA, last.Message)
 	}
 }

@@ -1,8 +1,6 @@
 package frontdoor_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,19 +8,19 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
-// stateApp is spreadApp with hold_state, an endpoint with gr.State that
+// stateApp is fdtest.SpreadApp with hold_state, an endpoint with gr.State that
 // holds until gate closes and keeps the session's inputs in its state.
 func stateApp(gate chan struct{}) *gradiotest.App {
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	app.Handle("hold_state", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
 		s, _ := c.String(0)
 		var items []string
@@ -43,7 +41,7 @@ func stateApp(gate chan struct{}) *gradiotest.App {
 	return app
 }
 
-// joinSoon is fdJoin, failing the test when the join is not answered
+// joinSoon is fdtest.Join, failing the test when the join is not answered
 // within a minute (a hang guard: a join that waits for its slot before
 // it is answered would hang the test until the gate opens).
 func joinSoon(t *testing.T, base, session string, fn int, data ...any) string {
@@ -54,7 +52,7 @@ func joinSoon(t *testing.T, base, session string, fn int, data ...any) string {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		id, err := fdJoin(base, session, fn, data...)
+		id, err := fdtest.Join(base, session, fn, data...)
 		ch <- res{id, err}
 	}()
 	select {
@@ -80,13 +78,13 @@ func TestFrontDoorQueueSessionJoins(t *testing.T) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
-	hold, holdState := fnIndexOf(t, base, "hold"), fnIndexOf(t, base, "hold_state")
+	hold, holdState := fdtest.FnIndex(t, base, "hold"), fdtest.FnIndex(t, base, "hold_state")
 	occ := joinSoon(t, base, "occupier", hold, "o")
-	occStream := fdMessages(t, base, "occupier")
+	occStream := fdtest.Messages(t, base, "occupier")
 	nextMsg(t, occStream, "process_starts", occ)
 
 	first := joinSoon(t, base, "stateful", holdState, "a", nil)
-	stream := fdMessages(t, base, "stateful")
+	stream := fdtest.Messages(t, base, "stateful")
 	if est := nextMsg(t, stream, "estimation", first); est["rank"] != float64(0) {
 		t.Errorf("first join: %v, want rank 0", est)
 	}
@@ -108,73 +106,11 @@ func TestFrontDoorQueueSessionJoins(t *testing.T) {
 	}
 }
 
-// nodeLive runs a script of testdata/jsclient, calling line for each line
-// of its stdout as it comes, and returns the whole stdout; it fails the
-// test when the script fails. timeout is a hang guard.
-func nodeLive(t *testing.T, timeout time.Duration, line func([]byte), script string, args ...string) []byte {
-	t.Helper()
-	node, dir := nodeOrSkip(t)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
-	cmd.Dir = dir
-	cmd.WaitDelay = 5 * time.Second
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var all bytes.Buffer
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		all.Write(sc.Bytes())
-		all.WriteByte('\n')
-		line(sc.Bytes())
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", script, err, all.String(), stderr.String())
-	}
-	return all.Bytes()
-}
-
-// jsQueueStatuses returns, of what queue_status.mjs printed, the first
-// pending status with a queue position and the last status.
-func jsQueueStatuses(out []byte) (queued, last *jsStatus) {
-	for line := range strings.Lines(string(out)) {
-		var m struct {
-			Status *jsStatus `json:"status"`
-		}
-		if json.Unmarshal([]byte(line), &m) != nil || m.Status == nil {
-			continue
-		}
-		last = m.Status
-		if m.Status.Stage == "pending" && m.Status.Position != nil && queued == nil {
-			queued = m.Status
-		}
-	}
-	return queued, last
-}
-
-// jsStatus is a status event the JS client showed.
-type jsStatus struct {
-	Stage    string   `json:"stage"`
-	Queue    bool     `json:"queue"`
-	Position *int     `json:"position"`
-	Size     *int     `json:"size"`
-	ETA      *float64 `json:"eta"`
-	Message  string   `json:"message"`
-}
-
 // jsCallLine is a line of queue_status_many.mjs.
 type jsCallLine struct {
-	Call   int       `json:"call"`
-	Status *jsStatus `json:"status"`
-	Data   []any     `json:"data"`
+	Call   int              `json:"call"`
+	Status *fdtest.JSStatus `json:"status"`
+	Data   []any            `json:"data"`
 }
 
 // TestFrontDoorQueueJSClientSession: one official JS client of a
@@ -184,7 +120,7 @@ type jsCallLine struct {
 // call pending in the queue at its own place (0 of 1, 1 of 2, 2 of 3),
 // and all three then run in order on the session's state.
 func TestFrontDoorQueueJSClientSession(t *testing.T) {
-	nodeOrSkip(t) // before any replica starts
+	fdtest.NodeOrSkip(t) // before any replica starts
 	gate := make(chan struct{})
 	var closeGate sync.Once
 	t.Cleanup(func() { closeGate.Do(func() { close(gate) }) })
@@ -193,10 +129,10 @@ func TestFrontDoorQueueJSClientSession(t *testing.T) {
 		c.Pool.StickySessions = true
 	})
 	base := srv.URL
-	joinSoon(t, base, "occupier", fnIndexOf(t, base, "hold"), "o")
-	firstShown := map[int]*jsStatus{}
+	joinSoon(t, base, "occupier", fdtest.FnIndex(t, base, "hold"), "o")
+	firstShown := map[int]*fdtest.JSStatus{}
 	data := map[int][]any{}
-	out := nodeLive(t, time.Minute, func(b []byte) {
+	out := fdtest.NodeLive(t, time.Minute, func(b []byte) {
 		var l jsCallLine
 		if json.Unmarshal(b, &l) != nil {
 			return
@@ -268,25 +204,25 @@ func TestFrontDoorQueueBeforeFirstReplica(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	srv, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
+	srv, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{fdtest.SpreadApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, sims[0].URL, "hold") // the replica's own: the gateway's /config waits for it
+	hold := fdtest.FnIndex(t, sims[0].URL, "hold") // the replica's own: the gateway's /config waits for it
 	ids := make([]string, 2)
 	streams := make([]<-chan map[string]any, 2)
 	for i := range ids {
 		sess := fmt.Sprintf("early%d", i)
 		ids[i] = joinSoon(t, base, sess, hold, sess)
-		streams[i] = fdMessages(t, base, sess)
+		streams[i] = fdtest.Messages(t, base, sess)
 		est := nextMsg(t, streams[i], "estimation", ids[i])
 		if est["rank"] != float64(i) || est["queue_size"] != float64(i+1) || est["rank_eta"] != nil {
 			t.Errorf("early join %d: %v, want rank %d of %d and no ETA", i, est, i, i+1)
 		}
 	}
 	unknown := joinSoon(t, base, "unknown", 999, "x")
-	unknownStream := fdMessages(t, base, "unknown")
+	unknownStream := fdtest.Messages(t, base, "unknown")
 	nextMsg(t, unknownStream, "estimation", unknown)
 	releaseOnce.Do(func() { close(release) })
 	for i, id := range ids {
@@ -310,16 +246,16 @@ func TestFrontDoorQueueBeforeFirstReplica(t *testing.T) {
 // shows it pending in the queue at position 0 of 1.
 func TestFrontDoorQueueBridged(t *testing.T) {
 	gate := make(chan struct{})
-	srv, fd, _ := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
+	srv, fd, _ := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{fdtest.SpreadApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
+	hold := fdtest.FnIndex(t, base, "hold")
 	occ := joinSoon(t, base, "occupier", hold, "o")
-	occStream := fdMessages(t, base, "occupier")
+	occStream := fdtest.Messages(t, base, "occupier")
 	nextMsg(t, occStream, "process_starts", occ)
 	id := joinSoon(t, base, "waiter", hold, "w")
-	stream := fdMessages(t, base, "waiter")
+	stream := fdtest.Messages(t, base, "waiter")
 	if est := nextMsg(t, stream, "estimation", id); est["rank"] != float64(0) || est["queue_size"] != float64(1) {
 		t.Errorf("bridged join waiting for a slot: %v, want rank 0 of 1", est)
 	}
@@ -338,17 +274,17 @@ func TestFrontDoorQueueBridged(t *testing.T) {
 // TestFrontDoorQueueBridgedJSClient: the JS client's view of a bridged
 // call waiting in the gateway's queue, and of its time-out.
 func TestFrontDoorQueueBridgedJSClient(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
-	srv, _, _ := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
+	srv, _, _ := newDoorMode(t, gradiotest.Gradio4SSEv1, []*gradiotest.App{fdtest.SpreadApp(gate)}, func(c *config) {
 		c.Pool.MaxConnections = 1
 		c.Pool.QueueTimeout = 2 * time.Second
 	})
 	base := srv.URL
-	joinSoon(t, base, "occupier", fnIndexOf(t, base, "hold"), "o")
-	out := nodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
-	queued, last := jsQueueStatuses(out)
+	joinSoon(t, base, "occupier", fdtest.FnIndex(t, base, "hold"), "o")
+	out := fdtest.NodeOutput(t, time.Minute, "queue_status.mjs", base+"/", "/hold", "js")
+	queued, last := fdtest.JSQueueStatuses(out)
 	if queued == nil || !queued.Queue || *queued.Position != 0 || queued.Size == nil || *queued.Size != 1 {
 		t.Errorf("no pending status with queue, position 0 of 1; the JS client printed:\n%s", out)
 	}
@@ -363,14 +299,14 @@ func TestFrontDoorQueueBridgedJSClient(t *testing.T) {
 // yet: it shows its call pending in the queue at position 0 of 1 until
 // the replica connects, then gets its result.
 func TestFrontDoorQueueBeforeFirstReplicaJSClient(t *testing.T) {
-	nodeOrSkip(t)
+	fdtest.NodeOrSkip(t)
 	gate := make(chan struct{})
 	close(gate)
-	warm, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, nil)
+	warm, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{fdtest.SpreadApp(gate)}, nil)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	cold, _, _, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
+	cold, _, _, _, _ := newDoorApps(t, []*gradiotest.App{fdtest.SpreadApp(gate)}, func(c *config) {
 		c.Pool.Replicas[0] = heldConfig(t, sims[0].URL, release)
 	})
 	// The client reaches one address: its config comes from the warm
@@ -393,9 +329,9 @@ func TestFrontDoorQueueBeforeFirstReplicaJSClient(t *testing.T) {
 		front.CloseClientConnections()
 		front.Close()
 	})
-	var shown *jsStatus
+	var shown *fdtest.JSStatus
 	var data []any
-	out := nodeLive(t, time.Minute, func(b []byte) {
+	out := fdtest.NodeLive(t, time.Minute, func(b []byte) {
 		var l jsCallLine
 		if json.Unmarshal(b, &l) != nil {
 			return
@@ -426,13 +362,13 @@ func TestFrontDoorQueueBeforeFirstReplicaJSClient(t *testing.T) {
 func TestFrontDoorQueueNoReplicaYetTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(make(chan struct{}))}, func(c *config) {
+	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{fdtest.SpreadApp(make(chan struct{}))}, func(c *config) {
 		c.Pool.QueueTimeout = 3 * time.Second // past the grace before a join is told it waits
 		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
 	})
 	base := srv.URL
-	id := joinSoon(t, base, "stranded", fnIndexOf(t, sims[0].URL, "hold"), "s")
-	ch := fdMessages(t, base, "stranded")
+	id := joinSoon(t, base, "stranded", fdtest.FnIndex(t, sims[0].URL, "hold"), "s")
+	ch := fdtest.Messages(t, base, "stranded")
 	nextMsg(t, ch, "estimation", id)
 	done := nextMsg(t, ch, "process_completed", id)
 	out, _ := done["output"].(map[string]any)
@@ -440,7 +376,7 @@ func TestFrontDoorQueueNoReplicaYetTimesOut(t *testing.T) {
 		t.Errorf("process_completed %v, want success false and the gateway's message", done)
 	}
 	nextMsg(t, ch, "close_stream", "")
-	waitFor(t, "the stranded call is gone", func() bool { return fd.CallsInFlight() == 0 })
+	fdtest.WaitFor(t, "the stranded call is gone", func() bool { return fd.CallsInFlight() == 0 })
 }
 
 // TestFrontDoorQueueNoReplicaYetCallerGoes: a caller whose stream closes
@@ -453,11 +389,11 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	gate := make(chan struct{})
 	close(gate)
-	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{spreadApp(gate)}, func(c *config) {
+	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{fdtest.SpreadApp(gate)}, func(c *config) {
 		c.Pool.Replicas[0] = heldConfig(t, c.Pool.Replicas[0], release)
 	})
 	base := srv.URL
-	hold := fnIndexOf(t, sims[0].URL, "hold")
+	hold := fdtest.FnIndex(t, sims[0].URL, "hold")
 	id := joinSoon(t, base, "leaver", hold, "gone")
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash=leaver", nil)
@@ -472,9 +408,9 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the gone caller's call left the wait", func() bool { return fd.CallsInFlight() == 0 })
+	fdtest.WaitFor(t, "the gone caller's call left the wait", func() bool { return fd.CallsInFlight() == 0 })
 	releaseOnce.Do(func() { close(release) })
-	if got := fdCall(t, base, "after", hold, "a"); got != "held a" {
+	if got := fdtest.Call(t, base, "after", hold, "a"); got != "held a" {
 		t.Fatalf("a call once the replica connected: %q", got)
 	}
 	if n := sims[0].Executions("hold"); n != 1 {
@@ -492,7 +428,7 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 // caller's stream waited for it: the JS client's cancel/queued_job hang).
 func TestFrontDoorQueueBridgedCancelWhileJoining(t *testing.T) {
 	gate := make(chan struct{})
-	sim := gradiotest.NewUnstartedServer(spreadApp(gate))
+	sim := gradiotest.NewUnstartedServer(fdtest.SpreadApp(gate))
 	sim.Mode = gradiotest.Gradio4SSEv1
 	sim.Start()
 	t.Cleanup(sim.Close)
@@ -527,12 +463,12 @@ func TestFrontDoorQueueBridgedCancelWhileJoining(t *testing.T) {
 	})
 	srv, _, _ := newDoorOver(t, []string{door.URL}, func(c *config) { c.Pool.MaxConnections = 1 })
 	base := srv.URL
-	hold := fnIndexOf(t, base, "hold")
+	hold := fdtest.FnIndex(t, base, "hold")
 	occ := joinSoon(t, base, "occupier", hold, "o")
-	occStream := fdMessages(t, base, "occupier")
+	occStream := fdtest.Messages(t, base, "occupier")
 	nextMsg(t, occStream, "process_starts", occ)
 	id := joinSoon(t, base, "waiter", hold, "w")
-	stream := fdMessages(t, base, "waiter")
+	stream := fdtest.Messages(t, base, "waiter")
 	nextMsg(t, stream, "estimation", id)
 	close(armed)
 	close(gate) // the occupier ends: the waiter gets the slot and joins

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // pauseCloseBody passes a queue/data stream through, calling pause right
@@ -95,9 +96,9 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	t.Cleanup(front.Close)
 
 	srv, fd, _ := newDoorOver(t, []string{front.URL}, func(c *config) { c.Pool.MaxConnections = 4 })
-	fn := fnIndexOf(t, srv.URL, "upper")
+	fn := fdtest.FnIndex(t, srv.URL, "upper")
 
-	e1, err := fdJoin(srv.URL, "race", fn, "one")
+	e1, err := fdtest.Join(srv.URL, "race", fn, "one")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestFrontDoorCloseRaceKeepsCallerStream(t *testing.T) {
 	// The replica has closed its stream after e1's completion; the
 	// caller joins again before that close_stream has reached the
 	// gateway.
-	e2, err := fdJoin(srv.URL, "race", fn, "two")
+	e2, err := fdtest.Join(srv.URL, "race", fn, "two")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +201,9 @@ func TestFrontDoorLastCompletionWithCloseStream(t *testing.T) {
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
 	srv, fd, _ := newDoorOver(t, []string{front.URL}, func(c *config) { c.Pool.MaxConnections = 4 })
-	fn := fnIndexOf(t, srv.URL, "upper")
+	fn := fdtest.FnIndex(t, srv.URL, "upper")
 	for i := range 3 {
-		id, err := fdJoin(srv.URL, "lastone", fn, "x")
+		id, err := fdtest.Join(srv.URL, "lastone", fn, "x")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorCallsWaitForSlot: a caller that joins more calls than
@@ -43,8 +44,8 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 		c.Pool.MaxConnections = maxConn
 		c.Pool.QueueTimeout = time.Minute
 	})
-	name := replicaName(sims[0])
-	fn := fnIndexOf(t, srv.URL, "hold")
+	name := fdtest.ReplicaName(sims[0])
+	fn := fdtest.FnIndex(t, srv.URL, "hold")
 
 	type joined struct {
 		id  string
@@ -53,7 +54,7 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 	results := make(chan joined, calls)
 	for i := range calls {
 		go func() {
-			id, err := fdJoin(srv.URL, "waiter", fn, fmt.Sprintf("c%d", i))
+			id, err := fdtest.Join(srv.URL, "waiter", fn, fmt.Sprintf("c%d", i))
 			results <- joined{id, err}
 		}()
 	}
@@ -103,7 +104,7 @@ func TestFrontDoorCallsWaitForSlot(t *testing.T) {
 	streamDone := make(chan error, 1)
 	go func() {
 		for range 200 {
-			done, err := fdStream(srv.URL, "waiter")
+			done, err := fdtest.Stream(srv.URL, "waiter")
 			if err != nil {
 				streamDone <- err
 				return

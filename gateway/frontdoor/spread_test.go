@@ -1,9 +1,7 @@
 package frontdoor_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"mime/multipart"
@@ -13,76 +11,8 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
-
-// spreadApp is the default app plus "hold": stateless, one call at a time
-// per replica (Gradio's default), running until gate closes.
-func spreadApp(gate chan struct{}) *gradiotest.App {
-	app := gradiotest.DefaultApp()
-	app.Handle("hold", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
-		s, _ := c.String(0)
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return []any{"held " + s}, nil
-	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
-	// measured: upper that takes 20 ms, so that the slot time a call
-	// measures, and the queue's ETA from it, is not below the
-	// millisecond the front door rounds rank_eta to.
-	app.Handle("measured", func(ctx context.Context, c *gradiotest.Call) ([]any, error) {
-		s, _ := c.String(0)
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return []any{strings.ToUpper(s)}, nil
-	}, []gradiotest.Component{gradiotest.Textbox("in")}, []gradiotest.Component{gradiotest.Textbox("out")})
-	return app
-}
-
-// fdMessages opens session's queue/data stream through the front door and
-// sends every message on the returned channel, closed at the stream's end.
-func fdMessages(t *testing.T, base, session string) <-chan map[string]any {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return fdMessagesCtx(t, ctx, base, session)
-}
-
-// fdMessagesCtx is fdMessages whose stream ends with ctx.
-func fdMessagesCtx(t *testing.T, ctx context.Context, base, session string) <-chan map[string]any {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash="+session, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan map[string]any, 256)
-	go func() {
-		defer close(out)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			d, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
-				continue
-			}
-			var m map[string]any
-			if json.Unmarshal([]byte(d), &m) == nil {
-				select {
-				case out <- m:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
-}
 
 // TestFrontDoorSpreadsStatelessCalls: the calls of ONE caller session to
 // an endpoint without gr.State run on all three replicas at once (each
@@ -94,14 +24,14 @@ func fdMessagesCtx(t *testing.T, ctx context.Context, base, session string) <-ch
 // session in flight fails that call only.
 func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	gate := make(chan struct{})
-	app := spreadApp(gate)
+	app := fdtest.SpreadApp(gate)
 	srv, fd, sims, _, _ := newDoorApps(t, []*gradiotest.App{app, app, app}, nil)
 	base := srv.URL
-	hold, counter := fnIndexOf(t, base, "hold"), fnIndexOf(t, base, "counter")
+	hold, counter := fdtest.FnIndex(t, base, "hold"), fdtest.FnIndex(t, base, "counter")
 	const sess = "spread1"
 
 	// The first (stateful) call binds the session.
-	if got := fdCall(t, base, sess, counter, "a", nil); got != "1 items: a" {
+	if got := fdtest.Call(t, base, sess, counter, "a", nil); got != "1 items: a" {
 		t.Fatalf("counter: %q", got)
 	}
 	home := -1
@@ -114,7 +44,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 		t.Fatal("no replica ran the first counter call")
 	}
 
-	msgs := fdMessages(t, base, sess)
+	msgs := fdtest.Messages(t, base, sess)
 	ids := map[string]int{} // event id -> i
 	byID := map[string][]string{}
 	completed := map[string]map[string]any{}
@@ -152,7 +82,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		id, err := fdJoin(base, sess, hold, fmt.Sprintf("h%d", i))
+		id, err := fdtest.Join(base, sess, hold, fmt.Sprintf("h%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +90,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	}
 	// Each replica runs one hold call: they were spread (pinned, two would
 	// wait in the session's replica's queue).
-	waitFor(t, "one hold call running on each replica", func() bool {
+	fdtest.WaitFor(t, "one hold call running on each replica", func() bool {
 		for _, s := range sims {
 			if s.Snapshot().Running != 1 {
 				return false
@@ -173,7 +103,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	// every replica runs a hold call.
 	up := fdUpload(t, base, "in.txt", "abcdef")
 	for i := range 3 {
-		id, err := fdJoin(base, sess, fnIndexOf(t, base, "reverse_file"), map[string]any{"path": up, "meta": map[string]any{"_type": "gradio.FileData"}})
+		id, err := fdtest.Join(base, sess, fdtest.FnIndex(t, base, "reverse_file"), map[string]any{"path": up, "meta": map[string]any{"_type": "gradio.FileData"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +130,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 
 	// A gr.State call of the same session runs on its replica, with its
 	// state, while the spread calls run.
-	cid, err := fdJoin(base, sess, counter, "b", nil)
+	cid, err := fdtest.Join(base, sess, counter, "b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +160,7 @@ func TestFrontDoorSpreadsStatelessCalls(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || cancels != 1 {
 		t.Fatalf("cancel: %d, replicas saw %d cancels", resp.StatusCode, cancels)
 	}
-	waitFor(t, "the cancelled call stopped on its replica", func() bool { return sims[cancelledOn].Snapshot().Running == 0 })
+	fdtest.WaitFor(t, "the cancelled call stopped on its replica", func() bool { return sims[cancelledOn].Snapshot().Running == 0 })
 
 	// Kill a replica that runs a spread call (not the session's, not the
 	// cancelled call's): its call fails, the others go on.
@@ -296,19 +226,19 @@ func TestFrontDoorPinSessions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := make(chan struct{})
-			app := spreadApp(gate)
+			app := fdtest.SpreadApp(gate)
 			srv, _, sims, _, _ := newDoorApps(t, []*gradiotest.App{app, app, app}, tc.mod)
-			hold := fnIndexOf(t, srv.URL, "hold")
+			hold := fdtest.FnIndex(t, srv.URL, "hold")
 			const sess = "pinned1"
-			msgs := fdMessages(t, srv.URL, sess) // session not bound yet: ends at once
+			msgs := fdtest.Messages(t, srv.URL, sess) // session not bound yet: ends at once
 			for range msgs {
 			}
 			for i := range 3 {
-				if _, err := fdJoin(srv.URL, sess, hold, fmt.Sprintf("p%d", i)); err != nil {
+				if _, err := fdtest.Join(srv.URL, sess, hold, fmt.Sprintf("p%d", i)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "the three calls on one replica (one running, two queued)", func() bool {
+			fdtest.WaitFor(t, "the three calls on one replica (one running, two queued)", func() bool {
 				for _, s := range sims {
 					if sn := s.Snapshot(); sn.Running == 1 && sn.Queued == 2 {
 						return true
@@ -317,7 +247,7 @@ func TestFrontDoorPinSessions(t *testing.T) {
 				return false
 			})
 			close(gate)
-			done, err := fdStream(srv.URL, sess)
+			done, err := fdtest.Stream(srv.URL, sess)
 			if err != nil || len(done) != 3 {
 				t.Fatalf("%d calls completed (%v)", len(done), err)
 			}
@@ -330,9 +260,9 @@ func TestFrontDoorPinSessions(t *testing.T) {
 // (each runs /upper one call at a time, Gradio's default), every call
 // answered.
 func TestFrontDoorSpreadJSClient(t *testing.T) {
-	nodeOrSkip(t) // before any replica starts
+	fdtest.NodeOrSkip(t) // before any replica starts
 	srv, _, sims, _ := newDoor(t, 3, nil)
-	out := nodeOutput(t, 2*time.Minute, "frontdoor_bench.mjs", srv.URL+"/", "--concurrent", "6", "--warmup", "0", "--calls", "60")
+	out := fdtest.NodeOutput(t, 2*time.Minute, "frontdoor_bench.mjs", srv.URL+"/", "--concurrent", "6", "--warmup", "0", "--calls", "60")
 	var r struct {
 		Errors     int     `json:"errors"`
 		FirstError *string `json:"first_error"`

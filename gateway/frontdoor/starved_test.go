@@ -1,16 +1,14 @@
 package frontdoor_test
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorStarvedReplicaNotSuspect: a replica whose threads are all
@@ -26,21 +24,20 @@ func TestFrontDoorStarvedReplicaNotSuspect(t *testing.T) {
 	sim.HeartbeatInterval = 50 * time.Millisecond
 	sim.Start()
 	t.Cleanup(sim.Close)
-	rec := &starvedRecorder{}
+	rec := &fdtest.StarvedRecorder{}
 	srv, _, _ := newDoorOver(t, []string{sim.URL}, func(c *config) {
 		c.Pool.HangTimeout = 300 * time.Millisecond
 		c.Pool.ProbeInterval = 100 * time.Millisecond
-		c.Pool.OnEvent = rec.onEvent
+		c.Pool.OnEvent = rec.OnEvent
 	})
 	const calls = 6 // more than the replica's threads
 	completeEach(t, srv.URL, "starved", calls)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.events == 0 {
+	suspect := rec.Suspect()
+	if rec.Events() == 0 {
 		t.Fatal("the pool's events never reached the test's hook (the harness must keep pool.Config.OnEvent)")
 	}
-	if len(rec.suspect) > 0 {
-		t.Errorf("the replica busy with front-door calls was taken for dead: %v", rec.suspect)
+	if len(suspect) > 0 {
+		t.Errorf("the replica busy with front-door calls was taken for dead: %v", suspect)
 	}
 	if n := sim.Executions("upper"); n != calls {
 		t.Errorf("%d calls ran, want %d", n, calls)
@@ -74,18 +71,18 @@ func TestFrontDoorStarvedReplicaAnswersLate(t *testing.T) {
 	// every thread before any of their streams got one, and the replica
 	// would show no life at all (TestFrontDoorStarvedReplicaAnswersLate
 	// then failed now and then; docs/limits.md).
-	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
+	upper := strconv.Itoa(fdtest.FnIndex(t, srv.URL, "upper"))
 	streams := make([]<-chan map[string]any, calls)
 	for i := range calls {
 		hash := "late" + strconv.Itoa(i)
-		joinAt(t, srv.URL, hash, `"data":["x"],"fn_index":`+upper)
-		streams[i] = fdMessages(t, srv.URL, hash)
+		fdtest.JoinAt(t, srv.URL, hash, `"data":["x"],"fn_index":`+upper)
+		streams[i] = fdtest.Messages(t, srv.URL, hash)
 		if i < sim.MaxThreads {
-			waitMsg(t, streams[i], "process_starts")
+			fdtest.WaitMsg(t, streams[i], "process_starts")
 		}
 	}
 	for i, ch := range streams {
-		if done := waitMsg(t, ch, "process_completed"); done["success"] != true {
+		if done := fdtest.WaitMsg(t, ch, "process_completed"); done["success"] != true {
 			t.Errorf("call %d: %v", i, done)
 		}
 	}
@@ -99,15 +96,15 @@ func TestFrontDoorStarvedReplicaAnswersLate(t *testing.T) {
 // stream opened after its join, and checks that each completes.
 func completeEach(t *testing.T, base, prefix string, calls int) {
 	t.Helper()
-	upper := strconv.Itoa(fnIndexOf(t, base, "upper"))
+	upper := strconv.Itoa(fdtest.FnIndex(t, base, "upper"))
 	streams := make([]<-chan map[string]any, calls)
 	for i := range calls {
 		hash := prefix + strconv.Itoa(i)
-		joinAt(t, base, hash, `"data":["x"],"fn_index":`+upper)
-		streams[i] = fdMessages(t, base, hash)
+		fdtest.JoinAt(t, base, hash, `"data":["x"],"fn_index":`+upper)
+		streams[i] = fdtest.Messages(t, base, hash)
 	}
 	for i, ch := range streams {
-		if done := waitMsg(t, ch, "process_completed"); done["success"] != true {
+		if done := fdtest.WaitMsg(t, ch, "process_completed"); done["success"] != true {
 			t.Errorf("call %d: %v", i, done)
 		}
 	}
@@ -124,32 +121,13 @@ func TestFrontDoorUnopenedStreamSaysMayNotHaveRun(t *testing.T) {
 	srv, _, _ := newDoorOver(t, []string{sim.URL}, func(c *config) {
 		c.Pool.ClientOptions = append(c.Pool.ClientOptions, gradio.WithHeaderTimeout(300*time.Millisecond))
 	})
-	upper := strconv.Itoa(fnIndexOf(t, srv.URL, "upper"))
-	joinAt(t, srv.URL, "stalled", `"data":["x"],"fn_index":`+upper)
+	upper := strconv.Itoa(fdtest.FnIndex(t, srv.URL, "upper"))
+	fdtest.JoinAt(t, srv.URL, "stalled", `"data":["x"],"fn_index":`+upper)
 	sim.UpdateKnobs(func(k *gradiotest.Knobs) { k.Stall = true })
 	t.Cleanup(func() { sim.UpdateKnobs(func(k *gradiotest.Knobs) { k.Stall = false }) })
-	done := waitMsg(t, fdMessages(t, srv.URL, "stalled"), "process_completed")
+	done := fdtest.WaitMsg(t, fdtest.Messages(t, srv.URL, "stalled"), "process_completed")
 	out, _ := done["output"].(map[string]any)
 	if msg, _ := out["error"].(string); done["success"] != false || !strings.Contains(msg, "could not be opened (the call may not have run)") {
 		t.Fatalf("the call whose stream never opened ended with %v", done)
-	}
-}
-
-// starvedRecorder records the pool's suspect and ejected events, and
-// counts them all (a recorder that saw none was not hooked).
-type starvedRecorder struct {
-	mu      sync.Mutex
-	events  int
-	suspect []string
-}
-
-func (r *starvedRecorder) onEvent(e pool.Event) {
-	r.mu.Lock()
-	r.events++
-	r.mu.Unlock()
-	if e.Kind == pool.EventSuspect || e.Kind == pool.EventEjected {
-		r.mu.Lock()
-		r.suspect = append(r.suspect, fmt.Sprintf("%s %s: %v", e.Kind, e.Replica, e.Err))
-		r.mu.Unlock()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorCallsInEndpointStats: front-door calls feed the pool's
@@ -15,9 +16,9 @@ func TestFrontDoorCallsInEndpointStats(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	t.Cleanup(sim.Close)
 	srv, _, p := newDoorOver(t, []string{sim.URL}, nil)
-	fn := fnIndexOf(t, srv.URL, "upper")
+	fn := fdtest.FnIndex(t, srv.URL, "upper")
 	for i := range 5 {
-		if got := fdCall(t, srv.URL, fmt.Sprintf("stats%d", i), fn, "x"); got != "X" {
+		if got := fdtest.Call(t, srv.URL, fmt.Sprintf("stats%d", i), fn, "x"); got != "X" {
 			t.Fatalf("call %d: %q", i, got)
 		}
 	}

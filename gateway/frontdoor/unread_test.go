@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // TestFrontDoorUnreadJoinsNeverRun: joins whose callers never open their
@@ -33,7 +34,7 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 	gate := make(chan struct{})
 	open := sync.OnceFunc(func() { close(gate) })
 	t.Cleanup(open)
-	sim := gradiotest.NewUnstartedServer(spreadApp(gate))
+	sim := gradiotest.NewUnstartedServer(fdtest.SpreadApp(gate))
 	sim.Mode = mode
 	sim.IgnoresDroppedStreams = mode == gradiotest.Gradio4SSEv2 // as the real 4.20.1
 	sim.Start()
@@ -42,12 +43,12 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 		c.Pool.MaxConnections = 2
 		c.Pool.QueueTimeout = time.Minute
 	})
-	hold := strconv.Itoa(fnIndexOf(t, srv.URL, "hold"))
-	occ := joinAt(t, srv.URL, "occupier", `"data":["o"],"fn_index":`+hold)
-	occStream := fdMessages(t, srv.URL, "occupier")
-	waitMsg(t, occStream, "process_starts")
+	hold := strconv.Itoa(fdtest.FnIndex(t, srv.URL, "hold"))
+	occ := fdtest.JoinAt(t, srv.URL, "occupier", `"data":["o"],"fn_index":`+hold)
+	occStream := fdtest.Messages(t, srv.URL, "occupier")
+	fdtest.WaitMsg(t, occStream, "process_starts")
 	for i := range 6 {
-		joinAt(t, srv.URL, "unread"+strconv.Itoa(i), `"data":["u"],"fn_index":`+hold)
+		fdtest.JoinAt(t, srv.URL, "unread"+strconv.Itoa(i), `"data":["u"],"fn_index":`+hold)
 	}
 	// A relayed join is forwarded at once: the one that got the second slot
 	// queues at the replica. A bridged call is joined at the replica only
@@ -57,7 +58,7 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 			t.Fatalf("the replica queues %d calls, want 1 (the unread join holding the second slot)", sim.Snapshot().Queued)
 		}
 	}
-	deadline := time.Now().Add(frontdoorGrace + 10*time.Second)
+	deadline := time.Now().Add(fdtest.ReadGrace + 10*time.Second)
 	for {
 		st := fd.Stats()
 		if q := sim.Snapshot().Queued; q == 0 && st.InFlight == 1 && st.NotRead >= 6 {
@@ -74,7 +75,7 @@ func testUnreadJoinsNeverRun(t *testing.T, mode gradiotest.Mode) {
 		t.Fatalf("a pool call after the grace: %v %v", res, err)
 	}
 	open()
-	if done := waitMsg(t, occStream, "process_completed"); done["event_id"] != occ {
+	if done := fdtest.WaitMsg(t, occStream, "process_completed"); done["event_id"] != occ {
 		t.Fatalf("occupier: %v", done)
 	}
 	time.Sleep(500 * time.Millisecond) // a queued call left at the replica would start now
@@ -91,6 +92,3 @@ func bridged(mode gradiotest.Mode) bool {
 	}
 	return true
 }
-
-// frontdoorGrace is frontdoor.read_grace's default.
-const frontdoorGrace = 5 * time.Second
