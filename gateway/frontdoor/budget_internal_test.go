@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestBridgedResultLeavesTheEventBudget: a bridged call's large output
@@ -28,15 +27,7 @@ func TestBridgedResultLeavesTheEventBudget(t *testing.T) {
 	sim.Mode = gradiotest.Gradio4SSEv2
 	sim.Start()
 	defer sim.Close()
-	p, err := pool.New(pool.Config{Replicas: []string{sim.URL}, MinConnections: -1, MaxConnections: 2, QueueTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = p.Close(cctx)
-	}()
+	p := poolOver(t, sim.URL, 2)
 	f, err := New(p, Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,22 @@ func newTestDoor(t *testing.T, cfg Config) *FrontDoor {
 	return f
 }
 
+// poolOver is a pool over the replica at url with at most max sessions,
+// closed at the end of the test (a leaked slot would hold Close: bounded).
+func poolOver(t *testing.T, url string, max int) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(pool.Config{Replicas: []string{url}, MinConnections: -1, MaxConnections: max, QueueTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
 func TestSessionsExpireWhenIdleWithoutStreams(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	f := newTestDoor(t, Config{SessionTTL: time.Hour, Now: clk.now})
@@ -151,15 +167,7 @@ func TestValidHash(t *testing.T) {
 func TestCompletionBeforeJoinAnswerFreesTheSlot(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	defer sim.Close()
-	p, err := pool.New(pool.Config{Replicas: []string{sim.URL}, MinConnections: -1, MaxConnections: 1, QueueTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a leaked slot would hold Close
-		defer cancel()
-		_ = p.Close(cctx)
-	}()
+	p := poolOver(t, sim.URL, 1)
 	f := newTestDoor(t, Config{})
 	ctx := context.Background()
 	s := f.session(ctx, "early", "", true)

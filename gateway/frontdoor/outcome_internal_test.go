@@ -1,16 +1,13 @@
 package frontdoor
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestEveryAdmissionEndIsReportedOnce: a join that admission ends without
@@ -22,15 +19,7 @@ import (
 func TestEveryAdmissionEndIsReportedOnce(t *testing.T) {
 	sim := gradiotest.NewServer(nil)
 	defer sim.Close()
-	p, err := pool.New(pool.Config{Replicas: []string{sim.URL}, MinConnections: -1, MaxConnections: 2, QueueTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = p.Close(cctx)
-	}()
+	p := poolOver(t, sim.URL, 2)
 	var mu sync.Mutex
 	var ends []CallEnd
 	begun, released := 0, 0

@@ -193,19 +193,7 @@ func TestFrontDoorQueuedCallerGoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash=leaver", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	n, _ := resp.Body.Read(buf)
-	if !strings.Contains(string(buf[:n]), id) {
-		t.Errorf("first bytes of the stream %q, want the estimation of %s", buf[:n], id)
-	}
-	cancel()
-	resp.Body.Close()
+	leaveAfterEstimation(t, base, "leaver", id)
 	name := fdtest.ReplicaName(sims[0])
 	left := false
 	for range 2000 {

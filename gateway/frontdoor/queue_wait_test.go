@@ -41,6 +41,26 @@ func stateApp(gate chan struct{}) *gradiotest.App {
 	return app
 }
 
+// leaveAfterEstimation opens session's stream, checks that its first
+// bytes carry the estimation of call id (it waits in the gateway's
+// queue), and goes away.
+func leaveAfterEstimation(t *testing.T, base, session, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash="+session, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	n, _ := resp.Body.Read(buf)
+	if !strings.Contains(string(buf[:n]), id) {
+		t.Errorf("first bytes of the stream %q, want the estimation of %s", buf[:n], id)
+	}
+}
+
 // joinSoon is fdtest.Join, failing the test when the join is not answered
 // within a minute (a hang guard: a join that waits for its slot before
 // it is answered would hang the test until the gate opens).
@@ -395,19 +415,7 @@ func TestFrontDoorQueueNoReplicaYetCallerGoes(t *testing.T) {
 	base := srv.URL
 	hold := fdtest.FnIndex(t, sims[0].URL, "hold")
 	id := joinSoon(t, base, "leaver", hold, "gone")
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/gradio_api/queue/data?session_hash=leaver", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4096)
-	n, _ := resp.Body.Read(buf)
-	if !strings.Contains(string(buf[:n]), id) {
-		t.Errorf("first bytes of the stream %q, want the estimation of %s", buf[:n], id)
-	}
-	cancel()
-	resp.Body.Close()
+	leaveAfterEstimation(t, base, "leaver", id)
 	fdtest.WaitFor(t, "the gone caller's call left the wait", func() bool { return fd.CallsInFlight() == 0 })
 	releaseOnce.Do(func() { close(release) })
 	if got := fdtest.Call(t, base, "after", hold, "a"); got != "held a" {
