@@ -1,7 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -67,6 +72,64 @@ func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontDoorLateCloseStreamNeverHangs: the official JS client's close
+// race, with the caller's close_stream late. A close_stream that reaches
+// the client after the answer of a join the client sent before it read
+// it leaves that call on a stream the client then closes (PROTOCOL.md
+// 4.8): the call's messages are never read and the client waits for
+// ever. The gateway answers a join of a session whose stream is closing
+// only once its caller let go of that stream, or closeAckWait (1 s) after
+// close_stream was written when the let-go cannot be seen (Node's fetch
+// sometimes keeps an aborted stream's connection). So a close_stream up to
+// that late must not hang: here a proxy holds every write that carries
+// one for lateBy. With the wait at 0 the first or second round hangs; a
+// close_stream later than closeAckWait hangs (1.5 s: the first round,
+// measured), as it would on Gradio itself, which answers joins at once.
+func TestFrontDoorLateCloseStreamNeverHangs(t *testing.T) {
+	fdtest.NodeOrSkip(t)
+	const lateBy, rounds = 300 * time.Millisecond, 5
+	sim := gradiotest.NewUnstartedServer(nil)
+	sim.DefaultConcurrencyLimit = -1
+	sim.Start()
+	t.Cleanup(sim.Close)
+	srv, _, _ := frontGatewayOver(t, []string{sim.URL}, nil)
+	target, _ := url.Parse(srv.URL)
+	p := httputil.NewSingleHostReverseProxy(target)
+	p.FlushInterval = -1
+	late := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		p.ServeHTTP(&lateCloseWriter{ResponseWriter: w, by: lateBy}, r)
+	}))
+	t.Cleanup(func() {
+		late.CloseClientConnections()
+		late.Close()
+	})
+	checks := fdtest.RunNode(t, "concurrent_calls.mjs", late.URL+"/", "many", strconv.Itoa(rounds), "--timeout-ms", "20000")
+	for _, c := range checks {
+		if !c.OK {
+			t.Fatalf("%s: %s", c.Name, c.Detail)
+		}
+	}
+	if len(checks) != rounds {
+		t.Fatalf("%d rounds ran, want %d", len(checks), rounds)
+	}
+}
+
+// lateCloseWriter holds each write that carries a close_stream for by.
+type lateCloseWriter struct {
+	http.ResponseWriter
+	by time.Duration
+}
+
+func (w *lateCloseWriter) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte(`"close_stream"`)) {
+		time.Sleep(w.by)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *lateCloseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // metricValue is the value of g's metric name (one series, no labels).
 func metricValue(t *testing.T, g *gateway.Gateway, name string) float64 {
