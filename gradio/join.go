@@ -99,7 +99,7 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 	}
 	if err != nil {
 		if s.joining == 0 {
-			s.early, s.nEarly = nil, 0
+			s.dropEarlyLocked()
 		}
 		closed := s.closed
 		s.mu.Unlock()
@@ -122,10 +122,12 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 		s.nEarly -= len(msgs)
 		for _, m := range msgs {
 			j.handle(m)
+			m.hold.Release() // unless its result took it (keep)
+			m.hold = nil
 		}
 	}
 	if s.joining == 0 {
-		s.early, s.nEarly = nil, 0
+		s.dropEarlyLocked()
 	}
 	s.ensureStreamLocked()
 	s.mu.Unlock()

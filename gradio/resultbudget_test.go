@@ -2,8 +2,11 @@ package gradio_test
 
 import (
 	"context"
+	"fmt"
+	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +103,73 @@ func TestEventBudgetCountsUndeliveredResults(t *testing.T) {
 	}
 	if n := budget.Held(); n != 0 {
 		t.Errorf("after Release the budget still counts %d bytes", n)
+	}
+}
+
+// TestEventBudgetCountsEarlyMessages (issue 33 item 2): a large message
+// that crosses the stream before its call's join has returned is kept for
+// that call (the client cannot tell whose it is yet) and stays counted in
+// the event budget while kept, then as the call's result until released.
+// Before, its count ended with the read: a replica could park up to 1024
+// such messages per session outside the budget.
+func TestEventBudgetCountsEarlyMessages(t *testing.T) {
+	const size = 1 << 20
+	budget := gradio.NewEventBudget(1 << 30)
+	budget.SetRateFloor(0, 0)
+	big := fmt.Sprintf(`{"msg":"process_completed","event_id":"ev-big","output":{"data":[%q]},"success":true}`, strings.Repeat("b", size))
+	app := &scriptedApp{msgs: make(chan string, 100), written: make(chan string, 100)}
+	var heldEarly atomic.Int64
+	holdEventsCh := make(chan (<-chan gradio.Event), 1) // to the server's goroutine
+	app.onJoin = func(id string) {
+		switch id {
+		case "ev-hold":
+			app.msgs <- `{"msg":"estimation","event_id":"ev-hold","rank":0,"queue_size":2,"rank_eta":null}`
+		case "ev-big":
+			// The whole event crosses the stream before its join answers,
+			// then a message of the other call: once the client has
+			// passed that one on, it has dispatched the first.
+			app.msgs <- big
+			app.msgs <- `{"msg":"estimation","event_id":"ev-hold","rank":0,"queue_size":1,"rank_eta":null}`
+			select {
+			case <-<-holdEventsCh:
+			case <-time.After(time.Minute): // a hang guard
+			}
+			heldEarly.Store(budget.Held())
+		}
+	}
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	c := connect(t, srv.URL, gradio.WithHeartbeat(false), gradio.WithEventBudget(budget))
+	defer c.Close() // before srv.Close, which waits for the stream handler
+	ctx := testCtx(t)
+	hold, err := c.Submit(ctx, "echo", "hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdEvents := hold.Events()
+	holdEventsCh <- holdEvents
+	<-holdEvents // the stream is open: the next join's messages may come first
+	j, err := c.Submit(ctx, "echo", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := heldEarly.Load(); n < size {
+		t.Errorf("while its join was in flight the kept message counted %d bytes, want at least %d", n, size)
+	}
+	if out, err := j.Wait(ctx); err != nil || len(out) != 1 || len(out[0]) != size+2 {
+		t.Fatalf("big: %d outputs, %v", len(out), err)
+	}
+	if n := budget.Held(); n < size {
+		t.Errorf("the undelivered result counts %d bytes, want at least %d", n, size)
+	}
+	j.Release()
+	if n := budget.Held(); n != 0 {
+		t.Errorf("after Release the budget still counts %d bytes", n)
+	}
+	app.msgs <- completed("ev-hold", "HOLD")
+	for range holdEvents {
+	}
+	if _, err := hold.Wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -79,7 +79,7 @@ func (s *appSession) close() {
 	}
 	s.closed = true
 	s.pending = map[string]*Job{}
-	s.early = nil
+	s.dropEarlyLocked()
 	s.mu.Unlock()
 	for _, j := range jobs {
 		j.finish(nil, ErrClosed)

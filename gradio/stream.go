@@ -207,10 +207,10 @@ func (s *appSession) readStream(pre bool) (int, error) {
 		}
 		n++
 		m.hold = h
-		end := s.dispatch(m, pre)
-		if h != nil {
-			// Not taken by a job's result (a partial output, an error, a
-			// message kept for a job not registered yet): not counted.
+		end, kept := s.dispatch(m, pre)
+		if h != nil && !kept {
+			// Not taken by a job's result (a partial output, an error):
+			// not counted.
 			s.mu.Lock()
 			left := m.hold
 			m.hold = nil
@@ -223,13 +223,15 @@ func (s *appSession) readStream(pre bool) (int, error) {
 	}
 }
 
-// dispatch routes one message; it reports whether the stream ends.
-func (s *appSession) dispatch(m *message, pre bool) bool {
+// dispatch routes one message; it reports whether the stream ends, and
+// whether m was kept for a job whose join has not returned yet (s.early),
+// still charged to the event budget (dropEarlyLocked gives it back).
+func (s *appSession) dispatch(m *message, pre bool) (end, kept bool) {
 	switch m.Msg {
 	case "close_stream":
-		return true
+		return true, false
 	case "heartbeat":
-		return false
+		return false, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,7 +242,7 @@ func (s *appSession) dispatch(m *message, pre bool) bool {
 				// This server forgets sessions between calls: stop opening
 				// streams ahead of joins for the whole app.
 				s.app.noPreopen.Store(true)
-				return true
+				return true, false
 			}
 		}
 		if m.Msg == "unexpected_error" {
@@ -249,16 +251,16 @@ func (s *appSession) dispatch(m *message, pre bool) bool {
 				s.failLocked(j, &ConnectionLostError{EventID: j.id, Accepted: true, Err: err})
 			}
 		}
-		return false
+		return false, false
 	}
 	id := *m.EventID
 	if j := s.pending[id]; j != nil {
 		if m.Msg == "unexpected_error" {
 			s.failLocked(j, &ConnectionLostError{EventID: id, Accepted: true, Err: unexpectedErr(m)})
-			return false
+			return false, false
 		}
 		j.handle(m)
-		return false
+		return false, false
 	}
 	if s.joining > 0 && s.nEarly < maxEarly {
 		if s.early == nil {
@@ -266,8 +268,22 @@ func (s *appSession) dispatch(m *message, pre bool) bool {
 		}
 		s.early[id] = append(s.early[id], m)
 		s.nEarly++
+		return false, true
 	}
-	return false
+	return false, false
+}
+
+// dropEarlyLocked forgets the messages kept for joins that have not
+// returned (s.early) and gives back their charge to the event budget.
+// Callers hold s.mu.
+func (s *appSession) dropEarlyLocked() {
+	for _, msgs := range s.early {
+		for _, m := range msgs {
+			m.hold.Release()
+			m.hold = nil
+		}
+	}
+	s.early, s.nEarly = nil, 0
 }
 
 func unexpectedErr(m *message) error {
