@@ -35,6 +35,7 @@ type poolBackend struct {
 // Predict is pool.Predict spelled as Submit + Wait, so that the time the
 // call waited for a session is known (Result.Wait).
 func (b *poolBackend) Predict(ctx context.Context, user string, opts pool.CallOptions, endpoint string, args []any) (*Result, error) {
+	opts.Quiet = true // its events are not read
 	c, err := b.p.SubmitWith(ctx, user, opts, endpoint, args...)
 	if err != nil {
 		return nil, err

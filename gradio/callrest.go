@@ -91,8 +91,8 @@ func (s *appSession) submitCall(ctx context.Context, dep *Dependency, endpoint s
 		return nil, &ProtocolError{Op: route, Body: excerpt(rb), Err: errors.New("no event_id")}
 	}
 	jctx, jcancel := context.WithCancel(s.ctx)
-	j := newJob(s, ctx, dep, endpoint, jo.hook)
-	j.id, j.quiet = v.EventID, jo.quiet
+	j := newJob(s, ctx, dep, endpoint, jo)
+	j.id = v.EventID
 	j.onFinish = func(error) { jcancel() }
 	return s.startLocalJob(ctx, j, jcancel, func() { s.readCall(jctx, j, route+"/"+url.PathEscape(v.EventID)) })
 }

@@ -38,7 +38,7 @@ func FuzzMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		a := &app{cfg: cfg, set: defaultSettings()}
 		s := newSession(a)
-		j := newJob(s, context.Background(), &cfg.Dependencies[0], "x", nil)
+		j := newJob(s, context.Background(), &cfg.Dependencies[0], "x", jobOpts{})
 		j.id = "e"
 		s.pending["e"] = j
 		defer func() {

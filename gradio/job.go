@@ -107,24 +107,26 @@ type Job struct {
 	finished bool
 	last     []any // full values of the last generator output (diffs apply to it)
 	gotFirst bool
-	stopCtx  func() bool         // unregisters the ctx watcher
-	quiet    bool                // Predict: nobody will ask for Events; keep none
-	status   Event               // the latest event
-	outputs  [][]json.RawMessage // partial and final outputs (not for quiet jobs)
-	v0key    string              // key in s.pending for v0 jobs (set before publication)
-	onFinish func(err error)     // releases a job's own stream or socket (set before publication)
-	after    []*afterDone        // AfterDone callbacks not run yet
-	hook     EventHook           // SubmitOptions.Hook; nil if none
-	started  bool                // the app sent process_starts
-	hold     *sse.Hold           // the result's charge to its party's event budget (keep)
-	released bool                // Release was called: a result kept later is not charged
+	stopCtx  func() bool // unregisters the ctx watcher
+	quiet    bool        // Predict: nobody will ask for Events; keep none
+	// noOutputs: keep no outputs history (SubmitOptions.NoOutputs).
+	noOutputs bool
+	status    Event               // the latest event
+	outputs   [][]json.RawMessage // partial and final outputs (not for quiet jobs)
+	v0key     string              // key in s.pending for v0 jobs (set before publication)
+	onFinish  func(err error)     // releases a job's own stream or socket (set before publication)
+	after     []*afterDone        // AfterDone callbacks not run yet
+	hook      EventHook           // SubmitOptions.Hook; nil if none
+	started   bool                // the app sent process_starts
+	hold      *sse.Hold           // the result's charge to its party's event budget (keep)
+	released  bool                // Release was called: a result kept later is not charged
 }
 
 // afterDone is one AfterDone registration (a pointer, so stop finds it).
 type afterDone struct{ f func() }
 
-func newJob(s *appSession, ctx context.Context, dep *Dependency, endpoint string, hook EventHook) *Job {
-	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{}), hook: hook}
+func newJob(s *appSession, ctx context.Context, dep *Dependency, endpoint string, jo jobOpts) *Job {
+	return &Job{s: s, ctx: ctx, dep: dep, endpoint: endpoint, done: make(chan struct{}), hook: jo.hook, quiet: jo.quiet, noOutputs: jo.noOutputs}
 }
 
 // ID returns the event id the app assigned (empty for a v0 app until the
@@ -349,7 +351,7 @@ func (j *Job) emitLocked(ev Event) {
 	if j.quiet {
 		return
 	}
-	if ev.Kind == EventOutput || ev.Kind == EventCompleted {
+	if (ev.Kind == EventOutput || ev.Kind == EventCompleted) && !j.noOutputs {
 		j.outputs = append(j.outputs, ev.Data)
 	}
 	if !j.pumping && ev.Kind != EventError && ev.Kind != EventCompleted {

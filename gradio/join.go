@@ -90,8 +90,8 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 		return nil, err
 	}
 	eventID, err := s.join(ctx, body)
-	j := newJob(s, ctx, dep, endpoint, jo.hook)
-	j.id, j.quiet = eventID, jo.quiet
+	j := newJob(s, ctx, dep, endpoint, jo)
+	j.id = eventID
 	s.mu.Lock()
 	s.joining--
 	if err == nil && s.closed {

@@ -173,3 +173,97 @@ func TestEventBudgetCountsEarlyMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLongGeneratorKeepsNoOutputHistory: a generator's partial outputs
+// are not all kept for the job's life when the caller reads them from
+// Events (SubmitOptions.NoOutputs) or not at all (Quiet): a long streaming
+// call (an LLM's cumulative text, fifty 10-minute calls at once) would
+// otherwise hold every output it has streamed, outside any budget. The
+// live heap is measured while the generator waits after its outputs, its
+// job still running.
+func TestLongGeneratorKeepsNoOutputHistory(t *testing.T) {
+	const (
+		outputs = 100
+		size    = 100 << 10
+	)
+	for _, tc := range []struct {
+		name string
+		opts gradio.SubmitOptions
+		read bool // the caller reads Events
+	}{
+		{"events read, no outputs kept", gradio.SubmitOptions{NoOutputs: true}, true},
+		{"quiet", gradio.SubmitOptions{Quiet: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := make(chan struct{})
+			yielded := make(chan struct{})
+			app := gradiotest.NewApp()
+			app.HandleGenerator("stream", func(ctx context.Context, _ *gradiotest.Call, yield func(...any) error) error {
+				for i := range outputs {
+					if err := yield(fmt.Sprintf("%d%s", i, strings.Repeat("s", size))); err != nil {
+						return err
+					}
+				}
+				close(yielded)
+				select {
+				case <-gate:
+				case <-ctx.Done():
+				}
+				return yield("end")
+			}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
+			srv := gradiotest.NewServer(app)
+			defer srv.Close()
+			c := connect(t, srv.URL)
+			defer c.Close()
+			ctx := testCtx(t)
+			base := liveHeap()
+			all := make(chan struct{}) // the client has every partial output
+			n := 0
+			opts := tc.opts
+			opts.Hook = func(ev gradio.Event) {
+				if ev.Kind == gradio.EventOutput {
+					if n++; n == outputs {
+						close(all)
+					}
+				}
+			}
+			j, err := c.SubmitWith(ctx, opts, "stream", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drained, readAll := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(drained)
+				if !tc.read {
+					close(readAll)
+					return
+				}
+				k := 0
+				for ev := range j.Events() {
+					if ev.Kind == gradio.EventOutput {
+						if k++; k == outputs {
+							close(readAll)
+						}
+					}
+				}
+			}()
+			<-all
+			<-readAll
+			<-yielded
+			live := liveHeap() - base
+			t.Logf("%d outputs of %d KiB streamed, job running: %.1f MiB live", outputs, size>>10, float64(live)/(1<<20))
+			if limit := int64(outputs * size / 4); live > limit {
+				t.Errorf("%.1f MiB live while the job runs, want at most %.1f MiB (the outputs are %.1f MiB)",
+					float64(live)/(1<<20), float64(limit)/(1<<20), float64(outputs*size)/(1<<20))
+			}
+			if k := len(j.Outputs()); k != 0 {
+				t.Errorf("Outputs kept %d outputs", k)
+			}
+			close(gate)
+			if out, err := j.Wait(ctx); err != nil || len(out) != 1 || str(t, out[0]) != "end" {
+				t.Fatalf("result %v, %v", out, err)
+			}
+			<-drained
+		})
+	}
+}

@@ -132,19 +132,30 @@ type SubmitOptions struct {
 	// Hook, if set, is called with each of the job's events, in order, the
 	// final EventCompleted or EventError included.
 	Hook EventHook
+	// NoOutputs: the job keeps no history of its outputs for
+	// [Job.Outputs], which then returns none. For a caller that takes the
+	// outputs from Events or Wait: a generator's every partial output
+	// would otherwise stay live as long as the job (a long streaming call
+	// holds all it has streamed).
+	NoOutputs bool
+	// Quiet: nobody reads the job's Events (it is waited for, as Predict
+	// does): the job keeps neither events nor outputs; Hook still sees
+	// each event.
+	Quiet bool
 }
 
 // SubmitWith is Submit with per-call options. They are a parameter rather
 // than context values so that they reach this job only, not other calls
 // made with the same context.
 func (c *Client) SubmitWith(ctx context.Context, opts SubmitOptions, endpoint string, args ...any) (*Job, error) {
-	return c.sess.submit(ctx, endpoint, args, jobOpts{hook: opts.Hook})
+	return c.sess.submit(ctx, endpoint, args, jobOpts{hook: opts.Hook, quiet: opts.Quiet, noOutputs: opts.NoOutputs})
 }
 
 // jobOpts are a job's options on their way from Submit to newJob.
 type jobOpts struct {
-	quiet bool      // Predict: keep no event history
-	hook  EventHook // SubmitOptions.Hook
+	quiet     bool      // Predict, SubmitOptions.Quiet: keep no event history
+	noOutputs bool      // SubmitOptions.NoOutputs
+	hook      EventHook // SubmitOptions.Hook
 }
 
 // submit starts a call; quiet jobs (Predict) keep no event history.

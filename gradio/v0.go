@@ -53,8 +53,7 @@ func (s *appSession) submitV0(ctx context.Context, dep *Dependency, endpoint str
 		jcancel()
 		return nil, fmt.Errorf("%w: this application is currently busy", ErrQueueFull)
 	}
-	j := newJob(s, ctx, dep, endpoint, jo.hook)
-	j.quiet = jo.quiet
+	j := newJob(s, ctx, dep, endpoint, jo)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -236,8 +236,7 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 	}
 	a := s.app
 	jctx, jcancel := context.WithCancel(s.ctx)
-	j := newJob(s, ctx, dep, endpoint, jo.hook)
-	j.quiet = jo.quiet
+	j := newJob(s, ctx, dep, endpoint, jo)
 	j.onFinish = func(error) { jcancel() }
 	if skipQueue(a.cfg, dep) {
 		return s.startLocalJob(ctx, j, jcancel, func() { s.runPredict(jctx, j, data) })

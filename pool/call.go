@@ -83,7 +83,7 @@ func (c *Call) Release() { c.job.Release() }
 // app accepted it, its failure is returned.
 func (p *Pool) Predict(ctx context.Context, user, endpoint string, args ...any) (*Result, error) {
 	start := time.Now()
-	c, err := p.Submit(ctx, user, endpoint, args...)
+	c, err := p.SubmitWith(ctx, user, CallOptions{Quiet: true}, endpoint, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +126,9 @@ type CallOptions struct {
 	// caller's error, not the replica's.
 	// Default: the user ("" anonymous: each call is a party of its own).
 	Party string
+	// Quiet: the call's Events will not be read (it is waited for, as
+	// Predict does), so its job keeps none (gradio.SubmitOptions.Quiet).
+	Quiet bool
 }
 
 // SubmitWith is Submit with per-call options. They are a parameter rather
@@ -188,7 +191,9 @@ func (p *Pool) SubmitWith(ctx context.Context, user string, opts CallOptions, en
 		l.client.SetEventParty(party)
 		load := r.beginCall(endpoint)
 		stopWatch := r.watchJoin()
-		job, err := l.client.SubmitWith(ctx, gradio.SubmitOptions{Hook: jobHook(load, ct)}, endpoint, args...)
+		// No outputs history: a Call has no Outputs, and a generator's
+		// partial outputs would all stay live until the call ends.
+		job, err := l.client.SubmitWith(ctx, gradio.SubmitOptions{Hook: jobHook(load, ct), NoOutputs: true, Quiet: opts.Quiet}, endpoint, args...)
 		stopWatch()
 		endSpan(span, err)
 		if err == nil {

@@ -313,7 +313,7 @@ func (f *FrontDoor) bridgeSubmit(r *http.Request, s *callerSession, slot *pool.S
 	br.jobs[id] = &bridgeJob{cancel: cancel}
 	br.signal()
 	br.mu.Unlock()
-	job, err := client.SubmitWith(jctx, gradio.SubmitOptions{Hook: conv.event}, gradio.FnIndex(fn), args...)
+	job, err := client.SubmitWith(jctx, gradio.SubmitOptions{Hook: conv.event, Quiet: true}, gradio.FnIndex(fn), args...) // its events reach the caller through the hook
 	if err != nil {
 		br.mu.Lock()
 		delete(br.jobs, id)
