@@ -34,6 +34,9 @@ const (
 	defaultMaxPendingBytes       = 256 << 20
 	defaultReadHeaderTimeout     = 10 * time.Second
 	defaultBodyReadTimeout       = 30 * time.Second // reading one request body
+	// defaultWriteStall bounds how long a caller may take no byte of its
+	// answer (nginx's send_timeout, 60 s, is the same rule).
+	defaultWriteStall = 60 * time.Second
 )
 
 // Config is the gateway's whole configuration: what `gradiopool serve` reads

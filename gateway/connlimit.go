@@ -31,7 +31,8 @@ const defaultMaxClientConnectionsPerAddress = 1000
 // client that keeps thousands of idle connections open would otherwise
 // hold every place until the idle time-out.
 type connGuard struct {
-	max, perAddr int // <= 0: no limit
+	max, perAddr int           // <= 0: no limit
+	stall        time.Duration // a write that moves no byte for this long fails (<= 0: none)
 
 	mu     sync.Mutex // guards the fields below; no I/O under it
 	open   int
@@ -49,7 +50,7 @@ func (g *Gateway) guard(ln net.Listener) (net.Listener, func(net.Conn, http.Conn
 	if perAddr == 0 {
 		perAddr = defaultMaxClientConnectionsPerAddress
 	}
-	cg := &connGuard{max: max, perAddr: perAddr, byAddr: map[string]int{}, idle: map[net.Conn]bool{}}
+	cg := &connGuard{max: max, perAddr: perAddr, stall: g.writeStall, byAddr: map[string]int{}, idle: map[net.Conn]bool{}}
 	if max > 0 {
 		ln = netutil.LimitListener(ln, max)
 	}
@@ -134,9 +135,49 @@ func (l *guardListener) Accept() (net.Conn, error) {
 
 type guardedConn struct {
 	net.Conn
-	g    *connGuard
-	host string
-	once sync.Once
+	g        *connGuard
+	host     string
+	once     sync.Once
+	deadline time.Time // the write deadline set last (Write)
+}
+
+// stallChunk is the most one write stall deadline covers: a large write
+// (an 8 MiB output goes to the connection in one Write) must make
+// progress, not finish, within the bound.
+const stallChunk = 64 << 10
+
+// Write writes b in pieces of at most stallChunk bytes, each of which must
+// leave within connGuard.stall: a caller that takes no byte of its answer
+// for that long (stuck, or holding the connection open on purpose: TCP
+// keeps it for as long as the peer answers its probes) fails the write,
+// which ends the handler writing to it and closes the connection. A front
+// door stream's relay would otherwise wait on that write for ever, its
+// replica's stream unread and its call's slot held after the call ended.
+//
+// The deadline is moved at most once per 1/60 of the bound (a second at
+// the default), not per write: setting it costs more than a small write
+// on loopback. So a piece fails after 59/60 to the whole of the bound
+// without progress. It is never cleared: each write moves it first, and
+// the http.Server sets none of its own (no WriteTimeout).
+func (c *guardedConn) Write(b []byte) (int, error) {
+	stall := c.g.stall
+	if stall <= 0 {
+		return c.Conn.Write(b)
+	}
+	n := 0
+	for len(b) > 0 {
+		if now := time.Now(); now.Add(stall - stall/60).After(c.deadline) {
+			c.deadline = now.Add(stall)
+			_ = c.Conn.SetWriteDeadline(c.deadline)
+		}
+		m, err := c.Conn.Write(b[:min(len(b), stallChunk)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[m:]
+	}
+	return n, nil
 }
 
 func (c *guardedConn) Close() error {

@@ -77,3 +77,6 @@ func (g *Gateway) KillAutoscale() {
 		g.autoscale.kill()
 	}
 }
+
+// SetWriteStall replaces defaultWriteStall.
+func (g *Gateway) SetWriteStall(d time.Duration) { g.writeStall = d }

@@ -45,6 +45,9 @@ type Gateway struct {
 	// connections (defaultKeepAliveTimeout). Both guard against slowloris and
 	// piles of idle connections.
 	headerTimeout, keepAliveTimeout time.Duration
+	// writeStall cuts a connection whose caller took no byte of a write
+	// for that long (defaultWriteStall; guardedConn.Write).
+	writeStall time.Duration
 
 	calls *restcall.Calls      // Gradio's REST call API (/gradio_api/call)
 	front *frontdoor.FrontDoor // the Gradio front door; nil when off
@@ -106,7 +109,7 @@ func newGateway(cfg Config, b Backend, logger *slog.Logger, metrics *Metrics, ow
 		metrics = NewMetrics(b)
 	}
 	g := &Gateway{cfg: cfg, backend: b, log: logger, metrics: metrics, now: time.Now, tracer: otel.Tracer(tracerName),
-		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout,
+		bodyTimeout: defaultBodyReadTimeout, headerTimeout: defaultReadHeaderTimeout, keepAliveTimeout: defaultKeepAliveTimeout, writeStall: defaultWriteStall,
 		pool: own.pool, poolBackend: own.backend, closers: own.closers, member: own.member, autoscale: own.autoscale}
 	g.reload.running = cfg
 	g.secrets.Store(&liveSecrets{adminToken: cfg.Secrets.AdminToken, apiKeys: cfg.Secrets.APIKeys})
