@@ -88,7 +88,7 @@ func TestFrontDoorConcurrentCallsNeverHang(t *testing.T) {
 // measured), as it would on Gradio itself, which answers joins at once.
 func TestFrontDoorLateCloseStreamNeverHangs(t *testing.T) {
 	fdtest.NodeOrSkip(t)
-	const lateBy, rounds = 300 * time.Millisecond, 5
+	const lateBy, rounds = 200 * time.Millisecond, 5
 	sim := gradiotest.NewUnstartedServer(nil)
 	sim.DefaultConcurrencyLimit = -1
 	sim.Start()
