@@ -70,6 +70,7 @@ type bridgeState struct {
 	clients map[string]bridgeClient
 	jobs    map[string]*bridgeJob
 	out     [][]byte
+	outSize int // the bytes of out
 	closed  bool
 	wake    chan struct{} // a token when out or jobs changed (the session's wake)
 }
@@ -87,10 +88,11 @@ type bridgeJob struct {
 	ended  bool // its last message is queued
 }
 
-// maxBridgeOut bounds the messages queued for a caller that does not read
-// its stream: past it the oldest progress and generating messages are
-// dropped (never a completion).
-const maxBridgeOut = 1024
+// maxBridgeOut and maxBridgeOutBytes bound the messages queued for a
+// caller that does not read its stream: past either the oldest progress
+// and generating messages are dropped (never a completion; a generator's
+// later outputs are whole values).
+const maxBridgeOut, maxBridgeOutBytes = 1024, 16 << 20
 
 // bridgeOf returns s's bridge state, making it when create is set. Its
 // messages wake the session's data stream (s.wake), which also relays the
@@ -114,15 +116,18 @@ func (b *bridgeState) signal() {
 
 // push queues msg for the caller; b.mu is held.
 func (b *bridgeState) push(msg []byte) {
-	if len(b.out) >= maxBridgeOut {
-		for i, m := range b.out {
-			if bytes.Contains(m, []byte(`"msg":"progress"`)) || bytes.Contains(m, []byte(`"msg":"process_generating"`)) {
-				b.out = slices.Delete(b.out, i, i+1)
-				break
-			}
+	for len(b.out) >= maxBridgeOut || b.outSize+len(msg) > maxBridgeOutBytes {
+		i := slices.IndexFunc(b.out, func(m []byte) bool {
+			return bytes.Contains(m, []byte(`"msg":"progress"`)) || bytes.Contains(m, []byte(`"msg":"process_generating"`))
+		})
+		if i < 0 {
+			break
 		}
+		b.outSize -= len(b.out[i])
+		b.out = slices.Delete(b.out, i, i+1)
 	}
 	b.out = append(b.out, msg)
+	b.outSize += len(msg)
 	b.signal()
 }
 
@@ -214,7 +219,7 @@ func (b *bridgeState) take() ([][]byte, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.out
-	b.out = nil
+	b.out, b.outSize = nil, 0
 	return out, len(b.jobs) == 0
 }
 

@@ -45,6 +45,39 @@ func TestBridgeQueueBound(t *testing.T) {
 	}
 }
 
+// TestBridgeQueueByteBound: a caller that does not read its stream while
+// a generator yields large outputs keeps at most maxBridgeOutBytes of
+// them queued (and the message being added), long before maxBridgeOut
+// messages: 64 outputs of 1 MiB were all kept before. Completions and the
+// newest output stay.
+func TestBridgeQueueByteBound(t *testing.T) {
+	b := &bridgeState{jobs: map[string]*bridgeJob{}, wake: make(chan struct{}, 1)}
+	big := bytes.Repeat([]byte("g"), 1<<20)
+	b.mu.Lock()
+	b.push([]byte(`{"msg":"process_completed","event_id":"first","output":{},"success":true}`))
+	for i := range 64 {
+		b.push(fmt.Appendf(nil, `{"msg":"process_generating","event_id":"gen","n":%d,"output":{"data":["%s"]}}`, i, big))
+	}
+	b.push([]byte(`{"msg":"process_completed","event_id":"gen","output":{},"success":true}`))
+	b.mu.Unlock()
+	msgs, _ := b.take()
+	size := 0
+	for _, m := range msgs {
+		size += len(m)
+	}
+	if len(msgs) == 66 || size > maxBridgeOutBytes+len(big)+100 {
+		t.Errorf("%d bytes queued in %d messages, want at most about %d", size, len(msgs), maxBridgeOutBytes)
+	}
+	if !bytes.HasPrefix(msgs[0], []byte(`{"msg":"process_completed","event_id":"first"`)) ||
+		!bytes.Contains(msgs[len(msgs)-1], []byte(`"process_completed","event_id":"gen"`)) ||
+		!bytes.Contains(msgs[len(msgs)-2], []byte(`"n":63,`)) {
+		t.Errorf("a completion or the newest output was dropped (%d messages kept)", len(msgs))
+	}
+	if b.outSize != 0 {
+		t.Errorf("take left %d bytes counted", b.outSize)
+	}
+}
+
 // TestBridgeSessionExpiryCancelsCalls: an expiring caller session cancels
 // its bridged calls and closes its bridge, so that no Go job outlives it.
 func TestBridgeSessionExpiryCancelsCalls(t *testing.T) {

@@ -158,12 +158,18 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 	if len(active) == 0 {
 		out.start() // only calls in the gateway's queue: their messages come from here
 	}
-	if !notes() {
-		gone()
-		return
+	// next starts the lanes of calls newly in flight, writes the gateway's own
+	// messages and ends a drained stream (Gradio 5's rule); true: all done.
+	next := func() bool {
+		startBusy()
+		if !notes() {
+			gone()
+			return true
+		}
+		return len(active) == 0 && out.closeIfDrained(s, nil)
 	}
-	if len(active) == 0 && out.closeIfDrained(s, nil) {
-		return // only bridged calls, all ended and told: Gradio 5's rule
+	if next() {
+		return
 	}
 	// While only the gateway feeds the stream (its queue, the bridge; no
 	// replica's stream relayed, whose own heartbeats pass), Gradio's
@@ -184,16 +190,8 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-s.wake:
-			if out.isClosed() {
-				return // a lane ended it with the session's last completion
-			}
-			startBusy()
-			if !notes() {
-				gone()
-				return
-			}
-			if len(active) == 0 && out.closeIfDrained(s, nil) {
-				return
+			if out.isClosed() || next() {
+				return // closed by a lane (the session's last completion) or by next
 			}
 		case e := <-ends:
 			delete(active, e.replica)
@@ -214,12 +212,7 @@ func (f *FrontDoor) handleData(w http.ResponseWriter, r *http.Request) {
 			if e.cause != nil {
 				f.failLane(out, s, e.replica, e.cause, e.unopened)
 			}
-			startBusy()
-			if !notes() {
-				gone()
-				return
-			}
-			if len(active) == 0 && out.closeIfDrained(s, nil) {
+			if next() {
 				return
 			}
 		}
