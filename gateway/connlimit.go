@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -135,10 +136,12 @@ func (l *guardListener) Accept() (net.Conn, error) {
 
 type guardedConn struct {
 	net.Conn
-	g        *connGuard
-	host     string
-	once     sync.Once
-	deadline time.Time // the write deadline set last (Write)
+	g    *connGuard
+	host string
+	once sync.Once
+	// deadline is the write deadline Write set last, in Unix ns (atomic:
+	// a 100-continue may be written beside the answer).
+	deadline atomic.Int64
 }
 
 // stallChunk is the most one write stall deadline covers: a large write
@@ -166,9 +169,10 @@ func (c *guardedConn) Write(b []byte) (int, error) {
 	}
 	n := 0
 	for len(b) > 0 {
-		if now := time.Now(); now.Add(stall - stall/60).After(c.deadline) {
-			c.deadline = now.Add(stall)
-			_ = c.Conn.SetWriteDeadline(c.deadline)
+		if now := time.Now(); now.Add(stall-stall/60).UnixNano() > c.deadline.Load() {
+			d := now.Add(stall)
+			c.deadline.Store(d.UnixNano())
+			_ = c.Conn.SetWriteDeadline(d)
 		}
 		m, err := c.Conn.Write(b[:min(len(b), stallChunk)])
 		n += m
