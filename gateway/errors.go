@@ -69,6 +69,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "app_queue_full", Message: err.Error(), RetryAfter: 1}
 	case errors.As(err, &spaceErr):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "replica_unavailable", Message: err.Error(), RetryAfter: 10}
+	case errors.Is(err, gradio.ErrSlowReader):
+		// Its stream's reader fell more than 16 MiB behind the app: the
+		// caller's fault, and the call is cancelled at the app.
+		return &apiError{Status: http.StatusRequestTimeout, Code: "slow_reader", Message: err.Error()}
 	case errors.Is(err, gradio.ErrEventShare):
 		// The caller's own parallel outputs filled its share of the event
 		// budget: its fault, answered as a limit it can retry under.

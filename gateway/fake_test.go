@@ -31,6 +31,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //	fail()     gr.Error
 //	full()     pool queue time-out
 //	appcancel() the job cancelled at the app
+//	slowreader() the job's events read too slowly (gradio.ErrSlowReader)
 //	panic()    panics (with the user in the value)
 type fake struct {
 	release  chan struct{}
@@ -88,6 +89,8 @@ func (f *fake) run(ctx context.Context, user, endpoint string, args []any, emit 
 		return nil, gradio.ErrQueueFull
 	case "appcancel": // the app cancelled the job, not the caller
 		return nil, gradio.ErrCanceled
+	case "slowreader":
+		return nil, gradio.ErrSlowReader
 	case "panic":
 		panic("boom with a secret: " + user)
 	}
@@ -128,7 +131,7 @@ func (c *fakeCall) Wait(ctx context.Context) ([]json.RawMessage, error) {
 
 func (f *fake) Submit(ctx context.Context, user string, _ pool.CallOptions, endpoint string, args []any) (gateway.Call, error) {
 	switch endpoint {
-	case "upper", "count", "slow", "fail":
+	case "upper", "count", "slow", "fail", "slowreader":
 	default:
 		_, err := f.run(ctx, user, endpoint, args, nil)
 		return nil, err

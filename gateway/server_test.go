@@ -264,6 +264,17 @@ func TestSubmitStream(t *testing.T) {
 			t.Fatal(names, data)
 		}
 	})
+	t.Run("slow reader error event", func(t *testing.T) {
+		resp, err := http.Post(srv.URL+"/v1/submit/slowreader", "application/json", strings.NewReader(`{"data":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		names, data, _ := sseRecords(t, resp.Body)
+		if names[len(names)-1] != "error" || !strings.Contains(data[len(data)-1], `"code":"slow_reader"`) {
+			t.Fatal(names, data)
+		}
+	})
 	t.Run("refused before stream", func(t *testing.T) {
 		a := do(t, "POST", srv.URL+"/v1/submit/nope", `{"data":[]}`)
 		if a.status != 404 {

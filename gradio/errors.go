@@ -46,6 +46,10 @@ var (
 	// ErrRateLimited: HTTP 429 (the Hugging Face proxy's rate limit) on
 	// the config or on queue/join; the call was NOT accepted.
 	ErrRateLimited = errors.New("gradio: rate limited (HTTP 429)")
+	// ErrSlowReader: the job's Events were read slower than the app sent
+	// them, more than 4096 events or 16 MiB behind; the job was cancelled
+	// at the app.
+	ErrSlowReader = errors.New("gradio: the job's events were read slower than the app sent them; the call was cancelled")
 )
 
 // Causes wrapped in a *ProtocolError or *MetadataError (callers branch on

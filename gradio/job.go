@@ -97,7 +97,7 @@ type Job struct {
 
 	mu       sync.Mutex // guards the fields below
 	id       string
-	events   []Event // not yet taken by the Events pump
+	events   eventQueue // not yet taken by the Events pump
 	notify   chan struct{}
 	evCh     <-chan Event // what Events returned
 	pumping  bool
@@ -246,8 +246,7 @@ func (j *Job) Events() <-chan Event {
 	if !started {
 		// Closed session: the job has finished; hand over what is left.
 		j.mu.Lock()
-		evs := j.events
-		j.events = nil
+		evs := j.events.take()
 		j.mu.Unlock()
 		buf := make(chan Event, len(evs))
 		for _, ev := range evs {
@@ -272,8 +271,7 @@ func (j *Job) pump(ch chan<- Event) {
 	closed := j.s.ctx.Done()
 	for {
 		j.mu.Lock()
-		evs, finished := j.events, j.finished
-		j.events = nil
+		evs, finished := j.events.take(), j.finished
 		j.mu.Unlock()
 		for _, ev := range evs {
 			if grace {
@@ -354,14 +352,7 @@ func (j *Job) emitLocked(ev Event) {
 	if (ev.Kind == EventOutput || ev.Kind == EventCompleted) && !j.noOutputs {
 		j.outputs = append(j.outputs, ev.Data)
 	}
-	if !j.pumping && ev.Kind != EventError && ev.Kind != EventCompleted {
-		// Nobody has asked for events yet: keep them, Events may still be
-		// called. Bound the backlog of an ignored stream.
-		if len(j.events) >= maxUnreadEvents {
-			j.events = j.events[1:]
-		}
-	}
-	j.events = append(j.events, ev)
+	j.events.push(ev, j.pumping)
 	if j.notify != nil {
 		select {
 		case j.notify <- struct{}{}:
@@ -370,9 +361,72 @@ func (j *Job) emitLocked(ev Event) {
 	}
 }
 
+// failIfOverrun fails j, and cancels it at the app, once its Events
+// reader has fallen too far behind (eventQueue). Callers hold s.mu.
+func (j *Job) failIfOverrun() {
+	j.mu.Lock()
+	over := j.events.overrun
+	j.mu.Unlock()
+	if over {
+		j.s.abortLocked(j, ErrSlowReader)
+	}
+}
+
 // maxUnreadEvents bounds the events kept for a job whose Events were never
 // asked for (Predict): the final result is kept separately.
 const maxUnreadEvents = 256
+
+// maxBacklogEvents and maxBacklogBytes bound how far a job's Events reader
+// may fall behind the app (see eventQueue).
+const maxBacklogEvents, maxBacklogBytes = 4096, 16 << 20
+
+// eventQueue is a job's events not yet taken by its Events pump. Before
+// anyone asked for them the oldest are dropped past maxUnreadEvents
+// (Events may still be called; the final event is always kept). Once a
+// reader takes them, one that falls more than maxBacklogEvents or
+// maxBacklogBytes behind overruns the queue: its events are dropped and
+// the job fails (ErrSlowReader, see Job.handle). The app's stream is not
+// slowed for a slow reader (other calls may share it, and its rate floor
+// would blame the app), so they would otherwise pile up without bound.
+type eventQueue struct {
+	evs     []Event
+	bytes   int
+	overrun bool
+}
+
+func (q *eventQueue) push(ev Event, pumping bool) {
+	final := ev.Kind == EventError || ev.Kind == EventCompleted
+	if q.overrun && !final {
+		return
+	}
+	switch {
+	case final:
+	case !pumping && len(q.evs) >= maxUnreadEvents:
+		q.bytes -= q.evs[0].size()
+		q.evs = q.evs[1:]
+	case pumping && (len(q.evs) >= maxBacklogEvents || q.bytes+ev.size() > maxBacklogBytes):
+		q.evs, q.bytes, q.overrun = nil, 0, true
+		return
+	}
+	q.evs = append(q.evs, ev)
+	q.bytes += ev.size()
+}
+
+// take returns the queued events and empties the queue.
+func (q *eventQueue) take() []Event {
+	evs := q.evs
+	q.evs, q.bytes = nil, 0
+	return evs
+}
+
+// size is about what ev holds in memory.
+func (ev Event) size() int {
+	n := 64 + len(ev.Log) + len(ev.Title)
+	for _, d := range ev.Data {
+		n += len(d)
+	}
+	return n
+}
 
 // finish ends the job once. Callers must not hold j.mu.
 func (j *Job) finish(result []json.RawMessage, err error) bool {
@@ -478,6 +532,7 @@ func (j *Job) Cancel(ctx context.Context) error {
 // handle applies one message for this job. Callers hold s.mu (so messages
 // of one job are applied in stream order).
 func (j *Job) handle(m *message) {
+	defer j.failIfOverrun()
 	cfg := j.s.app.cfg
 	switch m.Msg {
 	case "estimation":

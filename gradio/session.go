@@ -231,6 +231,11 @@ var (
 func (s *appSession) abort(j *Job, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.abortLocked(j, err)
+}
+
+// abortLocked is abort with s.mu held.
+func (s *appSession) abortLocked(j *Job, err error) {
 	dropped := s.dropQueuedLocked(j)
 	switch {
 	case !s.failLocked(j, err):
