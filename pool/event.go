@@ -130,7 +130,16 @@ func (p *Pool) emit(e Event) {
 		EventStateLost,          // the user's gr.State starts empty: the app may behave differently
 		EventConcurrencyLimited: // sessions that only wait in the Space: the operator has settings to change
 		level = slog.LevelWarn
-	case EventQueued, EventSessionCreated, EventSessionDestroyed, eventAssigned:
+	case eventAssigned:
+		// A new user's pin is routine; a user moved off its replica (its
+		// gr.State stays behind) or a failing assignment store is not.
+		level = slog.LevelDebug
+		if e.Err != nil {
+			level = slog.LevelWarn
+		} else if e.Previous != "" {
+			level = slog.LevelInfo
+		}
+	case EventQueued, EventSessionCreated, EventSessionDestroyed:
 		level = slog.LevelDebug
 	case EventHealthCheck, EventCallDone:
 		level = slog.LevelDebug

@@ -204,6 +204,15 @@ func TestServeCluster(t *testing.T) {
 	checkFailures("redis up")
 	if n := moved.Load(); n > 0 {
 		t.Errorf("redis up: users moved between replicas %d times", n)
+		// Why: each move is a "pool: assigned" line with the replica it
+		// left (previous) or the assignment store's error.
+		for i, g := range gws {
+			for _, line := range strings.Split(g.stderr.String(), "\n") {
+				if strings.Contains(line, `"msg":"pool: assigned"`) {
+					t.Logf("gateway %d: %s", i, line)
+				}
+			}
+		}
 	}
 	if got := peakOf(); got[0] < limit || got[1] < limit {
 		t.Logf("note: the replicas peaked at %v calls, below the limit %d", got, limit)
