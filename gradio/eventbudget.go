@@ -135,3 +135,20 @@ func holdEvent(r *sse.Reader, data []byte) (*sse.Hold, error) {
 	}
 	return r.Hold(len(data))
 }
+
+// decodeHeld decodes one event of the stream read by r into a message
+// holding its charge (holdEvent); a message that does not decode holds
+// nothing.
+func decodeHeld(r *sse.Reader, data []byte) (*message, error) {
+	h, err := holdEvent(r, data)
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeMessage(data)
+	if err != nil {
+		h.Release()
+		return nil, err
+	}
+	m.hold = h
+	return m, nil
+}

@@ -122,8 +122,7 @@ func (s *appSession) joinAndRegister(ctx context.Context, dep *Dependency, endpo
 		s.nEarly -= len(msgs)
 		for _, m := range msgs {
 			j.handle(m)
-			m.hold.Release() // unless its result took it (keep)
-			m.hold = nil
+			m.releaseHold()
 		}
 	}
 	if s.joining == 0 {

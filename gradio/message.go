@@ -33,6 +33,13 @@ type message struct {
 	hold *sse.Hold
 }
 
+// releaseHold gives back what m still holds of the event budget: its hold,
+// unless a job's result took it (Job.keep).
+func (m *message) releaseHold() {
+	m.hold.Release()
+	m.hold = nil
+}
+
 // decodeMessage parses one data: payload. Payloads that are not JSON
 // objects (e.g. the heartbeat stream's "ALIVE") give a message with Msg "".
 func decodeMessage(b []byte) (*message, error) {

@@ -196,26 +196,16 @@ func (s *appSession) readStream(pre bool) (int, error) {
 			continue
 		}
 		a.lastMsg.Store(time.Now().UnixNano()) // heartbeats too: the app streams
-		h, err := holdEvent(r, ev.Data)
+		m, err := decodeHeld(r, ev.Data)
 		if err != nil {
-			return n, &ProtocolError{Op: "queue/data", Err: err}
-		}
-		m, err := decodeMessage(ev.Data)
-		if err != nil {
-			h.Release()
 			return n, &ProtocolError{Op: "queue/data", Body: excerpt(ev.Data), Err: err}
 		}
 		n++
-		m.hold = h
 		end, kept := s.dispatch(m, pre)
-		if h != nil && !kept {
-			// Not taken by a job's result (a partial output, an error):
-			// not counted.
-			s.mu.Lock()
-			left := m.hold
-			m.hold = nil
-			s.mu.Unlock()
-			left.Release()
+		if !kept {
+			// Unless a job's result took it (a partial output, an error):
+			// not counted once passed on. Only this goroutine has m now.
+			m.releaseHold()
 		}
 		if end {
 			return n, nil
@@ -279,8 +269,7 @@ func (s *appSession) dispatch(m *message, pre bool) (end, kept bool) {
 func (s *appSession) dropEarlyLocked() {
 	for _, msgs := range s.early {
 		for _, m := range msgs {
-			m.hold.Release()
-			m.hold = nil
+			m.releaseHold()
 		}
 	}
 	s.early, s.nEarly = nil, 0

@@ -103,17 +103,7 @@ func readMessage(r *sse.Reader) (*message, error) {
 		if len(ev.Data) == 0 {
 			continue
 		}
-		h, err := holdEvent(r, ev.Data)
-		if err != nil {
-			return nil, err
-		}
-		m, err := decodeMessage(ev.Data)
-		if err != nil {
-			h.Release()
-			return nil, err
-		}
-		m.hold = h
-		return m, nil
+		return decodeHeld(r, ev.Data)
 	}
 }
 
@@ -133,10 +123,8 @@ func (s *appSession) runV0(ctx context.Context, cancel context.CancelFunc, j *Jo
 	handle := func(m *message) {
 		defer func() {
 			s.mu.Lock()
-			left := m.hold // not taken by the job's result
-			m.hold = nil
+			m.releaseHold()
 			s.mu.Unlock()
-			left.Release()
 		}()
 		switch m.Msg {
 		case "send_data":
