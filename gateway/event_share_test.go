@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,25 +42,8 @@ func TestGreedyKeyCannotTakeTheEventBudget(t *testing.T) {
 		c.Pool.MaxConnections = greedy + others
 		c.Pool.MinConnections = -1
 	})
-	call := func(ctx context.Context, key, endpoint string) (status int, code string, n int) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/predict/"+endpoint, strings.NewReader(`{"data":["x"]}`))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error(), 0
-		}
-		defer resp.Body.Close()
-		var body struct {
-			Data  []string `json:"data"`
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		if len(body.Data) == 1 {
-			n = len(body.Data[0])
-		}
-		return resp.StatusCode, body.Error.Code, n
+	call := func(ctx context.Context, key, endpoint string) (int, string, int) {
+		return predictAs(ctx, srv.URL, key, endpoint)
 	}
 	otherRound := func() (ok int) {
 		var wg sync.WaitGroup

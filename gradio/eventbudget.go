@@ -149,6 +149,6 @@ func decodeHeld(r *sse.Reader, data []byte) (*message, error) {
 		h.Release()
 		return nil, err
 	}
-	m.hold = h
+	m.hold, m.src = h, r
 	return m, nil
 }

@@ -77,6 +77,8 @@ type Event struct {
 	Data []json.RawMessage
 	// Error: the job's error (see Job.Wait).
 	Err error
+
+	hold *sse.Hold // an output's charge while it waits for its reader (emitOutput)
 }
 
 // Progress is one gr.Progress unit.
@@ -246,7 +248,7 @@ func (j *Job) Events() <-chan Event {
 	if !started {
 		// Closed session: the job has finished; hand over what is left.
 		j.mu.Lock()
-		evs := j.events.take()
+		evs := released(j.events.take())
 		j.mu.Unlock()
 		buf := make(chan Event, len(evs))
 		for _, ev := range evs {
@@ -263,6 +265,11 @@ func (j *Job) Events() <-chan Event {
 
 func (j *Job) pump(ch chan<- Event) {
 	defer close(ch)
+	defer func() { // left behind by a delivery that ended early: nobody takes them
+		j.mu.Lock()
+		released(j.events.evs)
+		j.mu.Unlock()
+	}()
 	grace := false // the Submit ctx ended: deliver what is left, but do not wait long
 	// closed ends the delivery when the session closes, unless the job had
 	// finished by then: its events are all here, and a reader still
@@ -273,28 +280,15 @@ func (j *Job) pump(ch chan<- Event) {
 		j.mu.Lock()
 		evs, finished := j.events.take(), j.finished
 		j.mu.Unlock()
-		for _, ev := range evs {
-			if grace {
-				if !sendGrace(ch, ev, closed) {
-					return
-				}
-				continue
-			}
-			select {
-			case ch <- ev:
-			case <-j.ctx.Done():
-				grace = true
-				if !sendGrace(ch, ev, closed) {
-					return
-				}
-			case <-closed:
-				if !j.isFinished() {
-					return
-				}
-				grace, closed = true, nil
-				if !sendGrace(ch, ev, closed) {
-					return
-				}
+		for i, ev := range evs {
+			// An output stays charged to its party until its reader has it.
+			h := ev.hold
+			ev.hold = nil
+			ok := j.send(ch, ev, &grace, &closed)
+			h.Release()
+			if !ok {
+				released(evs[i+1:])
+				return
 			}
 		}
 		if finished {
@@ -311,6 +305,28 @@ func (j *Job) pump(ch chan<- Event) {
 			}
 			grace, closed = true, nil
 		}
+	}
+}
+
+// send hands ev to the Events reader, waiting at most eventGrace once the
+// Submit ctx has ended (grace) or the finished job's session has closed;
+// false: nobody takes it, the delivery ends.
+func (j *Job) send(ch chan<- Event, ev Event, grace *bool, closed *<-chan struct{}) bool {
+	if *grace {
+		return sendGrace(ch, ev, *closed)
+	}
+	select {
+	case ch <- ev:
+		return true
+	case <-j.ctx.Done():
+		*grace = true
+		return sendGrace(ch, ev, *closed)
+	case <-*closed:
+		if !j.isFinished() {
+			return false
+		}
+		*grace, *closed = true, nil
+		return sendGrace(ch, ev, nil)
 	}
 }
 
@@ -397,14 +413,18 @@ type eventQueue struct {
 func (q *eventQueue) push(ev Event, pumping bool) {
 	final := ev.Kind == EventError || ev.Kind == EventCompleted
 	if q.overrun && !final {
+		ev.hold.Release()
 		return
 	}
 	switch {
 	case final:
 	case !pumping && len(q.evs) >= maxUnreadEvents:
 		q.bytes -= q.evs[0].size()
+		q.evs[0].hold.Release()
 		q.evs = q.evs[1:]
 	case pumping && (len(q.evs) >= maxBacklogEvents || q.bytes+ev.size() > maxBacklogBytes):
+		released(q.evs)
+		ev.hold.Release()
 		q.evs, q.bytes, q.overrun = nil, 0, true
 		return
 	}
@@ -412,10 +432,20 @@ func (q *eventQueue) push(ev Event, pumping bool) {
 	q.bytes += ev.size()
 }
 
-// take returns the queued events and empties the queue.
+// take returns the queued events and empties the queue; whoever takes
+// them releases their holds (released) once they are handed over.
 func (q *eventQueue) take() []Event {
 	evs := q.evs
 	q.evs, q.bytes = nil, 0
+	return evs
+}
+
+// released gives back what evs hold of the event budget, and returns them.
+func released(evs []Event) []Event {
+	for i := range evs {
+		evs[i].hold.Release()
+		evs[i].hold = nil
+	}
 	return evs
 }
 
@@ -570,7 +600,9 @@ func (j *Job) handle(m *message) {
 			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
 			return
 		}
-		j.emit(Event{Kind: EventOutput, Data: j.s.dropState(j.dep, data)})
+		if err := j.emitOutput(Event{Kind: EventOutput, Data: j.s.dropState(j.dep, data)}, m); err != nil {
+			j.s.abortLocked(j, err)
+		}
 	case "process_completed":
 		out, err := m.Output.parsed()
 		if err != nil {
@@ -601,6 +633,33 @@ func (j *Job) emit(ev Event) {
 		j.emitLocked(ev)
 	}
 	j.mu.Unlock()
+}
+
+// emitOutput queues a generator's output for the Events reader. Past the
+// queue's allowance (the stream's, 64 KiB) it is charged to m's stream's
+// party until the reader takes it: a reader that falls behind counts
+// against its caller's fair share of the event budget, and fails its job
+// with ErrSlowReader when refused room, as the event of a stream is
+// refused. The output takes the place of m's own charge: a diff's full
+// value may be larger than the diff, and m's bytes are no longer held.
+func (j *Job) emitOutput(ev Event, m *message) error {
+	m.releaseHold()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.finished {
+		return nil
+	}
+	if j.pumping && !j.quiet && m.src != nil && j.events.bytes+ev.size() > sse.DefaultAllowance {
+		h, err := m.src.Charge(ev.size())
+		if err != nil {
+			// The reader's fault, not the app's: not wrapped as
+			// ErrEventTooLarge, which would count against the replica.
+			return fmt.Errorf("%w: no room in the event budget for its backlog: %v", ErrSlowReader, err)
+		}
+		ev.hold = h
+	}
+	j.emitLocked(ev)
+	return nil
 }
 
 // applyGenerating turns a process_generating data array into full values:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +69,122 @@ func TestSlowEventsReaderFailsTheJob(t *testing.T) {
 	if n > 20 {
 		t.Errorf("the reader still got %d events after the job failed, want those taken before at most", n)
 	}
+}
+
+// flooder is an app whose "flood" generator yields n outputs of size
+// bytes, counting them in yielded, then waits for gate (or its cancel).
+func flooder(n, size int, yielded *atomic.Int32, gate <-chan struct{}) *gradiotest.App {
+	app := gradiotest.NewApp()
+	app.HandleGenerator("flood", func(ctx context.Context, _ *gradiotest.Call, yield func(...any) error) error {
+		for i := range n {
+			if err := yield(strconv.Itoa(i) + strings.Repeat("f", size)); err != nil {
+				return err
+			}
+			yielded.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-gate:
+			return nil
+		}
+	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
+	return app
+}
+
+// waitHeld waits until cond holds of the budget's bytes held; a hang
+// guard, not a measure.
+func waitHeld(t *testing.T, b *gradio.EventBudget, cond func(int64) bool, what string) {
+	t.Helper()
+	for i := 0; !cond(b.Held()); i++ {
+		if i > 20000 {
+			t.Fatalf("%s: the budget holds %d bytes", what, b.Held())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSlowReaderBacklogCountsInEventBudget (issue 33 item 2): a
+// generator's outputs waiting for a slow Events reader are counted in the
+// event budget, charged to the call's party, until the reader takes them.
+// Before, they were counted only while their stream read them: eight
+// outputs of 1 MiB queued for a reader held 8 MiB outside the budget (a
+// caller reading many calls' streams slowly held 16 MiB a call).
+func TestSlowReaderBacklogCountsInEventBudget(t *testing.T) {
+	const n, size = 8, 1 << 20
+	var yielded atomic.Int32
+	gate := make(chan struct{})
+	srv := gradiotest.NewServer(flooder(n, size, &yielded, gate))
+	defer srv.Close()
+	budget := gradio.NewEventBudget(64 << 20)
+	ctx := testCtx(t)
+	c, err := gradio.Connect(ctx, srv.URL, gradio.WithEventBudget(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j, err := c.Submit(ctx, "flood", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := j.Events() // a reader that takes nothing yet
+	waitHeld(t, budget, func(h int64) bool { return h >= (n-1)*size }, "outputs queued for the reader")
+	for got := 0; got < n; {
+		ev := <-events
+		if ev.Kind == gradio.EventError || ev.Kind == gradio.EventCompleted {
+			t.Fatalf("the job ended before its outputs were read: %v", ev.Err)
+		}
+		if ev.Kind == gradio.EventOutput {
+			got++
+		}
+	}
+	waitHeld(t, budget, func(h int64) bool { return h == 0 }, "every output read")
+	close(gate)
+	if _, err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range events {
+	}
+}
+
+// TestSlowReaderBacklogRefusedRoom: a reader that falls behind by more
+// than the event budget holds (4 MiB here, under the 16 MiB bound of a
+// job's backlog) fails its job as the caller's fault, not the app's: its
+// backlog is refused room (ErrSlowReader), or the stream's next event is
+// while the backlog keeps the room (ErrEventShare), after at most a few
+// outputs past the budget. Before, the backlog grew to 16 MiB whatever
+// the budget, and a refused read was the app's fault.
+func TestSlowReaderBacklogRefusedRoom(t *testing.T) {
+	const n, size = 40, 1 << 20
+	var yielded atomic.Int32
+	gate := make(chan struct{})
+	defer close(gate)
+	srv := gradiotest.NewServer(flooder(n, size, &yielded, gate))
+	defer srv.Close()
+	budget := gradio.NewEventBudget(4 << 20)
+	ctx := testCtx(t)
+	c, err := gradio.Connect(ctx, srv.URL, gradio.WithEventBudget(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j, err := c.Submit(ctx, "flood", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := j.Events()
+	// Refused either for the backlog (ErrSlowReader) or for the stream's
+	// next event while the backlog keeps the room (ErrEventShare): both
+	// the caller's fault, never the app's bare ErrEventTooLarge.
+	_, err = j.Wait(ctx)
+	if !errors.Is(err, gradio.ErrSlowReader) && !errors.Is(err, gradio.ErrEventShare) {
+		t.Fatalf("Wait: %v, want the reader's fault (ErrSlowReader or ErrEventShare), not the app's", err)
+	}
+	t.Logf("failed with: %v", err)
+	for range events {
+	}
+	if y := yielded.Load(); y >= 12 {
+		t.Errorf("the app yielded %d outputs of 1 MiB before the job failed, want the budget's 4 and a few in flight", y)
+	}
+	waitHeld(t, budget, func(h int64) bool { return h == 0 }, "the failed job's backlog given back")
 }

@@ -44,11 +44,12 @@ var ErrBudgetReclaimed = fmt.Errorf("%w: this stream's replica held more than it
 // caller, see Party) ran two streams or more and held more than its fair
 // share of the whole budget (over every replica's part: a caller's
 // parallel calls spread over replicas count together), or more than its
-// share of its replica's streams and bytes there: the caller's own
-// parallel calls took the room, not the replica, so the failure is the
-// caller's (a gateway does not count it against the replica). It wraps
-// ErrEventTooLarge.
-var ErrPartyOverShare = fmt.Errorf("%w: this stream's caller, running parallel streams, held more than its fair share of the event budget", ErrEventTooLarge)
+// share of its replica's streams and bytes there, or whose Holds (what it
+// was sent and has not taken yet) kept more than its streams: the
+// caller's own calls took the room, not the replica, so the failure is
+// the caller's (a gateway does not count it against the replica). It
+// wraps ErrEventTooLarge.
+var ErrPartyOverShare = fmt.Errorf("%w: this stream's caller held more than its fair share of the event budget (in parallel streams, or in outputs it had not taken yet)", ErrEventTooLarge)
 
 // ErrTooSlow ends a stream that held bytes of its Budget while reading
 // less than its rate floor (DefaultRateFloor) over a window.
@@ -370,13 +371,32 @@ func sameCaller(p, q *Budget) bool { return p == q || p.key != "" && p.key == q.
 // ErrPartyOverShare when its caller, with the n bytes asked, would hold
 // more than its fair share of the whole budget while running two streams
 // or more (wherever they are), or runs more than its share of streams
-// inside its replica (localOverLocked), else ErrBudgetExhausted (the
-// replica's). Callers hold the root's mu.
+// inside its replica (localOverLocked), or when its consumers keep more
+// of the budget than its streams read (keepsMoreLocked), else
+// ErrBudgetExhausted (the replica's). Callers hold the root's mu.
 func (b *Budget) refusedLocked(cs callers, p *Budget, n int64) error {
-	if localOverLocked(p) || cs.of(p).over(cs.share(b), n) {
+	c := cs.of(p)
+	if localOverLocked(p) || c.over(cs.share(b), n) || c.keepsMoreLocked() {
 		return ErrPartyOverShare
 	}
 	return ErrBudgetExhausted
+}
+
+// keepsMoreLocked reports whether the caller's Holds (outputs it has not
+// taken yet: undelivered results, a slow reader's backlog) keep more of
+// the budget than its streams hold of events being read: then the caller
+// filled its room by not taking what it was sent, not its replica by
+// sending it. Callers hold the root's mu.
+func (c *caller) keepsMoreLocked() bool {
+	var kept, charged int64
+	for _, leaf := range c.leaves {
+		for a := range leaf.accts {
+			a.mu.Lock()
+			kept, charged = kept+a.kept, charged+a.charged
+			a.mu.Unlock()
+		}
+	}
+	return kept > charged
 }
 
 // charge counts one stream cut or refused for room with err.
@@ -405,8 +425,9 @@ func (b *Budget) charge(err error) {
 // whose largest streams are cut until the room is free. A caller over its
 // share takes no room from a caller within its own. The cut is the
 // caller's (ErrPartyOverShare) when it is over its share of the whole
-// budget (not counting p's bytes when it is p's) or over its share of
-// streams inside its replica (localOverLocked), else the replica's
+// budget (not counting p's bytes when it is p's), over its share of
+// streams inside its replica (localOverLocked), or keeps more in Holds
+// than its streams read (keepsMoreLocked), else the replica's
 // (ErrBudgetReclaimed). With no victim p's own stream is refused
 // (refusedLocked).
 func (b *Budget) reclaim(p *Budget, n int64) error {
@@ -449,7 +470,7 @@ func (b *Budget) reclaim(p *Budget, n int64) error {
 			switch {
 			case greedy && !sameCaller(p, victim) && overOf(victim) < 0:
 				// p's caller, over its share, takes nothing from a caller within its own
-			case localOverLocked(victim) || overOf(victim) >= 0:
+			case localOverLocked(victim) || overOf(victim) >= 0 || cs.of(victim).keepsMoreLocked():
 				leaves, cause = []*Budget{victim}, ErrPartyOverShare
 			default:
 				leaves, cause = []*Budget{victim}, ErrBudgetReclaimed

@@ -178,7 +178,36 @@ func (r *Reader) Hold(n int) (*Hold, error) {
 	r.lent += int(lent)
 	st := &holdState{acct: a, n: lent}
 	a.mu.Unlock()
-	if more := int64(n) - lent; more > 0 {
+	return st.grow(int64(n) - lent)
+}
+
+// Charge is Hold for bytes no event of the stream brought in: n new bytes
+// that the consumer keeps (a generator's output rebuilt from a small
+// diff, or outputs queued for a reader that fell behind), charged to the
+// Reader's party until the Hold's Release, with the same refusals as
+// Hold. It lends nothing from the Reader, so, unlike Hold, any goroutine
+// may call it, also after the Reader's Release: it then holds nothing
+// (nil, nil), the stream being over.
+func (r *Reader) Charge(n int) (*Hold, error) {
+	a := r.acct
+	if a == nil || n <= 0 {
+		return nil, nil
+	}
+	a.mu.Lock()
+	if a.cause != nil || a.released {
+		a.mu.Unlock()
+		return nil, a.cause
+	}
+	a.holds++
+	a.mu.Unlock()
+	return (&holdState{acct: a}).grow(int64(n))
+}
+
+// grow takes more bytes from the account's budget into the Hold being
+// made (registered in its account's holds), and returns it.
+func (st *holdState) grow(more int64) (*Hold, error) {
+	a := st.acct
+	if more > 0 {
 		if err := a.budget.take(more); err != nil {
 			st.release()
 			return nil, err
