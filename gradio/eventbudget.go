@@ -21,7 +21,11 @@ import (
 // charged to its call's party in place of the event it came in, until
 // Job.Release (Predict releases its own): a caller's results not yet
 // delivered count against its share like its streams, and one taken back
-// for another party's room fails Wait as a cut stream does.
+// for another party's room fails Wait as a cut stream does. So do a
+// generator's outputs waiting for a slow Events reader, past 64 KiB a
+// job, until read. A caller whose waiting outputs and results keep more
+// of the budget than its streams read is to blame when room runs out
+// (ErrEventShare), not its app.
 //
 // Each connected app (a replica) is one party of the budget, and each
 // party of a session (SetEventParty: a caller; by default the session) one

@@ -224,8 +224,11 @@ func (j *Job) heldErr() error {
 }
 
 // Events returns the job's updates; the channel is closed after the final
-// event (EventCompleted or EventError). Events are buffered without bound
-// until read, so a slow reader never stalls other jobs; stop reading only
+// event (EventCompleted or EventError). Events wait for their reader, so
+// a slow reader never stalls other jobs, up to 4096 events or 16 MiB
+// behind (past that the job fails with ErrSlowReader); past 64 KiB behind
+// they count in the EventBudget, charged to the job's party, until read
+// (refused room, the job fails with ErrSlowReader too). Stop reading only
 // after the channel closes or once the Submit ctx has ended (after that,
 // each remaining event, including the final EventError, waits at most a
 // second for a reader), or the delivering goroutine stays behind until
