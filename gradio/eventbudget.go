@@ -102,8 +102,7 @@ func (a *app) eventBudget() *sse.Budget {
 // (or more streams than the app's others) fails with ErrEventShare, its
 // own fault, not the app's.
 // Default (""): the session is a party of its own. It applies to the
-// streams opened after it; Gradio 3's WebSocket messages stay charged to
-// the app's part.
+// streams (and Gradio 3 WebSocket connections) opened after it.
 func (c *Client) SetEventParty(key string) {
 	c.sess.mu.Lock()
 	c.sess.party = key
@@ -120,10 +119,15 @@ var ErrEventShare = sse.ErrPartyOverShare
 // eventReader reads an event stream of the session, charged to its
 // party's part of its app's budget.
 func (s *appSession) eventReader(body io.Reader) *sse.Reader {
+	return sse.NewReaderBudget(body, 0, s.eventParty())
+}
+
+// eventParty is the session's party in its app's part of the budget.
+func (s *appSession) eventParty() *sse.Budget {
 	s.mu.Lock()
 	key := cmp.Or(s.party, "session:"+s.hash)
 	s.mu.Unlock()
-	return sse.NewReaderBudget(body, 0, s.app.eventBudget().Party(key))
+	return s.app.eventBudget().Party(key)
 }
 
 // holdEvent charges what decoding an event of the stream read by r keeps

@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gradiopool/gradiopool/internal/sse"
@@ -34,17 +34,21 @@ type wsConn struct {
 	rwc io.ReadWriteCloser
 	br  *bufio.Reader
 	wmu sync.Mutex // serialises frame writes
-	// budget is charged for a message's bytes beyond the allowance while
-	// it is read and until the next read (its reader has decoded it by
-	// then) or Close; charged is what it holds of it.
-	budget  *sse.Budget
-	charged atomic.Int64
-	closed  atomic.Bool
+	// meter is the connection's account in its party's part of the event
+	// budget: a message's bytes beyond the allowance are charged as they
+	// arrive (with the event streams' fair shares, reclaims and rate
+	// floor), then pass to the message's Hold (readText).
+	meter *sse.Meter
 }
 
-// dialWS upgrades GET u to a WebSocket. ctx stays attached to the
-// connection: cancelling it tears the connection down.
-func (a *app) dialWS(ctx context.Context, u string) (*wsConn, error) {
+// wsChunk is how much of a frame's payload is read (and charged) at a
+// time: a frame's announced length is not allocated before it arrives.
+const wsChunk = 64 << 10
+
+// dialWS upgrades GET u to a WebSocket whose messages are charged to
+// budget. ctx stays attached to the connection: cancelling it tears the
+// connection down.
+func (a *app) dialWS(ctx context.Context, u string, budget *sse.Budget) (*wsConn, error) {
 	var kb [16]byte
 	_, _ = rand.Read(kb[:])
 	key := base64.StdEncoding.EncodeToString(kb[:])
@@ -77,18 +81,24 @@ func (a *app) dialWS(ctx context.Context, u string) (*wsConn, error) {
 		resp.Body.Close()
 		return nil, &ProtocolError{Op: "queue/join (ws)", Err: errors.New("upgraded body is not writable")}
 	}
-	return &wsConn{rwc: rwc, br: bufio.NewReader(rwc), budget: a.eventBudget()}, nil
+	return newWSConn(rwc, budget), nil
 }
 
-// readText returns the next text (or binary) message; io.EOF after a close
+func newWSConn(rwc io.ReadWriteCloser, budget *sse.Budget) *wsConn {
+	meter, r := sse.NewMeter(rwc, budget)
+	return &wsConn{rwc: rwc, br: bufio.NewReader(r), meter: meter}
+}
+
+// readText returns the next text (or binary) message, and its Hold of the
+// event budget (nil for a small one: see wsConn.meter) for its consumer
+// to release once it has decoded and delivered it; io.EOF after a close
 // frame.
-func (c *wsConn) readText() ([]byte, error) {
-	c.budget.Give(c.charged.Swap(0))
+func (c *wsConn) readText() ([]byte, *sse.Hold, error) {
 	var msg []byte
 	for {
 		var h [2]byte
 		if _, err := io.ReadFull(c.br, h[:]); err != nil {
-			return nil, err
+			return nil, nil, c.readErr(err)
 		}
 		fin, op := h[0]&0x80 != 0, h[0]&0x0f
 		masked := h[1]&0x80 != 0
@@ -97,56 +107,92 @@ func (c *wsConn) readText() ([]byte, error) {
 		case 126:
 			var b [2]byte
 			if _, err := io.ReadFull(c.br, b[:]); err != nil {
-				return nil, err
+				return nil, nil, c.readErr(err)
 			}
 			n = uint64(binary.BigEndian.Uint16(b[:]))
 		case 127:
 			var b [8]byte
 			if _, err := io.ReadFull(c.br, b[:]); err != nil {
-				return nil, err
+				return nil, nil, c.readErr(err)
 			}
 			n = binary.BigEndian.Uint64(b[:])
 		}
 		if n > maxWSMessage || uint64(len(msg))+n > maxWSMessage {
-			return nil, fmt.Errorf("websocket message: %w", ErrEventTooLarge)
-		}
-		if err := c.charge(len(msg), n); err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("websocket message: %w", ErrEventTooLarge)
 		}
 		var mask [4]byte
 		if masked {
 			if _, err := io.ReadFull(c.br, mask[:]); err != nil {
-				return nil, err
+				return nil, nil, c.readErr(err)
 			}
 		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(c.br, payload); err != nil {
-			return nil, err
-		}
-		if masked {
-			for i := range payload {
-				payload[i] ^= mask[i%4]
+		if op >= 0x8 { // a control frame: at most 125 bytes, not fragmented (RFC 6455 5.5)
+			if n > 125 || !fin {
+				return nil, nil, fmt.Errorf("websocket control frame of %d bytes (final %v)", n, fin)
 			}
-		}
-		switch op {
-		case 0x8: // close
-			_ = c.writeFrame(0x8, nil)
-			return nil, io.EOF
-		case 0x9: // ping
-			if err := c.writeFrame(0xA, payload); err != nil {
-				return nil, err
+			payload := make([]byte, n)
+			if _, err := io.ReadFull(c.br, payload); err != nil {
+				return nil, nil, c.readErr(err)
+			}
+			unmask(payload, mask, masked)
+			switch op {
+			case 0x8: // close
+				_ = c.writeFrame(0x8, nil)
+				return nil, nil, io.EOF
+			case 0x9: // ping
+				if err := c.writeFrame(0xA, payload); err != nil {
+					return nil, nil, err
+				}
+			case 0xA: // pong
+			default:
+				return nil, nil, fmt.Errorf("websocket opcode %d", op)
 			}
 			continue
-		case 0xA: // pong
-			continue
-		case 0x0, 0x1, 0x2:
-			msg = append(msg, payload...)
-			if fin {
-				return msg, nil
-			}
-		default:
-			return nil, fmt.Errorf("websocket opcode %d", op)
 		}
+		if op > 0x2 {
+			return nil, nil, fmt.Errorf("websocket opcode %d", op)
+		}
+		start, end := len(msg), len(msg)+int(n)
+		for len(msg) < end {
+			k := min(end-len(msg), wsChunk)
+			if len(msg)+k > cap(msg) {
+				grow := min(max(cap(msg), k), end-len(msg)) // doubling, within the frame
+				if err := c.meter.Set(int64(cap(msg)+grow) - sse.DefaultAllowance); err != nil {
+					return nil, nil, fmt.Errorf("websocket message: %w", err)
+				}
+				msg = slices.Grow(msg, grow)
+			}
+			msg = msg[:len(msg)+k]
+			if _, err := io.ReadFull(c.br, msg[len(msg)-k:]); err != nil {
+				return nil, nil, c.readErr(err)
+			}
+		}
+		unmask(msg[start:], mask, masked)
+		if fin {
+			hold, err := c.meter.Hold()
+			if err != nil {
+				return nil, nil, fmt.Errorf("websocket message: %w", err)
+			}
+			return msg, hold, nil
+		}
+	}
+}
+
+// readErr is why a read failed: the budget's cut (which closed the
+// connection) when there was one.
+func (c *wsConn) readErr(err error) error {
+	if cause := c.meter.Err(); cause != nil {
+		return fmt.Errorf("websocket message: %w", cause)
+	}
+	return err
+}
+
+func unmask(b []byte, mask [4]byte, masked bool) {
+	if !masked {
+		return
+	}
+	for i := range b {
+		b[i] ^= mask[i%4]
 	}
 }
 
@@ -185,34 +231,9 @@ func (c *wsConn) writeJSON(v any) error {
 }
 
 func (c *wsConn) Close() error {
-	c.closed.Store(true)
-	c.budget.Give(c.charged.Swap(0))
+	c.meter.Release()
 	_ = c.writeFrame(0x8, []byte{0x03, 0xe8}) // 1000 normal closure
 	return c.rwc.Close()
-}
-
-// charge takes from the budget, before a frame's payload of n bytes is
-// allocated, what the message (its bytes so far, the payload and the
-// payload's copy into the message) holds beyond the per-stream allowance.
-// A refused message gives back what its earlier frames took.
-func (c *wsConn) charge(held int, n uint64) error {
-	if c.budget == nil {
-		return nil
-	}
-	over := int64(held) + 2*int64(n) - sse.DefaultAllowance
-	want := over - c.charged.Load()
-	if want <= 0 {
-		return nil
-	}
-	if !c.budget.Take(want) {
-		c.budget.Give(c.charged.Swap(0))
-		return fmt.Errorf("websocket message: %w", sse.ErrBudgetExhausted)
-	}
-	c.charged.Add(want)
-	if c.closed.Load() {
-		c.budget.Give(c.charged.Swap(0)) // Close ran meanwhile: nobody else gives it back
-	}
-	return nil
 }
 
 // skipQueue says whether a Gradio 3 dependency runs without the queue.
@@ -246,7 +267,7 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 	if d := a.set.headerTimeout; d > 0 {
 		timer = time.AfterFunc(d, jcancel)
 	}
-	conn, err := a.dialWS(jctx, a.base+"/queue/join")
+	conn, err := a.dialWS(jctx, a.base+"/queue/join", s.eventParty())
 	if timer != nil && !timer.Stop() && err == nil {
 		err = errors.New("websocket handshake timed out")
 	}
@@ -275,20 +296,24 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 	// send_hash, then the first queue message says whether we are in.
 	var first *message
 	for first == nil {
-		b, err := conn.readText()
+		b, hold, err := conn.readText()
 		if err != nil {
 			return fail(&ConnectionLostError{Err: fmt.Errorf("queue/join (ws): %w", err)})
 		}
 		m, err := decodeMessage(b)
 		if err != nil {
+			hold.Release()
 			return fail(&ProtocolError{Op: "queue/join (ws)", Body: excerpt(b), Err: err})
 		}
+		m.hold = hold // the first message may be a large completion
 		switch m.Msg {
 		case "send_hash":
+			m.releaseHold()
 			if err := conn.writeJSON(map[string]any{"fn_index": dep.FnIndex, "session_hash": s.hash}); err != nil {
 				return fail(&ConnectionLostError{Err: err})
 			}
 		case "queue_full":
+			m.releaseHold()
 			return fail(fmt.Errorf("%w: this application is currently busy", ErrQueueFull))
 		default:
 			first = m
@@ -297,6 +322,7 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 	return s.startLocalJob(ctx, j, jcancel, func() {
 		defer conn.Close()
 		handle := func(m *message) bool {
+			defer m.releaseHold() // unless the job's result took it
 			switch m.Msg {
 			case "send_data":
 				if err := conn.writeJSON(joinBody{Data: data, FnIndex: dep.FnIndex, SessionHash: s.hash}); err != nil {
@@ -322,7 +348,7 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 				return
 			default:
 			}
-			b, err := conn.readText()
+			b, hold, err := conn.readText()
 			if err != nil {
 				if jctx.Err() == nil {
 					s.fail(j, &ConnectionLostError{Accepted: true, Err: fmt.Errorf("queue/join (ws): %w", err)})
@@ -331,9 +357,11 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 			}
 			m, err := decodeMessage(b)
 			if err != nil {
+				hold.Release()
 				s.fail(j, &ProtocolError{Op: "queue/join (ws)", Body: excerpt(b), Err: err})
 				return
 			}
+			m.hold = hold
 			if !handle(m) {
 				return
 			}

@@ -159,26 +159,36 @@ func (r *Reader) Hold(n int) (*Hold, error) {
 	if a == nil || n <= 0 {
 		return nil, nil
 	}
-	a.mu.Lock()
-	if a.cause != nil || a.released {
-		a.mu.Unlock()
-		return nil, cmp.Or(a.cause, errReleased)
-	}
-	a.holds++ // registered meanwhile: a Release of the Reader keeps it
 	// The event's own bytes, charged to the Reader, pass to the Hold: the
 	// Reader drops them at the next Next (or Release), and what is
 	// decoded from them takes their place.
-	lent := min(int64(n), a.charged)
+	st, err := a.lend(int64(n))
+	if err != nil {
+		return nil, err
+	}
+	r.lent += int(st.n)
+	return st.grow(int64(n) - st.n)
+}
+
+// lend starts a Hold (registered in the account's holds, so that a
+// Release of its stream keeps the account) with up to n of the bytes the
+// stream is charged: they stop counting for the rate floor, which
+// measures the stream's reading, not its consumer's keeping.
+func (a *account) lend(n int64) (*holdState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cause != nil || a.released {
+		return nil, cmp.Or(a.cause, errReleased)
+	}
+	a.holds++
+	lent := min(n, a.charged)
 	a.charged -= lent
 	a.kept += lent
 	if a.charged == 0 && a.timer != nil {
 		a.timer.Stop()
 		a.timer = nil
 	}
-	r.lent += int(lent)
-	st := &holdState{acct: a, n: lent}
-	a.mu.Unlock()
-	return st.grow(int64(n) - lent)
+	return &holdState{acct: a, n: lent}, nil
 }
 
 // Charge is Hold for bytes no event of the stream brought in: n new bytes
