@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
@@ -60,17 +61,29 @@ func (s *appSession) submitQueued(ctx context.Context, dep *Dependency, endpoint
 	s.mu.Unlock()
 	select {
 	case r := <-ch:
-		return r.j, r.err
+		return settled(ctx, r.j, r.err)
 	case <-ctx.Done():
 	}
 	select {
 	case r := <-ch: // both ready: the join's own answer is the more precise
-		return r.j, r.err
+		return settled(ctx, r.j, r.err)
 	default:
 	}
 	// joinAndRegister sees ctx ended once the join returns: it cancels a
 	// job the app accepted, and the session's Close waits for it.
 	return nil, fmt.Errorf("%w: %w", ErrMaybeAccepted, ctx.Err())
+}
+
+// settled is a join's result for a caller whose ctx may have ended: a join
+// sent in full and cut by that end (the join's own deadline is the
+// caller's) is ErrMaybeAccepted, as when the caller stops waiting first;
+// which of the two the caller saw first was a race.
+func settled(ctx context.Context, j *Job, err error) (*Job, error) {
+	var lost *ConnectionLostError
+	if err != nil && ctx.Err() != nil && errors.As(err, &lost) && lost.MaybeAccepted {
+		return nil, fmt.Errorf("%w: %w", ErrMaybeAccepted, ctx.Err())
+	}
+	return j, err
 }
 
 // joinAndRegister sends the join and registers the job it started; when
