@@ -3,10 +3,8 @@ package gateway_test
 import (
 	"context"
 	"io"
-	"net"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,19 +47,7 @@ func TestFrontDoorCallerThatStopsReadingIsCut(t *testing.T) {
 	fdtest.JoinAt(t, base, "stuck", `"data":[1],"fn_index":`+strconv.Itoa(fn))
 	// The caller's stream, on a connection whose receive buffer is small
 	// (set before the connection is made, so the window is) and never read.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialSmallWindow(t, strings.TrimPrefix(base, "http://"))
 	defer c.Close()
 	if _, err := io.WriteString(c, "GET /gradio_api/queue/data?session_hash=stuck HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)

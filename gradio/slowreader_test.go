@@ -92,6 +92,26 @@ func flooder(n, size int, yielded *atomic.Int32, gate <-chan struct{}) *gradiote
 	return app
 }
 
+// floodUnread submits a call of flooder(n, size) on a client charging
+// budget; yielded counts the outputs the app sent. The server and client
+// close with the test.
+func floodUnread(t *testing.T, ctx context.Context, n, size int, budget *gradio.EventBudget, gate <-chan struct{}) (*gradio.Job, *atomic.Int32) {
+	t.Helper()
+	yielded := new(atomic.Int32)
+	srv := gradiotest.NewServer(flooder(n, size, yielded, gate))
+	t.Cleanup(srv.Close)
+	c, err := gradio.Connect(ctx, srv.URL, gradio.WithEventBudget(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	j, err := c.Submit(ctx, "flood", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, yielded
+}
+
 // waitHeld waits until cond holds of the budget's bytes held; a hang
 // guard, not a measure.
 func waitHeld(t *testing.T, b *gradio.EventBudget, cond func(int64) bool, what string) {
@@ -112,21 +132,10 @@ func waitHeld(t *testing.T, b *gradio.EventBudget, cond func(int64) bool, what s
 // caller reading many calls' streams slowly held 16 MiB a call).
 func TestSlowReaderBacklogCountsInEventBudget(t *testing.T) {
 	const n, size = 8, 1 << 20
-	var yielded atomic.Int32
 	gate := make(chan struct{})
-	srv := gradiotest.NewServer(flooder(n, size, &yielded, gate))
-	defer srv.Close()
 	budget := gradio.NewEventBudget(64 << 20)
 	ctx := testCtx(t)
-	c, err := gradio.Connect(ctx, srv.URL, gradio.WithEventBudget(budget))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	j, err := c.Submit(ctx, "flood", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, _ := floodUnread(t, ctx, n, size, budget, gate)
 	events := j.Events() // a reader that takes nothing yet
 	waitHeld(t, budget, func(h int64) bool { return h >= (n-1)*size }, "outputs queued for the reader")
 	for got := 0; got < n; {
@@ -156,27 +165,16 @@ func TestSlowReaderBacklogCountsInEventBudget(t *testing.T) {
 // the budget, and a refused read was the app's fault.
 func TestSlowReaderBacklogRefusedRoom(t *testing.T) {
 	const n, size = 40, 1 << 20
-	var yielded atomic.Int32
 	gate := make(chan struct{})
 	defer close(gate)
-	srv := gradiotest.NewServer(flooder(n, size, &yielded, gate))
-	defer srv.Close()
 	budget := gradio.NewEventBudget(4 << 20)
 	ctx := testCtx(t)
-	c, err := gradio.Connect(ctx, srv.URL, gradio.WithEventBudget(budget))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	j, err := c.Submit(ctx, "flood", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, yielded := floodUnread(t, ctx, n, size, budget, gate)
 	events := j.Events()
 	// Refused either for the backlog (ErrSlowReader) or for the stream's
 	// next event while the backlog keeps the room (ErrEventShare): both
 	// the caller's fault, never the app's bare ErrEventTooLarge.
-	_, err = j.Wait(ctx)
+	_, err := j.Wait(ctx)
 	if !errors.Is(err, gradio.ErrSlowReader) && !errors.Is(err, gradio.ErrEventShare) {
 		t.Fatalf("Wait: %v, want the reader's fault (ErrSlowReader or ErrEventShare), not the app's", err)
 	}
