@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/internal/version"
 	"github.com/gradiopool/gradiopool/pool"
 )
@@ -168,6 +169,38 @@ func (m *Metrics) Register(b Backend) {
 	}
 	if src, ok := b.(endpointSource); ok {
 		m.endpoints.setSource(src.EndpointLabels)
+	}
+}
+
+// watchEventBudget exports the use of the gateway's event budget
+// (upstream_event_bytes): what it holds now, and the streams it cut or
+// refused for room, by whose fault. A second budget on the same Metrics
+// is not exported (PoolConfig makes one per gateway).
+func (m *Metrics) watchEventBudget(b *gradio.EventBudget) {
+	if b == nil {
+		return
+	}
+	cs := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricsNamespace + "_event_budget_held_bytes",
+			Help: "Bytes of upstream_event_bytes held now: events read in part, and large outputs not yet delivered."},
+			func() float64 { return float64(b.Held()) }),
+	}
+	for _, fault := range []string{"replica", "caller"} {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricsNamespace + "_event_budget_cuts_total",
+			Help:        "Replicas' streams cut or refused for room in upstream_event_bytes, by fault: the replica's (502) or a caller's (429 event_share).",
+			ConstLabels: prometheus.Labels{"fault": fault}},
+			func() float64 {
+				replica, caller := b.Charged()
+				if fault == "replica" {
+					return float64(replica)
+				}
+				return float64(caller)
+			}))
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err == nil {
+			m.all = append(m.all, c)
+		}
 	}
 }
 

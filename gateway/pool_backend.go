@@ -169,7 +169,8 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 	// One budget per gateway, shared by every replica's client (and the
 	// front door's relays, which read through them): what a hostile replica
 	// makes it hold is bounded in total, not per call.
-	opts = append(opts, gradio.WithEventBudget(gradio.NewEventBudget(c.UpstreamEventBytes)))
+	budget := gradio.NewEventBudget(c.UpstreamEventBytes)
+	opts = append(opts, gradio.WithEventBudget(budget))
 	pc.ClientOptions = opts
 	if logger != nil {
 		pc.Logger = logger
@@ -178,6 +179,7 @@ func (c Config) PoolConfig(logger *slog.Logger, metrics *Metrics, opts ...gradio
 		pc.HashKey = []byte(c.Secrets.HashKey)
 	}
 	if metrics != nil {
+		metrics.watchEventBudget(budget)
 		// The caller's own hook (c.Pool.OnEvent) still gets every event.
 		own := pc.OnEvent
 		pc.OnEvent = func(e pool.Event) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -164,6 +165,21 @@ func TestSlowSubmitReadersCannotTakeTheEventBudget(t *testing.T) {
 	}
 	if e := p.Stats(context.Background()).Errors; e != 0 {
 		t.Errorf("the replica was charged %d errors", e)
+	}
+	// What an operator sees: the refusals charged to the slow key, none
+	// to the replica.
+	if resp, err := http.Get(base + "/metrics"); err != nil {
+		t.Error(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := string(b)
+		if !strings.Contains(m, `gradiopool_event_budget_cuts_total{fault="replica"} 0`) ||
+			strings.Contains(m, `gradiopool_event_budget_cuts_total{fault="caller"} 0`) ||
+			!strings.Contains(m, "gradiopool_event_budget_held_bytes ") {
+			t.Errorf("metrics of the event budget:\n%s", grepLines(m, "gradiopool_event_budget"))
+		}
+		t.Logf("%s", grepLines(m, "gradiopool_event_budget_cuts_total{"))
 	}
 	t.Logf("%d outputs of 256 KiB sent to %d unread calls before they ended; the budget's peak %d of %d bytes; other key %d/%d ok",
 		yielded.Load(), streams, peak, total, othersOK, others)
