@@ -90,8 +90,8 @@ type bridgeJob struct {
 
 // maxBridgeOut and maxBridgeOutBytes bound the messages queued for a
 // caller that does not read its stream: past either the oldest progress
-// and generating messages are dropped (never a completion; a generator's
-// later outputs are whole values).
+// and generating messages are dropped (never a completion, nor a
+// generator's first output, the base of the "replace" diffs after it).
 const maxBridgeOut, maxBridgeOutBytes = 1024, 16 << 20
 
 // bridgeOf returns s's bridge state, making it when create is set. Its
@@ -118,7 +118,8 @@ func (b *bridgeState) signal() {
 func (b *bridgeState) push(msg []byte) {
 	for len(b.out) >= maxBridgeOut || b.outSize+len(msg) > maxBridgeOutBytes {
 		i := slices.IndexFunc(b.out, func(m []byte) bool {
-			return bytes.Contains(m, []byte(`"msg":"progress"`)) || bytes.Contains(m, []byte(`"msg":"process_generating"`))
+			return bytes.Contains(m, []byte(`"msg":"progress"`)) ||
+				bytes.Contains(m, []byte(`"msg":"process_generating"`)) && bytes.Contains(m, []byte(`[["replace",[],`)) // a later output (handle)
 		})
 		if i < 0 {
 			break

@@ -19,8 +19,9 @@ func TestBridgeQueueBound(t *testing.T) {
 	b := &bridgeState{jobs: map[string]*bridgeJob{}, wake: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.push([]byte(`{"msg":"process_completed","event_id":"first","output":{},"success":true}`))
+	b.push([]byte(`{"msg":"process_generating","event_id":"gen","output":{"data":["base"]}}`))
 	for i := range 3 * maxBridgeOut {
-		b.push(fmt.Appendf(nil, `{"msg":"process_generating","event_id":"gen","n":%d}`, i))
+		b.push(fmt.Appendf(nil, `{"msg":"process_generating","event_id":"gen","n":%d,"output":{"data":[[["replace",[],"x"]]]}}`, i))
 	}
 	b.push([]byte(`{"msg":"process_completed","event_id":"gen","output":{},"success":true}`))
 	b.mu.Unlock()
@@ -43,6 +44,9 @@ func TestBridgeQueueBound(t *testing.T) {
 	if !bytes.Contains(msgs[len(msgs)-2], fmt.Appendf(nil, `"n":%d`, 3*maxBridgeOut-1)) {
 		t.Errorf("the newest output was dropped: %s", msgs[len(msgs)-2])
 	}
+	if !bytes.Contains(msgs[1], []byte(`"data":["base"]`)) {
+		t.Errorf("the generator's first output, the base of its diffs, was dropped: %s", msgs[1])
+	}
 }
 
 // TestBridgeQueueByteBound: a caller that does not read its stream while
@@ -56,7 +60,11 @@ func TestBridgeQueueByteBound(t *testing.T) {
 	b.mu.Lock()
 	b.push([]byte(`{"msg":"process_completed","event_id":"first","output":{},"success":true}`))
 	for i := range 64 {
-		b.push(fmt.Appendf(nil, `{"msg":"process_generating","event_id":"gen","n":%d,"output":{"data":["%s"]}}`, i, big))
+		if i == 0 { // the first output is whole; later ones "replace" diffs of it (bridgeConv)
+			b.push(fmt.Appendf(nil, `{"msg":"process_generating","event_id":"gen","n":%d,"output":{"data":["%s"]}}`, i, big))
+			continue
+		}
+		b.push(fmt.Appendf(nil, `{"msg":"process_generating","event_id":"gen","n":%d,"output":{"data":[[["replace",[],"%s"]]]}}`, i, big))
 	}
 	b.push([]byte(`{"msg":"process_completed","event_id":"gen","output":{},"success":true}`))
 	b.mu.Unlock()
@@ -70,8 +78,8 @@ func TestBridgeQueueByteBound(t *testing.T) {
 	}
 	if !bytes.HasPrefix(msgs[0], []byte(`{"msg":"process_completed","event_id":"first"`)) ||
 		!bytes.Contains(msgs[len(msgs)-1], []byte(`"process_completed","event_id":"gen"`)) ||
-		!bytes.Contains(msgs[len(msgs)-2], []byte(`"n":63,`)) {
-		t.Errorf("a completion or the newest output was dropped (%d messages kept)", len(msgs))
+		!bytes.Contains(msgs[len(msgs)-2], []byte(`"n":63,`)) || !bytes.Contains(msgs[1], []byte(`"n":0,`)) {
+		t.Errorf("a completion, the first output or the newest was dropped (%d messages kept)", len(msgs))
 	}
 	if b.outSize != 0 {
 		t.Errorf("take left %d bytes counted", b.outSize)
