@@ -31,9 +31,10 @@ type message struct {
 	// a small one. A job takes it (Job.handle), or the reader releases it
 	// once the message is dispatched.
 	hold *sse.Hold
-	// src is the stream m was read from, for a job that keeps more than
-	// m's own bytes of it (Job.emitOutput); nil for a WebSocket message.
-	src *sse.Reader
+	// src is the stream m was read from (an event stream's Reader, a
+	// WebSocket's Meter), for a job that keeps more than m's own bytes
+	// of it (Job.emitOutput).
+	src interface{ Charge(n int) (*sse.Hold, error) }
 }
 
 // releaseHold gives back what m still holds of the event budget: its hold,

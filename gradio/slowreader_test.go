@@ -1,6 +1,7 @@
 package gradio_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -95,10 +96,14 @@ func flooder(n, size int, yielded *atomic.Int32, gate <-chan struct{}) *gradiote
 // floodUnread submits a call of flooder(n, size) on a client charging
 // budget; yielded counts the outputs the app sent. The server and client
 // close with the test.
-func floodUnread(t *testing.T, ctx context.Context, n, size int, budget *gradio.EventBudget, gate <-chan struct{}) (*gradio.Job, *atomic.Int32) {
+func floodUnread(t *testing.T, ctx context.Context, mode gradiotest.Mode, n, size int, budget *gradio.EventBudget, gate <-chan struct{}) (*gradio.Job, *atomic.Int32) {
 	t.Helper()
 	yielded := new(atomic.Int32)
-	srv := gradiotest.NewServer(flooder(n, size, yielded, gate))
+	srv := gradiotest.NewUnstartedServer(flooder(n, size, yielded, gate))
+	if mode != "" {
+		srv.Mode = mode
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	c, err := gradio.Connect(ctx, srv.URL, gradio.WithEventBudget(budget))
 	if err != nil {
@@ -131,11 +136,17 @@ func waitHeld(t *testing.T, b *gradio.EventBudget, cond func(int64) bool, what s
 // outputs of 1 MiB queued for a reader held 8 MiB outside the budget (a
 // caller reading many calls' streams slowly held 16 MiB a call).
 func TestSlowReaderBacklogCountsInEventBudget(t *testing.T) {
+	for _, mode := range []gradiotest.Mode{"", gradiotest.Gradio3WS} {
+		t.Run(cmp.Or(string(mode), "default"), func(t *testing.T) { slowReaderBacklogCounts(t, mode) })
+	}
+}
+
+func slowReaderBacklogCounts(t *testing.T, mode gradiotest.Mode) {
 	const n, size = 8, 1 << 20
 	gate := make(chan struct{})
 	budget := gradio.NewEventBudget(64 << 20)
 	ctx := testCtx(t)
-	j, _ := floodUnread(t, ctx, n, size, budget, gate)
+	j, _ := floodUnread(t, ctx, mode, n, size, budget, gate)
 	events := j.Events() // a reader that takes nothing yet
 	waitHeld(t, budget, func(h int64) bool { return h >= (n-1)*size }, "outputs queued for the reader")
 	for got := 0; got < n; {
@@ -169,7 +180,7 @@ func TestSlowReaderBacklogRefusedRoom(t *testing.T) {
 	defer close(gate)
 	budget := gradio.NewEventBudget(4 << 20)
 	ctx := testCtx(t)
-	j, yielded := floodUnread(t, ctx, n, size, budget, gate)
+	j, yielded := floodUnread(t, ctx, "", n, size, budget, gate)
 	events := j.Events()
 	// Refused either for the backlog (ErrSlowReader) or for the stream's
 	// next event while the backlog keeps the room (ErrEventShare): both

@@ -305,7 +305,7 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 			hold.Release()
 			return fail(&ProtocolError{Op: "queue/join (ws)", Body: excerpt(b), Err: err})
 		}
-		m.hold = hold // the first message may be a large completion
+		m.hold, m.src = hold, conn.meter // the first message may be a large completion
 		switch m.Msg {
 		case "send_hash":
 			m.releaseHold()
@@ -361,7 +361,7 @@ func (s *appSession) submitWS(ctx context.Context, dep *Dependency, endpoint str
 				s.fail(j, &ProtocolError{Op: "queue/join (ws)", Body: excerpt(b), Err: err})
 				return
 			}
-			m.hold = hold
+			m.hold, m.src = hold, conn.meter
 			if !handle(m) {
 				return
 			}

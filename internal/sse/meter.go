@@ -83,3 +83,12 @@ func (m *Meter) Hold() (*Hold, error) {
 	}
 	return st.grow(0)
 }
+
+// Charge is Reader.Charge for the stream's consumer: n bytes it keeps
+// that no message brought in. Safe on nil (nothing held).
+func (m *Meter) Charge(n int) (*Hold, error) {
+	if m == nil {
+		return nil, nil
+	}
+	return m.a.charge(n)
+}

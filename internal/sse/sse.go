@@ -198,8 +198,10 @@ func (a *account) lend(n int64) (*holdState, error) {
 // Hold. It lends nothing from the Reader, so, unlike Hold, any goroutine
 // may call it, also after the Reader's Release: it then holds nothing
 // (nil, nil), the stream being over.
-func (r *Reader) Charge(n int) (*Hold, error) {
-	a := r.acct
+func (r *Reader) Charge(n int) (*Hold, error) { return r.acct.charge(n) }
+
+// charge is Charge on the account (nil: no Budget).
+func (a *account) charge(n int) (*Hold, error) {
 	if a == nil || n <= 0 {
 		return nil, nil
 	}
