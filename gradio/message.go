@@ -34,7 +34,9 @@ type message struct {
 	// src is the stream m was read from (an event stream's Reader, a
 	// WebSocket's Meter), for a job that keeps more than m's own bytes
 	// of it (Job.emitOutput).
-	src interface{ Charge(n int) (*sse.Hold, error) }
+	src interface {
+		Charge(n int) (*sse.Hold, error)
+	}
 }
 
 // releaseHold gives back what m still holds of the event budget: its hold,
