@@ -171,15 +171,19 @@ func (j *Job) Done() <-chan struct{} { return j.done }
 func (j *Job) Wait(ctx context.Context) ([]json.RawMessage, error) {
 	select {
 	case <-j.done:
-		if j.err == nil {
-			if err := j.heldErr(); err != nil {
-				return nil, &ConnectionLostError{EventID: j.ID(), Accepted: true, Err: &ProtocolError{Op: "queue/data", Err: err}}
-			}
-		}
-		return j.result, j.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case <-j.done: // both: the job's own outcome says more than the wait's end
+		default:
+			return nil, ctx.Err()
+		}
 	}
+	if j.err == nil {
+		if err := j.heldErr(); err != nil {
+			return nil, &ConnectionLostError{EventID: j.ID(), Accepted: true, Err: &ProtocolError{Op: "queue/data", Err: err}}
+		}
+	}
+	return j.result, j.err
 }
 
 // Release gives back what the job's result holds of the EventBudget (an

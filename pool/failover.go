@@ -674,12 +674,13 @@ func classifySubmitError(err error) (retry, broken, replicaFault bool) {
 
 // callerError reports errors caused by the call itself (unknown endpoint,
 // bad arguments, a file too large, the caller's own cancel or deadline,
-// its party holding more than its share of the event budget): they would
-// fail on any replica and do not count as the replica's errors.
+// its party holding more than its share of the event budget, its reader
+// falling behind the app): they would fail on any replica and do not
+// count as the replica's errors.
 func callerError(err error) bool {
 	return gradio.ClassifyJoin(err) == gradio.JoinCallerFault ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, gradio.ErrEventShare)
+		errors.Is(err, gradio.ErrEventShare) || errors.Is(err, gradio.ErrSlowReader)
 }
 
 // sessionLevel reports failures of one session, not of the replica: the

@@ -52,6 +52,8 @@ func abuseApp() *gradiotest.App {
 	}, []gradiotest.Component{gradiotest.Number("n")}, nil)
 	chunk := strings.Repeat("y", 10_000)
 	a.HandleGenerator("endless", func(ctx context.Context, _ *gradiotest.Call, yield func(...any) error) error {
+		endlessStarted.Add(1)
+		defer endlessEnded.Add(1)
 		for {
 			if err := yield(chunk); err != nil {
 				return err
@@ -65,6 +67,10 @@ func abuseApp() *gradiotest.App {
 	}, nil, nil)
 	return a
 }
+
+// endlessStarted and endlessEnded count the endless generator's calls
+// at the replicas (row 11 waits for its own to end there).
+var endlessStarted, endlessEnded atomic.Int64
 
 var (
 	abuseBuildOnce sync.Once

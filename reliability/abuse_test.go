@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ type abuseScale struct {
 	bystanders, bystanderBytes int
 	bystanderRounds            int
 	greedyEnv                  map[string]string
+	slowReaders                int // row 11's unread /v1/submit streams
 	// settings are the gateway's environment besides the defaults.
 	settings map[string]string
 }
@@ -73,6 +75,7 @@ func abuseScaleNow() abuseScale {
 			pendingPosts: 300, resultBytes: 1 << 20, hostileBytes: gradiotest.DefaultHostileBytes, hostileHold: 5 * time.Second,
 			conns: 1100, sessions: 3000, stallHold: 40 * time.Second,
 			greedyCalls: 12, greedyBytes: 32_000_000, bystanders: 4, bystanderBytes: 9_000_000, bystanderRounds: 6,
+			slowReaders: 12,
 			settings: merge(common, map[string]string{
 				"GRADIOPOOL_FRONTDOOR_MAX_UPLOAD_BYTES_PER_CLIENT": fmt.Sprint(128 << 20),
 			})}
@@ -84,7 +87,8 @@ func abuseScaleNow() abuseScale {
 		// Row 10 scaled down about 16 times (a 16 MiB budget, outputs of 9
 		// MB / 16 and 64 MB / 16); skipped in the short form (fullOnly).
 		greedyCalls: 12, greedyBytes: 4_000_000, bystanders: 4, bystanderBytes: 562_500, bystanderRounds: 3,
-		greedyEnv: map[string]string{"GRADIOPOOL_UPSTREAM_EVENT_BYTES": fmt.Sprint(16 << 20)},
+		greedyEnv:   map[string]string{"GRADIOPOOL_UPSTREAM_EVENT_BYTES": fmt.Sprint(16 << 20)},
+		slowReaders: 4,
 		settings: merge(common, map[string]string{
 			"GRADIOPOOL_FRONTDOOR_MAX_FILE_BYTES":              fmt.Sprint(256 << 10),
 			"GRADIOPOOL_FRONTDOOR_MAX_UPLOAD_BYTES_PER_CLIENT": fmt.Sprint(1 << 20),
@@ -191,6 +195,7 @@ func abuseAttacks() []attack {
 		{"10 greedy caller (issue 33 item 2)", "one key (from 127.0.0.1) calls `big` on healthy replicas for 32 MB outputs, 12 at once (its `max_calls_per_client`), again and again; bystanders (another key, from 127.0.0.2) call it for 9 MB outputs, 4 at once, 6 rounds without the greedy caller, then 6 beside it, on the same gateway", greedyCaller,
 			func(sc abuseScale) map[string]string { return sc.greedyEnv },
 			"row 10 runs only at full size (-reliability.abuse, make abuse): its short form failed 11 of 20 runs before the caller-share fix and has not been measured since (full size: 9 of 9 runs held since the fix; docs/RELIABILITY.md), and every `go test` must pass"},
+		{"11 slow /v1/submit readers (issue 33 item 2)", "the attacker opens `/v1/submit/endless` streams (a generator of 10 kB outputs every millisecond), 12 at once (its `max_calls_per_client`), on connections with a 4 KiB receive buffer, and reads none of them", slowSubmitReaders, nil, ""},
 	}
 }
 
@@ -1164,9 +1169,9 @@ func writeAbuseRegion(sc abuseScale, rows []*abuseRow) error {
 	b.WriteString(keptBegin + "\n## Abuse\n\n")
 	fmt.Fprintf(&b, "Written by `make abuse` (`GRADIOPOOL_RELIABILITY=abuse go test -run TestAbuse ./reliability/`), not by hand. Run: %s UTC, %s/%s, %d CPUs, %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(&b, "Set-up: `gradiopool serve` (a plain build, its own process) over 3 simulated replicas (`gradiotest`, the reference app plus `big` and `endless`) on 127.0.0.1, API keys on, every other setting at its default except %s. The attacker calls from 127.0.0.1 with its own key; %d honest callers call `/v1/predict/upper` in a loop from 127.0.0.2 with another key during every attack. RSS is the gateway's VmRSS, goroutines its own `go_goroutines`: before (idle), the peak while the attack ran (sampled every 100 ms) and after (once its goroutines came back, at most a minute later). Each attack is checked as `go test` checks it in its short form (row 10 has none: it runs here only): the attacker refused with the bound's answer, no honest call failed, goroutines back; row 10 also fails when a bystander loses a call or a replica is charged an error.\n\n",
+	fmt.Fprintf(&b, "Set-up: `gradiopool serve` (a plain build, its own process) over 3 simulated replicas (`gradiotest`, the reference app plus `big` and `endless`) on 127.0.0.1, API keys on, every other setting at its default except %s. The attacker calls from 127.0.0.1 with its own key; %d honest callers call `/v1/predict/upper` in a loop from 127.0.0.2 with another key during every attack. RSS is the gateway's VmRSS, goroutines its own `go_goroutines`: before (idle), the peak while the attack ran (sampled every 100 ms) and after (once its goroutines came back, at most a minute later). Each attack is checked as `go test` checks it in its short form (row 10 has none: it runs here only): the attacker refused with the bound's answer, no honest call failed, goroutines back; row 10 also fails when a bystander loses a call or a replica is charged an error, row 11 when an unread call does not end at the replica, ends otherwise than `slow_reader` or `event_share`, or a replica is charged an error.\n\n",
 		settingList(sc.settings), sc.honestWorkers)
-	b.WriteString("| attack (issue 20 \"Why\"; row 10: issue 33) | what the attacker did | what the attacker got | honest calls ok / failed (slowest) | RSS before → peak → after | goroutines before → peak → after | holds |\n")
+	b.WriteString("| attack (issue 20 \"Why\"; rows 10-11: issue 33) | what the attacker did | what the attacker got | honest calls ok / failed (slowest) | RSS before → peak → after | goroutines before → peak → after | holds |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		holds := "yes"
@@ -1242,3 +1247,90 @@ const abuseNotCovered = `Not covered, and limits of this run:
 - Row 10 is not run by every ` + "`go test`" + ` (fullOnly): its short form failed 11 of 20 runs before the caller-share fix and has not been measured since (see the hand-written section below); rerun it alone with ` + "`GRADIOPOOL_RELIABILITY=abuse go test -count=1 -run 'TestAbuse/10' -v ./reliability/`" + ` (that does not rewrite this table).
 
 `
+
+// slowSubmitReaders is row 11: the attacker opens e.sc.slowReaders
+// /v1/submit streams of the endless generator on connections with a 4 KiB
+// receive buffer and reads none of them. The gateway must give each call
+// up at the app (its events past the backlog bound, or refused room in
+// the event budget), hold no more than that meanwhile, and charge the
+// replicas nothing. The attacker's connections are closed once the calls
+// ended at the app, so that the handlers, whose writes to it are stuck
+// until the 60 s write stall, record their calls at once.
+func slowSubmitReaders(ctx context.Context, e *abuseEnv, r *abuseRow) {
+	errs0, err := e.replicaErrors()
+	if err != nil {
+		r.fail("%v", err)
+	}
+	started0 := endlessStarted.Load()
+	ended0 := endlessEnded.Load()
+	body := `{"data":["go"]}`
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")},
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var err error
+			if cerr := rc.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}}
+	host := strings.TrimPrefix(e.url, "http://")
+	for range e.sc.slowReaders {
+		c, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			r.fail("dial: %v", err)
+			return
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /v1/submit/endless HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			host, attackerKey, len(body), body)
+	}
+	n := int64(e.sc.slowReaders)
+	var peakHeld float64
+	ended := e.waitUntil(90*time.Second, func() bool {
+		peakHeld = max(peakHeld, e.metric("gradiopool_event_budget_held_bytes"))
+		return endlessStarted.Load()-started0 >= n && endlessEnded.Load()-ended0 >= n
+	})
+	if !ended {
+		r.fail("%d of %d unread calls started, %d ended at the app within 90 s", endlessStarted.Load()-started0, n, endlessEnded.Load()-ended0)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	var codes map[string]float64
+	e.waitUntil(30*time.Second, func() bool {
+		codes = map[string]float64{}
+		m, err := e.metrics()
+		if err != nil {
+			return false
+		}
+		total := 0.0
+		for k, v := range m {
+			if strings.HasPrefix(k, "gradiopool_call_errors_total{") && strings.Contains(k, `endpoint="endless"`) {
+				_, code, _ := strings.Cut(k, `code="`)
+				code, _, _ = strings.Cut(code, `"`)
+				codes[code] += v
+				total += v
+			}
+		}
+		return total >= float64(n)
+	})
+	ends := map[string]int{}
+	for code, v := range codes {
+		ends["unread calls ended "+code] = int(v)
+		if code != "slow_reader" && code != "event_share" {
+			r.fail("an unread call ended %s, want slow_reader or event_share", code)
+		}
+	}
+	if errs, err := e.replicaErrors(); err != nil || errs != errs0 {
+		r.fail("errors charged to the replicas: %d (%v)", errs-errs0, err)
+	}
+	r.got = fmt.Sprintf("%s; event budget held at most %.0f MiB; errors charged to the replicas: 0", countString(ends), peakHeld/(1<<20))
+}
