@@ -194,7 +194,7 @@ func abuseAttacks() []attack {
 		{"9 a session per heartbeat", "a new front-door session per request: one heartbeat with a fresh session hash each, closed at once", sessionFlood, nil, ""},
 		{"10 greedy caller (issue 33 item 2)", "one key (from 127.0.0.1) calls `big` on healthy replicas for 32 MB outputs, 12 at once (its `max_calls_per_client`), again and again; bystanders (another key, from 127.0.0.2) call it for 9 MB outputs, 4 at once, 6 rounds without the greedy caller, then 6 beside it, on the same gateway", greedyCaller,
 			func(sc abuseScale) map[string]string { return sc.greedyEnv },
-			"row 10 runs only at full size (-reliability.abuse, make abuse): its short form failed 11 of 20 runs before the caller-share fix and has not been measured since (full size: 9 of 9 runs held since the fix; docs/RELIABILITY.md), and every `go test` must pass"},
+			"row 10 runs only at full size (-reliability.abuse, make abuse): its short form failed 11 of 20 runs before the caller-share fix and has not been measured since (full size: 26 of 26 runs held since the fix; docs/RELIABILITY.md), and every `go test` must pass"},
 		{"11 slow /v1/submit readers (issue 33 item 2)", "the attacker opens `/v1/submit/endless` streams (a generator of 10 kB outputs every millisecond), 12 at once (its `max_calls_per_client`), on connections with a 4 KiB receive buffer, and reads none of them", slowSubmitReaders, nil, ""},
 	}
 }
