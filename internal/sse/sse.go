@@ -205,14 +205,14 @@ func (a *account) charge(n int) (*Hold, error) {
 	if a == nil || n <= 0 {
 		return nil, nil
 	}
-	a.mu.Lock()
-	if a.cause != nil || a.released {
-		a.mu.Unlock()
-		return nil, a.cause
+	st, err := a.lend(0)
+	if err == errReleased {
+		return nil, nil
 	}
-	a.holds++
-	a.mu.Unlock()
-	return (&holdState{acct: a}).grow(int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return st.grow(int64(n))
 }
 
 // grow takes more bytes from the account's budget into the Hold being
