@@ -388,10 +388,10 @@ func (j *Job) emitLocked(ev Event) {
 // reader has fallen too far behind (eventQueue). Callers hold s.mu.
 func (j *Job) failIfOverrun() {
 	j.mu.Lock()
-	over := j.events.overrun
+	err := j.events.overrun
 	j.mu.Unlock()
-	if over {
-		j.s.abortLocked(j, ErrSlowReader)
+	if err != nil {
+		j.s.abortLocked(j, err)
 	}
 }
 
@@ -407,19 +407,20 @@ const maxBacklogEvents, maxBacklogBytes = 4096, 16 << 20
 // anyone asked for them the oldest are dropped past maxUnreadEvents
 // (Events may still be called; the final event is always kept). Once a
 // reader takes them, one that falls more than maxBacklogEvents or
-// maxBacklogBytes behind overruns the queue: its events are dropped and
+// maxBacklogBytes behind, or whose backlog is refused room in the event
+// budget (Job.emitOutput), overruns the queue: its events are dropped and
 // the job fails (ErrSlowReader, see Job.handle). The app's stream is not
 // slowed for a slow reader (other calls may share it, and its rate floor
 // would blame the app), so they would otherwise pile up without bound.
 type eventQueue struct {
 	evs     []Event
 	bytes   int
-	overrun bool
+	overrun error // why the reader fell too far behind; nil: it did not
 }
 
 func (q *eventQueue) push(ev Event, pumping bool) {
 	final := ev.Kind == EventError || ev.Kind == EventCompleted
-	if q.overrun && !final {
+	if q.overrun != nil && !final {
 		ev.hold.Release()
 		return
 	}
@@ -427,16 +428,21 @@ func (q *eventQueue) push(ev Event, pumping bool) {
 	case final:
 	case !pumping && len(q.evs) >= maxUnreadEvents:
 		q.bytes -= q.evs[0].size()
-		q.evs[0].hold.Release()
 		q.evs = q.evs[1:]
 	case pumping && (len(q.evs) >= maxBacklogEvents || q.bytes+ev.size() > maxBacklogBytes):
-		released(q.evs)
 		ev.hold.Release()
-		q.evs, q.bytes, q.overrun = nil, 0, true
+		q.overrunBy(ErrSlowReader)
 		return
 	}
 	q.evs = append(q.evs, ev)
 	q.bytes += ev.size()
+}
+
+// overrunBy drops the queued events (and their holds): the job fails with
+// err at its next message (Job.failIfOverrun).
+func (q *eventQueue) overrunBy(err error) {
+	released(q.evs)
+	q.evs, q.bytes, q.overrun = nil, 0, err
 }
 
 // take returns the queued events and empties the queue; whoever takes
@@ -607,9 +613,7 @@ func (j *Job) handle(m *message) {
 			j.s.failLocked(j, &ProtocolError{Op: "queue/data", Err: err})
 			return
 		}
-		if err := j.emitOutput(Event{Kind: EventOutput, Data: j.s.dropState(j.dep, data)}, m); err != nil {
-			j.s.abortLocked(j, err)
-		}
+		j.emitOutput(Event{Kind: EventOutput, Data: j.s.dropState(j.dep, data)}, m)
 	case "process_completed":
 		out, err := m.Output.parsed()
 		if err != nil {
@@ -645,28 +649,28 @@ func (j *Job) emit(ev Event) {
 // emitOutput queues a generator's output for the Events reader. Past the
 // queue's allowance (the stream's, 64 KiB) it is charged to m's stream's
 // party until the reader takes it: a reader that falls behind counts
-// against its caller's fair share of the event budget, and fails its job
-// with ErrSlowReader when refused room, as the event of a stream is
+// against its caller's fair share of the event budget; refused room, it
+// overruns the queue (ErrSlowReader), as the event of a stream is
 // refused. The output takes the place of m's own charge: a diff's full
 // value may be larger than the diff, and m's bytes are no longer held.
-func (j *Job) emitOutput(ev Event, m *message) error {
+func (j *Job) emitOutput(ev Event, m *message) {
 	m.releaseHold()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.finished {
-		return nil
+		return
 	}
 	if j.pumping && !j.quiet && m.src != nil && j.events.bytes+ev.size() > sse.DefaultAllowance {
 		h, err := m.src.Charge(ev.size())
 		if err != nil {
 			// The reader's fault, not the app's: not wrapped as
 			// ErrEventTooLarge, which would count against the replica.
-			return fmt.Errorf("%w: no room in the event budget for its backlog: %v", ErrSlowReader, err)
+			j.events.overrunBy(fmt.Errorf("%w: no room in the event budget for its backlog: %v", ErrSlowReader, err))
+			return
 		}
 		ev.hold = h
 	}
 	j.emitLocked(ev)
-	return nil
 }
 
 // applyGenerating turns a process_generating data array into full values:
