@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -360,6 +361,14 @@ func awake(stage string) bool {
 
 func waking(stage string) bool { return stage == StageBuilding || stage == StageStarting }
 
+// overdue: r's wake has taken more than twice its expected time. Builds
+// can hang; a wake that overdue is no longer counted as capacity on its
+// way, so the callers waiting for it get another replica woken instead
+// of waiting out their time-out beside a parked one.
+func (c *Controller) overdue(r *repState, now time.Time) bool {
+	return waking(r.stage) && !r.wakeSent.IsZero() && now.Sub(r.wakeSent) > 2*c.wakeTime(r)
+}
+
 func parkedStage(stage string) bool { return stage == StagePaused || stage == StageStopped }
 
 // wakeTime is the replica's measured wake time (median of the last ones),
@@ -413,7 +422,7 @@ func (c *Controller) Tick(ctx context.Context) {
 	clear(c.holds)
 	c.mu.Unlock()
 	defer c.publish(now)
-	defer c.publishETA()
+	defer c.publishETA(now)
 
 	// This gateway's demand; in a cluster, every gateway's.
 	c.loads = map[string]Load{}
@@ -529,7 +538,12 @@ func (c *Controller) Tick(ctx context.Context) {
 	// a boundary does not wake and park the same replica all day.
 	keepNeed := max(need, int(math.Ceil(c.forecast/(per*0.75))))
 	kept := 0
+	var late []string
 	for _, r := range up {
+		if c.overdue(r, now) {
+			late = append(late, r.Name)
+			continue
+		}
 		if r.hold == HoldParked {
 			continue
 		}
@@ -556,6 +570,9 @@ func (c *Controller) Tick(ctx context.Context) {
 		if r.hold == HoldAwake {
 			reason = "held awake by an operator"
 		}
+		if len(late) > 0 {
+			reason += "; the wake of " + strings.Join(late, ", ") + " is overdue"
+		}
 		if c.wake(ctx, r, now, reason) {
 			kept++
 		}
@@ -581,14 +598,14 @@ func (c *Controller) Tick(ctx context.Context) {
 }
 
 // publishETA tells the Target when the first waking replica should run.
-func (c *Controller) publishETA() {
+func (c *Controller) publishETA(now time.Time) {
 	es, ok := c.target.(ETASetter)
 	if !ok || c.cfg.Mode != ModeOn {
 		return
 	}
 	var eta time.Time
 	for _, r := range c.reps {
-		if waking(r.stage) && !r.wakeSent.IsZero() {
+		if waking(r.stage) && !r.wakeSent.IsZero() && !c.overdue(r, now) {
 			if t := r.wakeSent.Add(c.wakeTime(r)); eta.IsZero() || t.Before(eta) {
 				eta = t
 			}
@@ -663,6 +680,19 @@ func (c *Controller) setStage(r *repState, stage string, now time.Time) {
 	if parkedStage(stage) && c.cfg.Mode == ModeOn && !r.parkedHere {
 		// parked by us earlier, by HF's sleep time or by hand: a state
 		c.setParked(r, true)
+	}
+	if !awake(stage) && !waking(stage) && !parkedStage(stage) && r.parkedHere && c.cfg.Mode == ModeOn {
+		// Its Space failed (RUNTIME_ERROR, BUILD_ERROR, ...) while the
+		// policy had it parked or waking: a failure, not a state. The
+		// pool gets it back, so that its health checks judge it, eject
+		// it and alert; the policy leaves that stage to its owner.
+		if !r.wakeSent.IsZero() {
+			c.record(Action{At: now, Replica: r.Name, Kind: ActionWake, Result: ResultFailed,
+				Reason: fmt.Sprintf("its Space went %s while waking", stage)})
+			r.wakeSent = time.Time{}
+		}
+		r.draining, r.sleepSet = false, false
+		c.setParked(r, false)
 	}
 }
 

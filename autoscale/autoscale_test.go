@@ -638,3 +638,78 @@ func TestSleepLever(t *testing.T) {
 		}
 	}
 }
+
+// wokenForQueue parks r2 and r3 at the defaults, then fills r1 with a
+// lasting queue so that one of them is woken, and returns its Space id.
+func wokenForQueue(t *testing.T, r *rig) string {
+	t.Helper()
+	r.run(16*time.Minute, 10*time.Second)
+	if st := r.stages(); count(st, "PAUSED") != 2 {
+		t.Fatalf("setup: %v", st)
+	}
+	r.target.set("r1", 4, 3) // full, 3 waiting there: one more replica
+	r.run(40*time.Second, 5*time.Second)
+	for i, s := range r.stages() {
+		if s == "BUILDING" {
+			return "o/" + r.names[i]
+		}
+	}
+	t.Fatalf("nothing woken for the queue: %v", r.stages())
+	return ""
+}
+
+// TestWakeThatHangsWakesAnother: a Space whose wake never finishes (stuck
+// in BUILDING) must not strand the callers waiting for it while another
+// replica sleeps: past twice its expected wake time it stops counting as
+// capacity on its way, and another replica is woken.
+func TestWakeThatHangsWakesAnother(t *testing.T) {
+	r := newRig(t, autoscale.Config{}, ownerTok) // the defaults: a 2 min wake expected
+	stuck := wokenForQueue(t, r)
+	r.hub.SetStage(stuck, "BUILDING") // the Hub's runtime machine lets go: it stays there
+	r.run(3*time.Minute, 5*time.Second)
+	if st := r.stages(); count(st, "PAUSED") != 1 {
+		t.Fatalf("another replica woken before the wake was overdue: %v", st)
+	}
+	r.run(3*time.Minute, 5*time.Second) // overdue at 4 min, then a 90 s wake
+	st := r.stages()
+	if count(st, "PAUSED") != 0 || count(st, "RUNNING") != 2 {
+		t.Fatalf("6 min into a stuck wake: %v, want the third replica woken and running", st)
+	}
+	for i, s := range st {
+		if s == "RUNNING" && r.target.isParked(r.names[i]) {
+			t.Errorf("%s runs but the pool was not given it", r.names[i])
+		}
+	}
+	for _, rs := range r.ctl.Status().Replicas {
+		if rs.Space == stuck && !strings.Contains(rs.Why, "overdue") {
+			t.Errorf("the stuck replica's status does not say its wake is overdue: %+v", rs)
+		}
+	}
+}
+
+// TestWakeThatFailsGoesBackToThePool: a woken Space that errors instead of
+// running is a failure, not a parked replica: the pool gets it back (its
+// health checks judge it, eject it and alert), the wake is logged failed
+// with the stage, and another replica is woken for the callers.
+func TestWakeThatFailsGoesBackToThePool(t *testing.T) {
+	r := newRig(t, autoscale.Config{}, ownerTok)
+	failed := wokenForQueue(t, r)
+	r.hub.SetStage(failed, "RUNTIME_ERROR")
+	r.run(2*time.Minute, 5*time.Second)
+	name := strings.TrimPrefix(failed, "o/")
+	if r.target.isParked(name) {
+		t.Errorf("%s is in RUNTIME_ERROR and still parked in the pool: no health check sees it", name)
+	}
+	if st := r.stages(); count(st, "RUNNING") != 2 {
+		t.Errorf("stages %v: want another replica woken and running", st)
+	}
+	var logged bool
+	for _, a := range r.ctl.Status().Actions {
+		if a.Replica == name && a.Kind == autoscale.ActionWake && a.Result == autoscale.ResultFailed && strings.Contains(a.Reason, "RUNTIME_ERROR") {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Errorf("no failed wake of %s logged: %+v", name, r.ctl.Status().Actions)
+	}
+}

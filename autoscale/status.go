@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -145,6 +146,10 @@ func (c *Controller) statusAt(now time.Time) Status {
 			rs.Next = "wake when demand or its forecast needs it"
 		case c.effWaking(r):
 			rs.State, rs.Why = "waking", "woken for demand"
+			if c.overdue(r, now) {
+				rs.Why += fmt.Sprintf("; overdue (woken %v ago, %v expected): another replica is woken in its place",
+					now.Sub(r.wakeSent).Round(time.Second), c.wakeTime(r).Round(time.Second))
+			}
 			if r.stage == StageStarting { // the Hub bills a start, not a build
 				rs.CostPerHour = c.cfg.PricePerHour
 			}
