@@ -129,9 +129,9 @@ func poolError(err error) *apiError {
 		if pool.IsOverloaded(err) {
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: all.Error(), RetryAfter: 5}
 		}
-		if pool.IsParked(err) { // autoscale: every Space paused, none woke within autoscale.wake_timeout
+		if pool.IsParked(err) { // autoscale: no awake replica took it, a paused one did not wake within autoscale.wake_timeout
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "replicas_parked",
-				Message: "every replica is paused to save cost and none woke in time; retry shortly", RetryAfter: 30}
+				Message: "no awake replica could take the call and the replicas paused to save cost did not wake in time; retry shortly", RetryAfter: 30}
 		}
 		if allHeld(all) { // an operator's choice, not a failure
 			return &apiError{Status: http.StatusServiceUnavailable, Code: "replica_unavailable", Message: all.Error(), RetryAfter: 10}

@@ -691,24 +691,28 @@ func sessionLevel(err error) bool {
 
 // IsOverloaded reports whether err says only that the replicas were busy:
 // every cause is a full or timed-out queue (ours or the app's), none a
-// failure. A gateway answers it 503 with Retry-After rather than 502.
+// failure; a parked replica beside them is neither. A gateway answers it
+// 503 with Retry-After rather than 502.
 func IsOverloaded(err error) bool {
-	busy := func(e error) bool {
-		return errors.Is(e, ErrQueueFull) || errors.Is(e, ErrQueueTimeout) || errors.Is(e, gradio.ErrQueueFull)
-	}
 	var all *AllReplicasFailedError
 	if errors.As(err, &all) {
-		if len(all.Causes) == 0 {
-			return false
-		}
+		n := 0
 		for _, c := range all.Causes {
-			if !busy(c) {
+			switch {
+			case busy(c.Err):
+				n++
+			case !errors.Is(c.Err, ErrParked):
 				return false
 			}
 		}
-		return true
+		return n > 0
 	}
 	return busy(err)
+}
+
+// busy: a replica refused the call room (a full or timed-out queue).
+func busy(err error) bool {
+	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueTimeout) || errors.Is(err, gradio.ErrQueueFull)
 }
 
 // clientOptions are the options every replica's app is connected with:

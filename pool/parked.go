@@ -93,17 +93,27 @@ func (p *Pool) unparked() {
 	p.parking.mu.Unlock()
 }
 
-// waitUnparked waits, when every cause is ErrParked and waiting is on,
-// until a replica is un-parked (ok, and the deadline to keep for a later
-// wait) or the wait, ctx or the pool ends (not ok).
-func (p *Pool) waitUnparked(ctx context.Context, causes []*ReplicaError, until time.Time) (time.Time, bool) {
-	if len(causes) == 0 {
-		return until, false
-	}
+// wakeCouldServe: no replica took the call, one of them is parked (the
+// autoscaler wakes a Space for callers waiting), and none refused it room
+// (a full queue is a bound to keep, not a reason to wait). The others may
+// have failed, be held by an operator or be down: a wake still serves it.
+func wakeCouldServe(causes []*ReplicaError) bool {
+	parked := false
 	for _, c := range causes {
-		if !errors.Is(c.Err, ErrParked) {
-			return until, false
+		if busy(c.Err) {
+			return false
 		}
+		parked = parked || errors.Is(c.Err, ErrParked)
+	}
+	return parked
+}
+
+// waitUnparked waits, when a wake could serve the call (wakeCouldServe)
+// and waiting is on, until a replica is un-parked (ok, and the deadline to
+// keep for a later wait) or the wait, ctx or the pool ends (not ok).
+func (p *Pool) waitUnparked(ctx context.Context, causes []*ReplicaError, until time.Time) (time.Time, bool) {
+	if !wakeCouldServe(causes) {
+		return until, false
 	}
 	p.parking.mu.Lock()
 	wait := p.parking.wait
@@ -147,19 +157,12 @@ func (p *Pool) waitUnparked(ctx context.Context, causes []*ReplicaError, until t
 	return until, false
 }
 
-// IsParked reports whether err is a call that found every replica parked
-// (and none woke within the wake wait).
+// IsParked reports whether err is a call that no replica took while one
+// of them was parked and none refused it room (wakeCouldServe), and none
+// woke within the wake wait.
 func IsParked(err error) bool {
 	var all *AllReplicasFailedError
-	if !errors.As(err, &all) || len(all.Causes) == 0 {
-		return false
-	}
-	for _, c := range all.Causes {
-		if !errors.Is(c, ErrParked) {
-			return false
-		}
-	}
-	return true
+	return errors.As(err, &all) && wakeCouldServe(all.Causes)
 }
 
 // enterWakeQueue numbers a call that starts waiting for a wake.

@@ -252,3 +252,91 @@ func TestWakeVisitsAStoppedSpace(t *testing.T) {
 		t.Errorf("state %s after the wake, want parked until the autoscaler ends it", st)
 	}
 }
+
+// TestCallsWaitForAWakeBesideAFailedReplica: a call that no awake replica
+// can take (one parked, the other disabled or down) waits for the wake
+// like one that finds every replica parked, instead of failing at once
+// while the autoscaler wakes the parked one; a replica refusing the call
+// room (its waiter list full) is a bound, and the call is refused.
+func TestCallsWaitForAWakeBesideAFailedReplica(t *testing.T) {
+	for _, how := range []string{"disabled", "down"} {
+		t.Run(how, func(t *testing.T) {
+			srvs := replicas(t, 2)
+			p := newPool(t, pool.Config{Replicas: urls(srvs)})
+			ctx := ctxT(t)
+			names := p.Replicas()
+			if err := p.SetParked(names[0], true); err != nil {
+				t.Fatal(err)
+			}
+			switch how {
+			case "disabled":
+				if _, err := p.SetControl(names[1], pool.ControlDisable); err != nil {
+					t.Fatal(err)
+				}
+			case "down":
+				srvs[1].Close()
+			}
+			p.SetWakeWait(time.Minute)
+			done := make(chan error, 1)
+			var served string
+			go func() {
+				res, err := p.Predict(ctx, user(1), "upper", "x")
+				if err == nil {
+					served = res.Replica
+				}
+				done <- err
+			}()
+			for i := 0; i < 2000 && p.ParkedWaiters() == 0; i++ {
+				select {
+				case err := <-done:
+					t.Fatalf("the call ended (%v) instead of waiting for the wake", err)
+				default:
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if p.ParkedWaiters() != 1 {
+				t.Fatalf("%d waiting for the wake", p.ParkedWaiters())
+			}
+			if err := p.SetParked(names[0], false); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil || served != names[0] {
+				t.Fatalf("after the wake: served by %q, %v", served, err)
+			}
+		})
+	}
+	t.Run("full", func(t *testing.T) {
+		srvs := replicas(t, 2)
+		p := newPool(t, pool.Config{Replicas: urls(srvs), MaxConnections: 1, MaxWaiters: 1})
+		ctx := ctxT(t)
+		names := p.Replicas()
+		if err := p.SetParked(names[0], true); err != nil {
+			t.Fatal(err)
+		}
+		p.SetWakeWait(time.Minute)
+		l, err := p.Acquire(ctx, user(0)) // names[1]'s only session
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release()
+		queued := make(chan *pool.Lease, 1)
+		go func() {
+			l2, _ := p.Acquire(ctx, user(0)) // fills its waiter list
+			queued <- l2
+		}()
+		for i := 0; p.Stats(t.Context()).Pools[names[1]].QueueLength != 1; i++ {
+			if i > 10000 {
+				t.Fatal("the second caller never queued")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_, err = p.Acquire(ctx, user(0))
+		if !errors.Is(err, pool.ErrQueueFull) || !pool.IsOverloaded(err) || pool.IsParked(err) {
+			t.Errorf("beyond the waiter list beside a parked replica: %v, want ErrQueueFull at once, overloaded (503 queue_full)", err)
+		}
+		l.Release()
+		if l2 := <-queued; l2 != nil {
+			l2.Release()
+		}
+	})
+}
