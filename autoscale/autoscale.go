@@ -439,6 +439,9 @@ func (c *Controller) Tick(ctx context.Context) {
 	if c.acting() {
 		c.refresh(ctx, now)
 	}
+	if ctx.Err() != nil {
+		return // the gateway closes: its Hub calls were cut, not failed
+	}
 
 	// Demand and capacity.
 	// waiting: callers queued for the pool as a whole and for a session
@@ -649,6 +652,9 @@ func (c *Controller) refresh(ctx context.Context, now time.Time) {
 			continue
 		}
 		rt, err := c.hub.Runtime(ctx, r.Space)
+		if ctx.Err() != nil {
+			return
+		}
 		if err != nil {
 			c.hubFailed(r, now, "status", err)
 			continue

@@ -3,8 +3,13 @@ package autoscale_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -711,5 +716,96 @@ func TestWakeThatFailsGoesBackToThePool(t *testing.T) {
 	}
 	if !logged {
 		t.Errorf("no failed wake of %s logged: %+v", name, r.ctl.Status().Actions)
+	}
+}
+
+// freezer is a Hub in front of another that, while frozen, takes requests
+// and answers none until the caller gives up.
+type freezer struct {
+	frozen  atomic.Bool
+	blocked chan struct{} // a request is held
+	next    http.Handler
+}
+
+func (f *freezer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if f.frozen.Load() {
+		select {
+		case f.blocked <- struct{}{}:
+		default:
+		}
+		<-req.Context().Done()
+		return
+	}
+	f.next.ServeHTTP(w, req)
+}
+
+// TestFrozenHub: the Hub stops answering. The policy's status and holds
+// are still answered while a tick waits on it, a tick whose ctx ends (the
+// gateway closes) returns, and once the Hub answers again the wake the
+// callers wait for is made at the next tick.
+func TestFrozenHub(t *testing.T) {
+	r := newRig(t, autoscale.Config{}, ownerTok)
+	target, err := url.Parse(r.hub.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &freezer{blocked: make(chan struct{}, 1), next: httputil.NewSingleHostReverseProxy(target)}
+	front := httptest.NewServer(fr)
+	defer front.Close()
+	var reps []autoscale.Replica
+	for _, n := range r.names {
+		reps = append(reps, autoscale.Replica{Name: n, Space: "o/" + n})
+	}
+	client := autoscale.NewHubClient(front.URL, ownerTok, 0, &http.Client{}, r.clk.Now) // no time-out: only ctx ends a call
+	r.ctl = autoscale.New(autoscale.Config{Mode: autoscale.ModeOn}, client, r.target, reps, nil, r.clk.Now)
+	r.run(16*time.Minute, 10*time.Second)
+	if st := r.stages(); count(st, "PAUSED") != 2 {
+		t.Fatalf("setup: %v", st)
+	}
+	before := r.ctl.Status()
+
+	fr.frozen.Store(true)
+	r.target.set("r1", 4, 6) // callers queue: a wake is due
+	r.clk.Add(time.Minute)   // every Space's stage is due a read
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tickDone := make(chan struct{})
+	go func() { r.ctl.Tick(ctx); close(tickDone) }()
+	<-fr.blocked
+	statusDone := make(chan autoscale.Status, 1)
+	go func() {
+		if err := r.ctl.SetHold("r3", autoscale.HoldAuto, 0); err != nil {
+			t.Error(err)
+		}
+		statusDone <- r.ctl.Status()
+	}()
+	select {
+	case st := <-statusDone:
+		if len(st.Replicas) != len(before.Replicas) {
+			t.Errorf("status during the freeze: %+v", st)
+		}
+	case <-tickDone:
+		t.Fatal("the tick ended while the Hub is frozen")
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("the status and holds waited for a tick blocked on the frozen Hub")
+	}
+	cancel()
+	select {
+	case <-tickDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a tick waiting on a frozen Hub did not return once its ctx ended")
+	}
+	if st := r.stages(); count(st, "PAUSED") != 2 {
+		t.Fatalf("stages changed through a frozen Hub: %v", st)
+	}
+	if a := r.ctl.Status().Actions; len(a) != len(before.Actions) {
+		t.Errorf("a tick cut short by the gateway's close recorded %+v", a[len(before.Actions):])
+	}
+
+	fr.frozen.Store(false)
+	r.run(5*time.Second, 5*time.Second)
+	if st := r.stages(); count(st, "BUILDING") != 2 {
+		t.Fatalf("after the Hub came back: %v, want both parked replicas woken for the 6 callers", st)
 	}
 }
