@@ -662,9 +662,21 @@ func (c *Controller) refresh(ctx context.Context, now time.Time) {
 		if rt.Stage == StageStopped && now.Sub(r.visited) < visitGrace {
 			continue // the visit that wakes it is on its way
 		}
+		first := !r.known
 		c.setStage(r, rt.Stage, now)
+		if first && c.cfg.Mode == ModeOn && rt.GCTimeout != nil && *rt.GCTimeout == c.sleepSeconds() {
+			// The Hub keeps the sleep time this policy set before the
+			// gateway (re)started: the Space is parked by it (LeverSleep),
+			// so that when it is needed its sleep time goes back to never
+			// rather than stopping it whenever idle.
+			r.sleepSet = true
+			c.setParked(r, true)
+		}
 	}
 }
+
+// sleepSeconds is the sleep time LeverSleep sets, in the Hub's seconds.
+func (c *Controller) sleepSeconds() int { return max(int(c.cfg.SleepTime.Seconds()), 1) }
 
 func (c *Controller) setStage(r *repState, stage string, now time.Time) {
 	was := r.stage
@@ -827,8 +839,7 @@ func (c *Controller) park(ctx context.Context, r *repState, now time.Time, reaso
 		return
 	}
 	if c.cfg.Lever == LeverSleep {
-		secs := max(int(c.cfg.SleepTime.Seconds()), 1)
-		rt, err := c.hub.SetSleepTime(ctx, r.Space, secs)
+		rt, err := c.hub.SetSleepTime(ctx, r.Space, c.sleepSeconds())
 		if err != nil {
 			c.hubFailed(r, now, ActionPark, err)
 			if r.disabled == nil {

@@ -809,3 +809,49 @@ func TestFrozenHub(t *testing.T) {
 		t.Fatalf("after the Hub came back: %v, want both parked replicas woken for the 6 callers", st)
 	}
 }
+
+// TestRestartedGatewayTakesBackItsSleepTimes: with park_lever sleep the
+// Hub keeps the sleep time the policy set; a gateway that restarted (its
+// policy's memory gone, no cluster to read it from) takes a Space whose
+// sleep time is its own as parked by it, so that one it needs awake gets
+// its sleep time back to never, instead of stopping again whenever idle.
+func TestRestartedGatewayTakesBackItsSleepTimes(t *testing.T) {
+	r := newRig(t, autoscale.Config{}, ownerTok)
+	reps := []autoscale.Replica{{Name: "r1", Space: "o/r1"}, {Name: "r2", Space: "o/r2"}, {Name: "r3", Space: "o/r3"}}
+	cfg := autoscale.Config{Mode: autoscale.ModeOn, Lever: autoscale.LeverSleep, SleepTime: 2 * time.Minute}
+	r.ctl = autoscale.New(cfg, r.client, wakingTarget{fakeTarget: r.target, hub: r.hub}, reps, nil, r.clk.Now)
+	r.run(16*time.Minute, 5*time.Second)
+	if st := r.stages(); count(st, "STOPPED") != 2 {
+		t.Fatalf("setup: %v, want 2 STOPPED by their sleep time", st)
+	}
+	// The gateway restarts, now told to keep every replica awake; its
+	// pool is new (nothing parked) and nobody calls the app.
+	three := 3
+	cfg.MinAwake = &three
+	r.target = newTarget(r.names...)
+	r.ctl = autoscale.New(cfg, r.client, wakingTarget{fakeTarget: r.target, hub: r.hub}, reps, nil, r.clk.Now)
+	mark := map[string]int{}
+	for _, n := range r.names {
+		mark[n] = len(r.hub.Transitions("o/" + n))
+	}
+	r.run(30*time.Minute, 5*time.Second)
+	if st := r.stages(); count(st, "RUNNING") != 3 {
+		t.Fatalf("30 min after the restart: %v, want 3 RUNNING", st)
+	}
+	for _, n := range r.names {
+		rt, err := r.client.Runtime(context.Background(), "o/"+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt.GCTimeout != nil {
+			t.Errorf("%s kept a sleep time of %d s while needed awake", n, *rt.GCTimeout)
+		}
+		var stages []string
+		for _, x := range r.hub.Transitions("o/" + n)[mark[n]:] {
+			stages = append(stages, x.Stage)
+		}
+		if n != "r1" && strings.Join(stages, " ") != "APP_STARTING RUNNING" {
+			t.Errorf("%s went %v after the restart, want one wake (APP_STARTING RUNNING)", n, stages)
+		}
+	}
+}
