@@ -536,3 +536,75 @@ func TestAutoscaleSleepLever(t *testing.T) {
 		t.Fatal("b never served again after its wake")
 	}
 }
+
+// TestAutoscaleWakeThatFailsServesFromAnother: every Space paused, a call
+// waits; the Space woken for it goes RUNTIME_ERROR instead of running.
+// The policy hands that replica back to the pool (a failure its health
+// checks judge) and wakes the other, and the call, which no awake replica
+// can take while a paused one could, keeps waiting and is served there.
+func TestAutoscaleWakeThatFailsServesFromAnother(t *testing.T) {
+	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
+	hub := gradiotest.NewHub()
+	t.Cleanup(func() {
+		hub.Close()
+		for _, s := range srvs {
+			s.Close()
+		}
+	})
+	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
+	hub.AddSpace("o/a", srvs[0])
+	hub.AddSpace("o/b", srvs[1])
+	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
+	cfg.Secrets.HFToken = "hf_owner"
+	cfg.Autoscale.Mode = "on"
+	cfg.Autoscale.MinAwake = -1
+	cfg.Autoscale.Interval = 10 * time.Millisecond
+	cfg.Autoscale.WakeTimeout = 20 * time.Second
+	gw, _ := openGateway(t, cfg)
+	for _, n := range []string{"a", "b"} {
+		if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/"+n, `{"hold":"parked","duration":"1h"}`); a.status != 200 {
+			t.Fatalf("hold %s: %d %s", n, a.status, a.body)
+		}
+	}
+	waitStage := func(id string, want ...string) string {
+		t.Helper()
+		for i := 0; i < 1000; i++ {
+			got := hub.Stage(id)
+			for _, w := range want {
+				if got == w {
+					return got
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("%s: %s, want %v", id, hub.Stage(id), want)
+		return ""
+	}
+	waitStage("o/a", gradiotest.StagePaused)
+	waitStage("o/b", gradiotest.StagePaused)
+	hub.SetStartTimes(2*time.Second, 20*time.Millisecond) // a build long enough to fail during it
+
+	done := make(chan answer, 1)
+	go func() { done <- do(t, "POST", gw.URL+"/v1/predict/upper", `{"data":["x"]}`) }()
+	for _, n := range []string{"a", "b"} {
+		if a := do(t, "POST", gw.URL+"/api/admin/autoscale/replicas/"+n, `{"hold":"auto"}`); a.status != 200 {
+			t.Fatalf("auto %s: %d %s", n, a.status, a.body)
+		}
+	}
+	waitStage("o/a", gradiotest.StageBuilding) // woken first, for the waiting call
+	if got := hub.Stage("o/b"); got != gradiotest.StagePaused {
+		t.Fatalf("o/b %s: one waiting call needs one replica", got)
+	}
+	hub.SetStage("o/a", "RUNTIME_ERROR")
+	a := <-done
+	if a.status != 200 || !strings.Contains(a.body, "X") {
+		t.Fatalf("the waiting call: %d %s", a.status, a.body)
+	}
+	if got := hub.Stage("o/b"); got != gradiotest.StageRunning {
+		t.Errorf("o/b %s after serving the call", got)
+	}
+	st := do(t, "GET", gw.URL+"/api/admin/autoscale", "").body
+	if !strings.Contains(st, "while waking") {
+		t.Errorf("no failed wake in the autoscale log: %s", st)
+	}
+}
