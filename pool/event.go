@@ -85,7 +85,7 @@ type Event struct {
 	Attempt  int           // EventConnectFailed: 1 for the first attempt
 	Waiting  int           // EventQueued: waiters on the replica
 	Until    time.Time     // EventEjected: end of the back-off
-	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...; EventControl: the new control
+	Reason   string        // EventSessionDestroyed: "idle", "health", "broken", "lifetime", "reset", ...; EventControl: the new control; eventAssigned with Previous: "balance" (routing moved the user) or "failover" (Previous could not take the call)
 	// Concurrency is, for EventConcurrencyLimited, the most of our calls
 	// seen running at once on the replica's endpoint.
 	Concurrency int

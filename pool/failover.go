@@ -544,7 +544,8 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 		if assigned != nil && assigned.isRemoved() {
 			assigned = nil
 		}
-		for _, r := range p.order(o.endpoint, key, assigned) {
+		order := p.order(o.endpoint, key, assigned)
+		for _, r := range order {
 			if o.exclude[r] || seen[r] {
 				continue
 			}
@@ -592,7 +593,11 @@ func (p *Pool) acquire(ctx context.Context, o acquireOpts) (*Lease, error) {
 					continue
 				}
 				if key != "" {
-					p.pin(ctx, key, r, assigned)
+					why := "failover" // assigned could not take the call
+					if r == order[0] {
+						why = "balance" // routing chose another (Config.RebalanceFactor, users coming back)
+					}
+					p.pin(ctx, key, r, assigned, why)
 				}
 				return l, nil
 			}

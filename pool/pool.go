@@ -348,7 +348,7 @@ func (p *Pool) acquireOn(ctx context.Context, r *replica, key string, prio Prior
 }
 
 // pin records (and refreshes) the user's assignment to r.
-func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
+func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica, why string) {
 	ttl := p.cfg.UserAssignmentTTL
 	if ttl < 0 {
 		ttl = 0 // never expires
@@ -359,8 +359,8 @@ func (p *Pool) pin(ctx context.Context, key string, r, assigned *replica) {
 	p.spread.note(key, r.name, time.Now())
 	if assigned != r || err != nil {
 		e := Event{Kind: eventAssigned, Replica: r.name, User: keyPrefix(key), Err: err}
-		if assigned != nil {
-			e.Previous = assigned.name
+		if assigned != nil && assigned != r {
+			e.Previous, e.Reason = assigned.name, why
 		}
 		p.emit(e)
 	}

@@ -103,7 +103,7 @@ func (p *Pool) Reserve(ctx context.Context, user string, opts ReserveOptions) (*
 		return nil, &ReplicaError{Replica: r.name, Err: err}
 	}
 	if key != "" {
-		p.pin(ctx, key, r, r)
+		p.pin(ctx, key, r, r, "")
 	}
 	l.route = routeOf(ctx)
 	return &Slot{l: l, endpoint: opts.Endpoint, granted: time.Now()}, nil

@@ -1,6 +1,7 @@
 package pool_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/gradiopool/gradiopool/pool"
@@ -15,7 +16,15 @@ import (
 // stayed where they had moved for the assignment TTL (22/8/0).
 func TestUsersComeBackAfterRollingRestart(t *testing.T) {
 	srvs := replicas(t, 3)
-	p := newPool(t, pool.Config{Replicas: urls(srvs)})
+	var mu sync.Mutex
+	moves := map[string]int{} // by the reason logged
+	p := newPool(t, pool.Config{Replicas: urls(srvs), OnEvent: func(e pool.Event) {
+		if e.Kind == pool.EventAssigned && e.Previous != "" {
+			mu.Lock()
+			moves[e.Reason]++
+			mu.Unlock()
+		}
+	}})
 	names := p.Replicas()
 	ctx := ctxT(t)
 	const users = 30
@@ -53,6 +62,12 @@ func TestUsersComeBackAfterRollingRestart(t *testing.T) {
 		if final[n] < users/len(names)/2 {
 			t.Errorf("after the rolling restart %s holds %d of %d users (under half its share): %v", n, final[n], users, final)
 		}
+	}
+	// Each move says why: off a replica that was down, or back for balance.
+	mu.Lock()
+	defer mu.Unlock()
+	if moves["failover"] == 0 || moves["balance"] == 0 || len(moves) != 2 {
+		t.Errorf("users' moves by the reason logged: %v, want some failover and some balance, nothing else", moves)
 	}
 }
 

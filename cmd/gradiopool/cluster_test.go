@@ -198,17 +198,39 @@ func TestServeCluster(t *testing.T) {
 		}
 	}
 
+	// A user without session state may move for balance (users come
+	// back, pool/spread.go), and each such move is logged with its
+	// reason; any other move means the gateways did not share the user's
+	// assignment.
+	balanceMoves := func() int64 {
+		n := 0
+		for _, g := range gws {
+			for _, line := range strings.Split(g.stderr.String(), "\n") {
+				if strings.Contains(line, `"msg":"pool: assigned"`) && strings.Contains(line, `"reason":"balance"`) {
+					n++
+				}
+			}
+		}
+		return int64(n)
+	}
+
 	// 1. Redis up.
 	calls(1500)
 	checkPeaks("redis up")
 	checkFailures("redis up")
-	if n := moved.Load(); n > 0 {
-		t.Errorf("redis up: users moved between replicas %d times", n)
+	moved1, balance1 := moved.Load(), balanceMoves()
+	if balance1 > 0 {
+		t.Logf("redis up: %d moves for balance logged, %d seen by the callers", balance1, moved1)
+	}
+	if moved1 > balance1 {
+		t.Errorf("redis up: users moved between replicas %d times, %d of them for balance", moved1, balance1)
 		// Why: each move is a "pool: assigned" line with the replica it
-		// left (previous) or the assignment store's error.
+		// left (previous) or the assignment store's error; a gateway that
+		// took Redis for lost (an operation slower than its time-out)
+		// assigns from its own memory meanwhile.
 		for i, g := range gws {
 			for _, line := range strings.Split(g.stderr.String(), "\n") {
-				if strings.Contains(line, `"msg":"pool: assigned"`) {
+				if strings.Contains(line, `"msg":"pool: assigned"`) || strings.Contains(line, `"msg":"cluster: redis`) {
 					t.Logf("gateway %d: %s", i, line)
 				}
 			}
@@ -288,8 +310,8 @@ func TestServeCluster(t *testing.T) {
 	}
 	checkPeaks("redis down")
 	checkFailures("redis down")
-	if n := moved.Load(); n > 0 {
-		t.Errorf("redis down: users moved between replicas %d times", n)
+	if n, b := moved.Load()-moved1, balanceMoves()-balance1; n > b {
+		t.Errorf("redis down: users moved between replicas %d times, %d of them for balance", n, b)
 	}
 	for _, g := range gws {
 		if n := strings.Count(g.stderr.String(), `"msg":"cluster: redis unreachable: each replica's limit falls back to a local share"`); n != 1 {
