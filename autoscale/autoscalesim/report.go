@@ -34,11 +34,15 @@ func Floor(p Params, tr Trace, u float64) float64 {
 	mean := p.Service.Seconds() * math.Exp(p.ServiceSig*p.ServiceSig/2)
 	total := 0.0
 	for t := time.Duration(0); t < time.Duration(p.Days)*24*time.Hour; t += time.Minute {
-		busy := rate(t) * mean
-		n := max(1, int(math.Ceil(busy/(float64(p.Capacity)*u)-1e-9)))
-		total += float64(min(n, p.Replicas)) / 60
+		total += float64(floorReplicas(p, rate(t)*mean, u)) / 60
 	}
 	return total
+}
+
+// floorReplicas is the Floor's replicas for busy slots at utilization u.
+func floorReplicas(p Params, busy, u float64) int {
+	n := max(1, int(math.Ceil(busy/(float64(p.Capacity)*u)-1e-9)))
+	return min(n, p.Replicas)
 }
 
 // Sweep are variants of the policy's main knobs for the GPU-hours vs p95
@@ -72,6 +76,8 @@ type Agg struct {
 	// Forecast against what came (Result.ForecastVsDemand and the
 	// others), means over the seeds; 0 when not measured.
 	ForecastVsDemand, ForecastVsInUse, ForecastVsOffered float64
+	// ByHour: Result.ByHour, means over the seeds.
+	ByHour [24]HourFigures
 }
 
 func aggregate(rs []Result) Agg {
@@ -94,8 +100,30 @@ func aggregate(rs []Result) Agg {
 		a.ForecastVsDemand += r.ForecastVsDemand / n
 		a.ForecastVsInUse += r.ForecastVsInUse / n
 		a.ForecastVsOffered += r.ForecastVsOffered / n
+		for i, h := range r.ByHour {
+			a.ByHour[i].Billed += h.Billed / n
+			a.ByHour[i].Floor += h.Floor / n
+			a.ByHour[i].Offered += h.Offered / n
+		}
 	}
 	return a
+}
+
+// HourTable writes, for a run's policy, the Spaces it billed beside the
+// Floor's by hour of the day, and the GPU-hours above the floor per day.
+func HourTable(w io.Writer, a Agg) {
+	fmt.Fprintln(w, "| hour (UTC) | offered load (busy slots) | floor's replicas | billed Spaces | above the floor |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	var over, rising float64
+	for i, h := range a.ByHour {
+		fmt.Fprintf(w, "| %02d | %.2f | %.2f | %.2f | %+.2f |\n", i, h.Offered, h.Floor, h.Billed, h.Billed-h.Floor)
+		over += h.Billed - h.Floor
+		if h.Offered > a.ByHour[(i+23)%24].Offered {
+			rising += h.Billed - h.Floor
+		}
+	}
+	fmt.Fprintf(w, "| day | | | | %+.1f GPU-hours |\n", over)
+	fmt.Fprintf(w, "\nA day: %.1f GPU-hours above the floor, %.1f in the hours the load rises and %.1f in those it falls or holds.\n", over, rising, over-rising)
 }
 
 // Compare runs every policy on every trace for seeds 1..seeds.

@@ -156,6 +156,18 @@ type Result struct {
 	// time: the busy slots the Floor counts). 1 is unbiased; 0 when not
 	// measured.
 	ForecastVsDemand, ForecastVsInUse, ForecastVsOffered float64
+	// ByHour, per hour of the day from the second day on (the first is
+	// the profile's learning day): the Spaces billed and the Floor's
+	// replicas at 80%, minute by minute, and the offered load.
+	ByHour [24]HourFigures
+}
+
+// HourFigures are the means of one hour of the day over a run's days.
+type HourFigures struct {
+	Billed  float64 // Spaces in a billed stage (starting or running)
+	Floor   float64 // the Floor's replicas at 80% for the offered load
+	Offered float64 // the trace's rate times the mean call time: busy slots
+	minutes int
 }
 
 // tickSample is what one controller tick forecast and saw.
@@ -414,6 +426,19 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 				}
 			}
 		}
+		if t := now.Sub(start); t >= 24*time.Hour && t%time.Minute == 0 {
+			h := &res.ByHour[now.Hour()]
+			for _, r := range tg.reps {
+				switch hub.Stage(r.id) {
+				case gradiotest.StageAppStarting, gradiotest.StageRunning, gradiotest.StageRunningBuilding, gradiotest.StageRunningAppStarting:
+					h.Billed++
+				}
+			}
+			busy := rate(t) * meanService
+			h.Floor += float64(floorReplicas(p, busy, 0.8))
+			h.Offered += busy
+			h.minutes++
+		}
 		// Policies.
 		switch {
 		case ctl != nil && now.Sub(start)%tickEvery == 0:
@@ -445,6 +470,12 @@ func Run(ctx context.Context, p Params, tr Trace, pol Policy) (Result, error) {
 	}
 	res.P50, res.P95, res.P99 = pct(0.50), pct(0.95), pct(0.99)
 	res.ForecastVsDemand, res.ForecastVsInUse, res.ForecastVsOffered = forecastBias(ticks, start, tickEvery)
+	for i := range res.ByHour {
+		if h := &res.ByHour[i]; h.minutes > 0 {
+			m := float64(h.minutes)
+			h.Billed, h.Floor, h.Offered = h.Billed/m, h.Floor/m, h.Offered/m
+		}
+	}
 	acts := 0
 	for _, r := range tg.reps {
 		var done []time.Time

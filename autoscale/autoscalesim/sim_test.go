@@ -93,3 +93,25 @@ func TestForecastBiasPairsALeadLater(t *testing.T) {
 		t.Errorf("one day: %v, %v, %v; want none measured", d, u, o)
 	}
 }
+
+// ByHour: always-on bills every Space every hour of the day, and the
+// Floor's replicas by hour, summed over the days after the first, are the
+// Floor over those days.
+func TestByHourAgainstTheFloor(t *testing.T) {
+	p := DefaultParams()
+	p.Days = 2
+	on := run(t, 2, Diurnal, Policy{Name: "always-on"})
+	var floorDay float64
+	for i, h := range on.ByHour {
+		if h.Billed != float64(p.Replicas) || h.Floor < 1 || h.Floor > float64(p.Replicas) {
+			t.Errorf("hour %02d: %+v", i, h)
+		}
+		floorDay += h.Floor
+	}
+	whole := Floor(p, Diurnal(p), 0.8)
+	p.Days = 1
+	first := Floor(p, Diurnal(p), 0.8)
+	if math.Abs(floorDay-(whole-first)) > 1e-6 {
+		t.Errorf("the hours' floor sums to %.4f, the Floor of the second day is %.4f", floorDay, whole-first)
+	}
+}
