@@ -13,8 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gradiopool/gradiopool/gateway"
-	"github.com/gradiopool/gradiopool/gradio/gradiotest"
-	"github.com/gradiopool/gradiopool/pool"
 )
 
 // TestDashboardAutoscaleInChromium: with autoscale on, the dashboard shows
@@ -25,20 +23,8 @@ import (
 func TestDashboardAutoscaleInChromium(t *testing.T) {
 	chrome := chromiumPath(t)
 	const token = "dashboard-autoscale-token"
-	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
-	hub := gradiotest.NewHub()
-	t.Cleanup(func() {
-		hub.Close()
-		for _, s := range srvs {
-			s.Close()
-		}
-	})
-	hub.AddSpace("o/a", srvs[0])
-	hub.AddSpace("o/b", srvs[1])
-	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
-	cfg.Secrets.HFToken = "hf_owner"
+	_, cfg := autoscaleSpaces(t)
 	cfg.Secrets.AdminToken = token
-	cfg.Autoscale.Mode = "on"
 	cfg.Autoscale.Interval = 20 * time.Millisecond
 	g, err := gateway.Open(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

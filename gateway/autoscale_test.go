@@ -26,20 +26,7 @@ import (
 // pauses that Space (calls still served by the other), and the metrics
 // show the stage and the actions.
 func TestAutoscaleAdmin(t *testing.T) {
-	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
-	hub := gradiotest.NewHub()
-	t.Cleanup(func() {
-		hub.Close()
-		for _, s := range srvs {
-			s.Close()
-		}
-	})
-	hub.SetOwnerToken("hf_owner")
-	hub.AddSpace("o/a", srvs[0])
-	hub.AddSpace("o/b", srvs[1])
-	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
-	cfg.Secrets.HFToken = "hf_owner"
-	cfg.Autoscale.Mode = "on"
+	hub, cfg := autoscaleSpaces(t)
 	cfg.Autoscale.Interval = 10 * time.Millisecond
 	gw, _ := openGateway(t, cfg)
 
@@ -481,20 +468,8 @@ func joinAtErr(base, hash, body string) string {
 // itself; held awake again, the gateway wakes it with a visit through its
 // pool (no build) and serves calls there again.
 func TestAutoscaleSleepLever(t *testing.T) {
-	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
-	hub := gradiotest.NewHub()
-	t.Cleanup(func() {
-		hub.Close()
-		for _, s := range srvs {
-			s.Close()
-		}
-	})
+	hub, cfg := autoscaleSpaces(t)
 	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
-	hub.AddSpace("o/a", srvs[0])
-	hub.AddSpace("o/b", srvs[1])
-	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
-	cfg.Secrets.HFToken = "hf_owner"
-	cfg.Autoscale.Mode = "on"
 	cfg.Autoscale.ParkLever = "sleep"
 	cfg.Autoscale.SleepTime = time.Second
 	cfg.Autoscale.Interval = 10 * time.Millisecond
@@ -543,20 +518,8 @@ func TestAutoscaleSleepLever(t *testing.T) {
 // checks judge) and wakes the other, and the call, which no awake replica
 // can take while a paused one could, keeps waiting and is served there.
 func TestAutoscaleWakeThatFailsServesFromAnother(t *testing.T) {
-	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
-	hub := gradiotest.NewHub()
-	t.Cleanup(func() {
-		hub.Close()
-		for _, s := range srvs {
-			s.Close()
-		}
-	})
+	hub, cfg := autoscaleSpaces(t)
 	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
-	hub.AddSpace("o/a", srvs[0])
-	hub.AddSpace("o/b", srvs[1])
-	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
-	cfg.Secrets.HFToken = "hf_owner"
-	cfg.Autoscale.Mode = "on"
 	cfg.Autoscale.MinAwake = -1
 	cfg.Autoscale.Interval = 10 * time.Millisecond
 	cfg.Autoscale.WakeTimeout = 20 * time.Second
@@ -607,4 +570,26 @@ func TestAutoscaleWakeThatFailsServesFromAnother(t *testing.T) {
 	if !strings.Contains(st, "while waking") {
 		t.Errorf("no failed wake in the autoscale log: %s", st)
 	}
+}
+
+// autoscaleSpaces serves two simulated apps as the Spaces o/a and o/b of
+// a Hub emulation (owner token hf_owner), and returns a gateway config
+// over them with autoscale on.
+func autoscaleSpaces(t *testing.T) (*gradiotest.Hub, gateway.Config) {
+	t.Helper()
+	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
+	hub := gradiotest.NewHub()
+	t.Cleanup(func() {
+		hub.Close()
+		for _, s := range srvs {
+			s.Close()
+		}
+	})
+	hub.SetOwnerToken("hf_owner")
+	hub.AddSpace("o/a", srvs[0])
+	hub.AddSpace("o/b", srvs[1])
+	cfg := gateway.Config{HubURL: hub.URL, Pool: pool.Config{Replicas: []string{"o/a", "o/b"}, MinConnections: 1, MaxConnections: 2}}
+	cfg.Secrets.HFToken = "hf_owner"
+	cfg.Autoscale.Mode = "on"
+	return hub, cfg
 }
