@@ -176,18 +176,8 @@ func TestAutoscaleCallWaitsForWake(t *testing.T) {
 // the other acts (a larger fencing token) and wakes the Space for a hold
 // set at it; each Space was paused once and restarted once.
 func TestAutoscaleClusterOneGatewayActs(t *testing.T) {
-	srvs := []*gradiotest.Server{gradiotest.NewServer(nil), gradiotest.NewServer(nil)}
-	hub := gradiotest.NewHub()
-	t.Cleanup(func() {
-		hub.Close()
-		for _, s := range srvs {
-			s.Close()
-		}
-	})
+	hub, _ := autoscaleSpaces(t) // the gateways' config is a cluster's
 	hub.SetStartTimes(20*time.Millisecond, 20*time.Millisecond)
-	hub.SetOwnerToken("hf_owner")
-	hub.AddSpace("o/a", srvs[0])
-	hub.AddSpace("o/b", srvs[1])
 	cfg := clusterConfig(t, "asc", []string{"o/a", "o/b"}, 4, 3*time.Second)
 	cfg.Secrets.HFToken = "hf_owner"
 	cfg.Autoscale.Mode = "on"
