@@ -109,7 +109,22 @@ type rig struct {
 // fake clock, driven by a controller with cfg.
 func newRig(t *testing.T, cfg autoscale.Config, token string) *rig {
 	t.Helper()
-	clk := &fakeClock{t: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)} // a Monday
+	clk, hub, reps, names := threeSpaces(t)
+	target := newTarget(names...)
+	client := autoscale.NewHubClient(hub.URL, token, 0, nil, clk.Now)
+	if cfg.Mode == "" {
+		cfg.Mode = autoscale.ModeOn
+	}
+	ctl := autoscale.New(cfg, client, target, reps, nil, clk.Now)
+	return &rig{clk: clk, hub: hub, target: target, ctl: ctl, client: client, names: names}
+}
+
+// threeSpaces: the replicas r1-r3 on the l4x1 Spaces o/r1-o/r3 of an
+// emulated Hub (build 30 s, start 60 s, owner token ownerTok) on a fake
+// clock from a Monday.
+func threeSpaces(t *testing.T) (*fakeClock, *gradiotest.Hub, []autoscale.Replica, []string) {
+	t.Helper()
+	clk := &fakeClock{t: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
 	hub := gradiotest.NewHub()
 	t.Cleanup(hub.Close)
 	hub.SetClock(clk.Now)
@@ -124,13 +139,7 @@ func newRig(t *testing.T, cfg autoscale.Config, token string) *rig {
 		reps = append(reps, autoscale.Replica{Name: fmt.Sprintf("r%d", i), Space: id})
 		names = append(names, fmt.Sprintf("r%d", i))
 	}
-	target := newTarget(names...)
-	client := autoscale.NewHubClient(hub.URL, token, 0, nil, clk.Now)
-	if cfg.Mode == "" {
-		cfg.Mode = autoscale.ModeOn
-	}
-	ctl := autoscale.New(cfg, client, target, reps, nil, clk.Now)
-	return &rig{clk: clk, hub: hub, target: target, ctl: ctl, client: client, names: names}
+	return clk, hub, reps, names
 }
 
 // run ticks every step for d.

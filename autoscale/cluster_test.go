@@ -60,51 +60,11 @@ type member struct {
 // gateway; the dead one, resumed (a frozen process), acts no more and its
 // fenced writes are refused.
 func TestClusterOneGatewayActs(t *testing.T) {
-	addr := redistest.Start(t)
-	rc := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { rc.Close() })
-	clk := &fakeClock{t: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
-	hub := gradiotest.NewHub()
-	t.Cleanup(hub.Close)
-	hub.SetClock(clk.Now)
-	hub.SetStartTimes(30*time.Second, 60*time.Second)
-	hub.SetOwnerToken(ownerTok)
-	var reps []autoscale.Replica
-	var names []string
-	for i := 1; i <= 3; i++ {
-		id := fmt.Sprintf("o/r%d", i)
-		hub.AddSpaceURL(id, "http://127.0.0.1:1")
-		reps = append(reps, autoscale.Replica{Name: fmt.Sprintf("r%d", i), Space: id})
-		names = append(names, fmt.Sprintf("r%d", i))
-	}
-	const ttl = 300 * time.Millisecond
-	var ms []*member
-	for i := range 3 {
-		m := &member{target: newTarget(names...),
-			hub:    &recordingHub{Hub: autoscale.NewHubClient(hub.URL, ownerTok, 0, nil, clk.Now)},
-			shared: autoscale.NewRedisShared(rc, "t", fmt.Sprintf("gw%d", i), ttl, time.Minute)}
-		m.ctl = autoscale.New(autoscale.Config{Mode: autoscale.ModeOn}, m.hub, m.target, reps, nil, clk.Now)
-		m.ctl.SetShared(m.shared)
-		ms = append(ms, m)
-	}
-	tick := func(live []*member) {
-		for _, m := range live {
-			m.ctl.Tick(context.Background())
-		}
-	}
-	acting := func(live []*member) []*member {
-		var out []*member
-		for _, m := range live {
-			if c := m.ctl.Status().Cluster; c != nil && c.Acting {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
+	clk, hub, ms, names := newCluster(t)
 	// 20 minutes of no demand, ticks of 5 s: the acting gateway parks two
 	// Spaces (min_awake 1).
 	for range 240 {
-		tick(ms)
+		tickAll(ms)
 		if a := acting(ms); len(a) != 1 {
 			t.Fatalf("%d gateways act", len(a))
 		}
@@ -145,19 +105,7 @@ func TestClusterOneGatewayActs(t *testing.T) {
 	// Callers wait at another gateway; within the lease's TTL another
 	// gateway acts and wakes Spaces for them.
 	others[1].target.setWaiting(5)
-	var next *member
-	for i := 0; i < 100 && next == nil; i++ {
-		tick(others)
-		if a := acting(others); len(a) == 1 {
-			next = a[0]
-		} else if len(a) > 1 {
-			t.Fatalf("%d gateways act", len(a))
-		}
-		time.Sleep(ttl / 10)
-	}
-	if next == nil {
-		t.Fatal("no gateway took over from the dead one")
-	}
+	next := takeOver(t, others)
 	if tok := next.ctl.Status().Cluster.FencingToken; tok <= old {
 		t.Fatalf("fencing token %d after %d", tok, old)
 	}
@@ -186,7 +134,7 @@ func TestClusterOneGatewayActs(t *testing.T) {
 	}
 	// Once running, every gateway's pool takes the woken Spaces back.
 	for range 30 {
-		tick(ms)
+		tickAll(ms)
 		clk.Add(5 * time.Second)
 	}
 	for _, m := range ms {
@@ -205,6 +153,111 @@ func TestClusterOneGatewayActs(t *testing.T) {
 	if kinds["park ok"] != 2 || kinds["wake ok"] != 2 {
 		t.Errorf("shared log %v", kinds)
 	}
+}
+
+// TestClusterOverdueWakeOutlivesTakeover: the acting gateway wakes a
+// Space for callers, the Space's build hangs, and the gateway dies. The
+// one that takes over knows when that wake was sent (the shared state),
+// so it too takes the wake for overdue at twice its expected time and
+// wakes the third Space, and restarts the stuck one no second time.
+func TestClusterOverdueWakeOutlivesTakeover(t *testing.T) {
+	clk, hub, ms, _ := newCluster(t)
+	for range 240 { // 20 min without demand: two Spaces paused
+		tickAll(ms)
+		clk.Add(5 * time.Second)
+	}
+	leader := takeOver(t, ms)
+	ms[2].target.set("r1", 4, 3) // full, 3 waiting there: one more Space
+	var stuck string
+	for range 12 {
+		tickAll(ms)
+		clk.Add(5 * time.Second)
+		if w := leader.hub.taken(); len(w) == 3 {
+			stuck = strings.TrimPrefix(w[2], "restart ")
+			break
+		}
+	}
+	if stuck == "" {
+		t.Fatalf("no wake for the callers: %v", leader.hub.taken())
+	}
+	hub.SetStage(stuck, gradiotest.StageBuilding) // the build hangs
+
+	var rest []*member
+	for _, m := range ms {
+		if m != leader {
+			rest = append(rest, m)
+		}
+	}
+	next := takeOver(t, rest) // the leader died
+	for range 60 {            // 5 min
+		tickAll(rest)
+		clk.Add(5 * time.Second)
+	}
+	w := next.hub.taken()
+	if len(w) != 1 || w[0] == "restart "+stuck || !strings.HasPrefix(w[0], "restart ") {
+		t.Fatalf("the new acting gateway's Hub writes %v, want one restart of the third Space (%s hangs)", w, stuck)
+	}
+}
+
+// clusterLeaseTTL is the autoscale lease's TTL in the cluster tests (real
+// time: Redis keeps it).
+const clusterLeaseTTL = 300 * time.Millisecond
+
+// newCluster: three gateways' controllers sharing one Redis and the three
+// Spaces of threeSpaces.
+func newCluster(t *testing.T) (*fakeClock, *gradiotest.Hub, []*member, []string) {
+	t.Helper()
+	addr := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rc.Close() })
+	clk, hub, reps, names := threeSpaces(t)
+	var ms []*member
+	for i := range 3 {
+		m := &member{target: newTarget(names...),
+			hub:    &recordingHub{Hub: autoscale.NewHubClient(hub.URL, ownerTok, 0, nil, clk.Now)},
+			shared: autoscale.NewRedisShared(rc, "t", fmt.Sprintf("gw%d", i), clusterLeaseTTL, time.Minute)}
+		m.ctl = autoscale.New(autoscale.Config{Mode: autoscale.ModeOn}, m.hub, m.target, reps, nil, clk.Now)
+		m.ctl.SetShared(m.shared)
+		ms = append(ms, m)
+	}
+	return clk, hub, ms, names
+}
+
+// tickAll ticks every live member once.
+func tickAll(live []*member) {
+	for _, m := range live {
+		m.ctl.Tick(context.Background())
+	}
+}
+
+// acting are the members that hold the lease.
+func acting(live []*member) []*member {
+	var out []*member
+	for _, m := range live {
+		if c := m.ctl.Status().Cluster; c != nil && c.Acting {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// takeOver ticks the live members until one acts (the lease of a dead one
+// lapses in real time), and returns it.
+func takeOver(t *testing.T, live []*member) *member {
+	t.Helper()
+	for range 100 {
+		tickAll(live)
+		switch a := acting(live); len(a) {
+		case 1:
+			return a[0]
+		case 0:
+		default:
+			t.Fatalf("%d gateways act", len(a))
+		}
+		time.Sleep(clusterLeaseTTL / 10)
+	}
+	t.Fatal("no gateway took over from the dead one")
+	return nil
 }
 
 // TestClusterLeaseReleasedAtClose: a gateway that closes cleanly gives the
