@@ -79,7 +79,10 @@ func TestFactQueueMaxSize(t *testing.T) {
 		t.Fatalf("third call: %v, want ErrQueueFull with Gradio's message", err)
 	}
 	cancel()
-	if _, err := waiting.Wait(testCtx(t)); !errors.Is(err, context.Canceled) {
+	// The waiting call ends cancelled, or completed: the first call's
+	// cancel frees its slot, and slow(0) may run and finish before the
+	// waiting call's own cancel is seen (once under make test).
+	if _, err := waiting.Wait(testCtx(t)); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiting call: %v", err)
 	}
 	if n := srv.Executions("upper"); n != 0 {
