@@ -180,20 +180,8 @@ func ForecastTable(w io.Writer, aggs []Agg) {
 // Goals checks issue 34's goals on aggs and says which are met; with p,
 // it adds the diurnal trace's floor (Floor) to read the first goal by.
 func Goals(w io.Writer, aggs []Agg, p *Params) {
-	get := func(trace, pol string) *Agg {
-		for i := range aggs {
-			if aggs[i].Trace == trace && aggs[i].Policy == pol {
-				return &aggs[i]
-			}
-		}
-		return nil
-	}
-	yes := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "NOT met"
-	}
+	get := func(trace, pol string) *Agg { return find(aggs, trace, pol) }
+	yes := metWord
 	on, sl, as := get("diurnal", "always-on"), get("diurnal", "hf-sleep-15m"), get("diurnal", "autoscale")
 	if on != nil && sl != nil && as != nil {
 		fmt.Fprintf(w, "- Diurnal, vs always-on: GPU-hours %.2fx (goal <= 0.60: %s), p95 %.2fx (goal <= 1.25: %s), failed calls %.1f vs %.1f (goal no more: %s).\n",
@@ -233,15 +221,7 @@ func LoadTable(w io.Writer, aggs []Agg, p Params, traces []Trace) {
 	fmt.Fprintln(w, "| trace | always-on GPU-hours | floor at 80% (x always-on) | autoscale GPU-hours (x always-on) | autoscale / floor | p95 always-on / autoscale s | failed (autoscale) |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, tr := range traces {
-		var on, as *Agg
-		for i := range aggs {
-			switch {
-			case aggs[i].Trace == tr.Name && aggs[i].Policy == "always-on":
-				on = &aggs[i]
-			case aggs[i].Trace == tr.Name && aggs[i].Policy == "autoscale":
-				as = &aggs[i]
-			}
-		}
+		on, as := find(aggs, tr.Name, "always-on"), find(aggs, tr.Name, "autoscale")
 		if on == nil || as == nil {
 			continue
 		}
@@ -249,4 +229,38 @@ func LoadTable(w io.Writer, aggs []Agg, p Params, traces []Trace) {
 		fmt.Fprintf(w, "| %s | %.1f | %.1f (%.2fx) | %.1f (%.2fx) | %.2fx | %s / %s | %.1f |\n", tr.Name, on.GPUHours, f, f/on.GPUHours,
 			as.GPUHours, as.GPUHours/on.GPUHours, as.GPUHours/f, secs(on.P95), secs(as.P95), as.Failed)
 	}
+}
+
+// SleepTable writes, per trace, Hugging Face's sleep after 15 min beside
+// the autoscale policy, against issue 34's second goal: at most half its
+// p95 at no more than 1.1x its GPU-hours.
+func SleepTable(w io.Writer, aggs []Agg, traces []Trace) {
+	fmt.Fprintln(w, "| trace | calls | hf-sleep-15m GPU-hours | hf-sleep-15m p95 s | autoscale GPU-hours (x hf-sleep-15m) | autoscale p95 s (x hf-sleep-15m) | goal (p95 <= 0.5x at <= 1.1x) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
+	for _, tr := range traces {
+		hf, as := find(aggs, tr.Name, "hf-sleep-15m"), find(aggs, tr.Name, "autoscale")
+		if hf == nil || as == nil {
+			continue
+		}
+		g, l := as.GPUHours/hf.GPUHours, as.P95.Seconds()/hf.P95.Seconds()
+		fmt.Fprintf(w, "| %s | %.0f | %.1f | %s | %.1f (%.2fx) | %s (%.2fx) | %s |\n", tr.Name, hf.Calls, hf.GPUHours, secs(hf.P95),
+			as.GPUHours, g, secs(as.P95), l, metWord(l <= 0.5 && g <= 1.1))
+	}
+}
+
+// find is the aggregate of policy on trace, nil if none.
+func find(aggs []Agg, trace, policy string) *Agg {
+	for i := range aggs {
+		if aggs[i].Trace == trace && aggs[i].Policy == policy {
+			return &aggs[i]
+		}
+	}
+	return nil
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
 }

@@ -74,10 +74,10 @@ func Diurnal(p Params) Trace {
 }
 
 // DiurnalAt is Diurnal's shape with its peak at frac of the replicas'
-// slots, named "diurnal-N" for N percent.
+// slots, named "diurnal-N" for N percent (to a tenth).
 func DiurnalAt(p Params, frac float64) Trace {
 	peak := frac * float64(p.Replicas*p.Capacity) / p.Service.Seconds()
-	return Trace{Name: fmt.Sprintf("diurnal-%.0f", frac*100), Setup: func(*rand.Rand, Params) func(time.Duration) float64 {
+	return Trace{Name: fmt.Sprintf("diurnal-%g", math.Round(frac*1000)/10), Setup: func(*rand.Rand, Params) func(time.Duration) float64 {
 		return func(t time.Duration) float64 {
 			h := math.Mod(t.Hours(), 24)
 			f := 0.55 - 0.45*math.Cos(2*math.Pi*(h-3)/24) // 0.1 at 03:00, 1.0 at 15:00

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +114,27 @@ func TestByHourAgainstTheFloor(t *testing.T) {
 	first := Floor(p, Diurnal(p), 0.8)
 	if math.Abs(floorDay-(whole-first)) > 1e-6 {
 		t.Errorf("the hours' floor sums to %.4f, the Floor of the second day is %.4f", floorDay, whole-first)
+	}
+}
+
+// SleepTable reads issue 34's second goal per trace: at most half the p95
+// of sleep after 15 min at no more than 1.1x its GPU-hours.
+func TestSleepTableReadsTheGoal(t *testing.T) {
+	p := DefaultParams()
+	a, b := DiurnalAt(p, 0.001), DiurnalAt(p, 0.01)
+	if a.Name != "diurnal-0.1" || b.Name != "diurnal-1" || DiurnalAt(p, 0.3).Name != "diurnal-30" {
+		t.Fatalf("names %q %q %q", a.Name, b.Name, DiurnalAt(p, 0.3).Name)
+	}
+	aggs := []Agg{
+		{Trace: a.Name, Policy: "hf-sleep-15m", GPUHours: 100, P95: 80 * time.Second},
+		{Trace: a.Name, Policy: "autoscale", GPUHours: 110, P95: 40 * time.Second},
+		{Trace: b.Name, Policy: "hf-sleep-15m", GPUHours: 100, P95: 80 * time.Second},
+		{Trace: b.Name, Policy: "autoscale", GPUHours: 111, P95: 20 * time.Second},
+	}
+	var out strings.Builder
+	SleepTable(&out, aggs, []Trace{a, b, Flat(p)})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(lines[2], "| met |") || !strings.HasSuffix(lines[3], "| NOT met |") {
+		t.Fatalf("table:\n%s", out.String())
 	}
 }
