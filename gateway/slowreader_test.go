@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 // dialSmallWindow connects to addr with a 4 KiB receive buffer (set before
@@ -23,15 +23,7 @@ import (
 // then reads nothing holds its writer at once.
 func dialSmallWindow(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
+	d := net.Dialer{Control: fdtest.SmallReceiveWindow(4096)}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

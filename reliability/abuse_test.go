@@ -18,13 +18,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gradiopool/gradiopool/gateway"
 	"github.com/gradiopool/gradiopool/gradio"
 	"github.com/gradiopool/gradiopool/gradio/gradiotest"
+	"github.com/gradiopool/gradiopool/internal/fdtest"
 )
 
 var abuseRun = flag.Bool("reliability.abuse", os.Getenv("GRADIOPOOL_RELIABILITY") == "abuse",
@@ -1271,15 +1271,7 @@ func slowSubmitReaders(ctx context.Context, e *abuseEnv, r *abuseRow) {
 		}
 	}()
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")},
-		Control: func(_, _ string, rc syscall.RawConn) error {
-			var err error
-			if cerr := rc.Control(func(fd uintptr) {
-				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-			}); cerr != nil {
-				return cerr
-			}
-			return err
-		}}
+		Control: fdtest.SmallReceiveWindow(4096)}
 	host := strings.TrimPrefix(e.url, "http://")
 	for range e.sc.slowReaders {
 		c, err := d.DialContext(ctx, "tcp", host)

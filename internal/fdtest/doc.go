@@ -3,7 +3,8 @@
 // door's own (gateway/frontdoor, over a pool without the gateway) speak
 // the same Gradio protocol to it and run the same official JS client
 // scripts, and test files cannot be shared between packages, so these
-// helpers live here once instead of twice. Nothing outside _test.go files
+// helpers live here once instead of twice; so does a socket helper of the
+// slow-client tests (SmallReceiveWindow). Nothing outside _test.go files
 // may import it.
 //
 // The helpers fail the test they are given (testing.TB) except those
