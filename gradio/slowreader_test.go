@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,25 +20,10 @@ import (
 // every output waited for the reader (a /v1/submit caller reading at a
 // trickle kept the gateway's memory growing as fast as the app streamed).
 func TestSlowEventsReaderFailsTheJob(t *testing.T) {
-	cancelled, gate := make(chan struct{}), make(chan struct{})
+	gate := make(chan struct{})
 	defer close(gate)
-	app := gradiotest.NewApp()
-	app.HandleGenerator("flood", func(ctx context.Context, _ *gradiotest.Call, yield func(...any) error) error {
-		for i := range 40 {
-			if err := yield(strconv.Itoa(i) + strings.Repeat("f", 1<<20)); err != nil {
-				close(cancelled)
-				return err
-			}
-		}
-		select { // a long call: it ends by its cancel, or at the test's end
-		case <-ctx.Done():
-			close(cancelled)
-			return ctx.Err()
-		case <-gate:
-			return nil
-		}
-	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
-	srv := gradiotest.NewServer(app)
+	flood := gradiotest.NewFlood(40, 1<<20, gate)
+	srv := gradiotest.NewServer(flood.App())
 	defer srv.Close()
 	c := connect(t, srv.URL)
 	defer c.Close()
@@ -54,7 +37,7 @@ func TestSlowEventsReaderFailsTheJob(t *testing.T) {
 		t.Fatalf("Wait: %v, want ErrSlowReader", err)
 	}
 	select {
-	case <-cancelled:
+	case <-flood.Cancelled:
 	case <-time.After(time.Minute): // a hang guard
 		t.Fatal("the app's call was not cancelled")
 	}
@@ -72,34 +55,13 @@ func TestSlowEventsReaderFailsTheJob(t *testing.T) {
 	}
 }
 
-// flooder is an app whose "flood" generator yields n outputs of size
-// bytes, counting them in yielded, then waits for gate (or its cancel).
-func flooder(n, size int, yielded *atomic.Int32, gate <-chan struct{}) *gradiotest.App {
-	app := gradiotest.NewApp()
-	app.HandleGenerator("flood", func(ctx context.Context, _ *gradiotest.Call, yield func(...any) error) error {
-		for i := range n {
-			if err := yield(strconv.Itoa(i) + strings.Repeat("f", size)); err != nil {
-				return err
-			}
-			yielded.Add(1)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-gate:
-			return nil
-		}
-	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
-	return app
-}
-
-// floodUnread submits a call of flooder(n, size) on a client charging
+// floodUnread submits a call of a gradiotest.Flood(n, size) on a client charging
 // budget; yielded counts the outputs the app sent. The server and client
 // close with the test.
 func floodUnread(t *testing.T, ctx context.Context, mode gradiotest.Mode, n, size int, budget *gradio.EventBudget, gate <-chan struct{}) (*gradio.Job, *atomic.Int32) {
 	t.Helper()
-	yielded := new(atomic.Int32)
-	srv := gradiotest.NewUnstartedServer(flooder(n, size, yielded, gate))
+	flood := gradiotest.NewFlood(n, size, gate)
+	srv := gradiotest.NewUnstartedServer(flood.App())
 	if mode != "" {
 		srv.Mode = mode
 	}
@@ -114,7 +76,7 @@ func floodUnread(t *testing.T, ctx context.Context, mode gradiotest.Mode, n, siz
 	if err != nil {
 		t.Fatal(err)
 	}
-	return j, yielded
+	return j, &flood.Yielded
 }
 
 // waitHeld waits until cond holds of the budget's bytes held; a hang

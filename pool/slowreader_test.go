@@ -1,9 +1,7 @@
 package pool_test
 
 import (
-	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/gradiopool/gradiopool/gradio"
@@ -19,21 +17,7 @@ import (
 func TestSlowReaderIsNotTheReplicasError(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
-	app := gradiotest.NewApp()
-	app.HandleGenerator("flood", func(ctx context.Context, _ *gradiotest.Call, yield func(...any) error) error {
-		for range 40 {
-			if err := yield(strings.Repeat("f", 1<<20)); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-gate:
-			return nil
-		}
-	}, []gradiotest.Component{gradiotest.Number("n")}, []gradiotest.Component{gradiotest.Textbox("out")})
-	srv := gradiotest.NewServer(app)
+	srv := gradiotest.NewServer(gradiotest.NewFlood(40, 1<<20, gate).App())
 	defer srv.Close()
 	p := newPool(t, pool.Config{Replicas: []string{srv.URL}})
 	ctx := ctxT(t)
